@@ -1,0 +1,183 @@
+package resource
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshnames/meshnames/internal/decode"
+	"github.com/meshnames/meshnames/internal/validate"
+)
+
+// document is the wire shape of every kind.
+type document struct {
+	Type             string            `json:"type"`
+	Mesh             string            `json:"mesh,omitempty"`
+	Name             string            `json:"name"`
+	CreationTime     *time.Time        `json:"creationTime,omitempty"`
+	ModificationTime *time.Time        `json:"modificationTime,omitempty"`
+	Labels           map[string]string `json:"labels,omitempty"`
+	Spec             any               `json:"spec"`
+	Status           any               `json:"status,omitempty"`
+}
+
+// envelope is what Decode reads strictly; spec is decoded separately into
+// the kind's type, status and the timestamps are read-only and ignored.
+type envelope struct {
+	Type             string            `json:"type"`
+	Mesh             string            `json:"mesh"`
+	Name             string            `json:"name"`
+	Labels           map[string]string `json:"labels"`
+	CreationTime     any               `json:"creationTime"`
+	ModificationTime any               `json:"modificationTime"`
+	Spec             any               `json:"spec"`
+	Status           any               `json:"status"`
+}
+
+// DocumentField is the field reported for problems with a document as a
+// whole (a syntax error, a document that is not an object).
+const DocumentField = "document"
+
+// Decode reads one document in JSON or YAML (YAML is a superset of JSON).
+// Every problem in the document is returned at once as validate.Errors:
+// unknown fields, wrong types, an unknown kind. It does not validate the
+// content; call Validate for that. Status, creationTime and
+// modificationTime are read-only: they are accepted and ignored, so that the
+// output of `get -o yaml` can be applied again.
+func Decode(data []byte) (*Object, error) {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, validate.Errors{{Field: DocumentField, Message: "invalid YAML or JSON: " + err.Error()}}
+	}
+	g, err := decode.Generic(j)
+	if err != nil {
+		return nil, validate.Errors{{Field: DocumentField, Message: err.Error()}}
+	}
+	if _, ok := g.(map[string]any); !ok {
+		return nil, validate.Errors{{Field: DocumentField, Message: "must be an object with type, name and spec"}}
+	}
+	var env envelope
+	errs := decode.Value(g, &env, "")
+	if env.Type == "" {
+		if !hasField(errs, "type") {
+			errs.Add("type", "required: one of "+fmt.Sprint(KindNames()))
+		}
+		return nil, errs
+	}
+	d, ok := Lookup(Kind(env.Type))
+	if !ok {
+		errs.Addf("type", "unknown kind %q: must be one of %v", env.Type, KindNames())
+		return nil, errs
+	}
+	obj := &Object{Kind: d.Kind, Mesh: env.Mesh, Name: env.Name, Labels: env.Labels, Spec: d.NewSpec()}
+	if env.Spec != nil {
+		errs.Append(decode.Value(env.Spec, obj.Spec, "spec"))
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return obj, nil
+}
+
+func hasField(errs validate.Errors, field string) bool {
+	for _, e := range errs {
+		if e.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
+// MarshalJSON encodes o in the document shape.
+func (o *Object) MarshalJSON() ([]byte, error) {
+	doc := document{Type: string(o.Kind), Mesh: o.Mesh, Name: o.Name, Labels: o.Labels, Spec: o.Spec}
+	if doc.Spec == nil {
+		doc.Spec = struct{}{}
+	}
+	if !o.CreationTime.IsZero() {
+		t := o.CreationTime.UTC()
+		doc.CreationTime = &t
+	}
+	if !o.ModificationTime.IsZero() {
+		t := o.ModificationTime.UTC()
+		doc.ModificationTime = &t
+	}
+	if o.Status != nil {
+		doc.Status = o.Status
+	}
+	return json.Marshal(doc)
+}
+
+// EncodeYAML encodes o as a YAML document.
+func EncodeYAML(o *Object) ([]byte, error) {
+	j, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.JSONToYAML(j)
+}
+
+// UnmarshalSpec decodes a spec stored by meshnames itself (trusted JSON,
+// already validated), without the strictness of Decode.
+func UnmarshalSpec(k Kind, data []byte) (Spec, error) {
+	d, ok := Lookup(k)
+	if !ok {
+		return nil, fmt.Errorf("unknown kind %q", k)
+	}
+	s := d.NewSpec()
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, s); err != nil {
+			return nil, fmt.Errorf("decode %s spec: %w", k, err)
+		}
+	}
+	return s, nil
+}
+
+// UnmarshalStatus decodes a stored status; it returns nil for empty data.
+func UnmarshalStatus(k Kind, data []byte) (Status, error) {
+	d, ok := Lookup(k)
+	if !ok {
+		return nil, fmt.Errorf("unknown kind %q", k)
+	}
+	if len(data) == 0 || bytes.Equal(data, []byte("null")) || !d.HasStatus {
+		return nil, nil
+	}
+	s := d.NewStatus()
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, fmt.Errorf("decode %s status: %w", k, err)
+	}
+	return s, nil
+}
+
+// UnmarshalJSON decodes a document written by MarshalJSON (for clients
+// reading server responses). It is lenient about unknown fields, because a
+// newer server may add some; user input goes through Decode instead.
+func (o *Object) UnmarshalJSON(data []byte) error {
+	var doc struct {
+		Type             string            `json:"type"`
+		Mesh             string            `json:"mesh"`
+		Name             string            `json:"name"`
+		CreationTime     time.Time         `json:"creationTime"`
+		ModificationTime time.Time         `json:"modificationTime"`
+		Labels           map[string]string `json:"labels"`
+		Spec             json.RawMessage   `json:"spec"`
+		Status           json.RawMessage   `json:"status"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	spec, err := UnmarshalSpec(Kind(doc.Type), doc.Spec)
+	if err != nil {
+		return err
+	}
+	status, err := UnmarshalStatus(Kind(doc.Type), doc.Status)
+	if err != nil {
+		return err
+	}
+	*o = Object{Kind: Kind(doc.Type), Mesh: doc.Mesh, Name: doc.Name, Labels: doc.Labels,
+		CreationTime: doc.CreationTime, ModificationTime: doc.ModificationTime, Spec: spec, Status: status}
+	return nil
+}

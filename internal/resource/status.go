@@ -1,0 +1,112 @@
+package resource
+
+import "slices"
+
+// Address states (seed 000).
+const (
+	AddressAvailable    = "Available"
+	AddressNotAvailable = "NotAvailable"
+)
+
+// VIP types (seed 000).
+const (
+	VIPKuma       = "Kuma"
+	VIPKubernetes = "Kubernetes"
+)
+
+// Condition statuses.
+const (
+	ConditionTrue    = "True"
+	ConditionFalse   = "False"
+	ConditionUnknown = "Unknown"
+)
+
+// ServiceStatus is the status of MeshService and MeshExternalService:
+// hostnames (hostnames controller), VIPs (vips controller) and conditions.
+type ServiceStatus struct {
+	Addresses  []Address   `json:"addresses,omitempty"`
+	VIPs       []VIP       `json:"vips,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// Address is one generated hostname and whether the service holds it.
+type Address struct {
+	Hostname string        `json:"hostname"`
+	Status   string        `json:"status"`
+	Origin   AddressOrigin `json:"origin"`
+	Reason   string        `json:"reason,omitempty"`
+}
+
+// AddressOrigin names what generated an address.
+type AddressOrigin struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// VIP is a virtual IP of a service. Hostname is set for MeshExternalService
+// InternalVIP matches (seed 003).
+type VIP struct {
+	IP       string `json:"ip"`
+	Type     string `json:"type"`
+	Hostname string `json:"hostname,omitempty"`
+}
+
+// Condition reports one aspect of a resource's state.
+type Condition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Service returns s itself; it lets controllers treat the status of every
+// service kind alike.
+func (s *ServiceStatus) Service() *ServiceStatus { return s }
+
+func (s *ServiceStatus) CloneStatus() Status { c := s.clone(); return &c }
+
+func (s *ServiceStatus) clone() ServiceStatus {
+	return ServiceStatus{
+		Addresses:  slices.Clone(s.Addresses),
+		VIPs:       slices.Clone(s.VIPs),
+		Conditions: slices.Clone(s.Conditions),
+	}
+}
+
+// MultiZoneServiceStatus adds what a zone computes for a MeshMultiZoneService.
+type MultiZoneServiceStatus struct {
+	ServiceStatus
+	Ports        []Port           `json:"ports,omitempty"`
+	Zones        []ZoneRef        `json:"zones,omitempty"`
+	MeshServices []MeshServiceRef `json:"meshServices,omitempty"`
+}
+
+// ZoneRef names a zone.
+type ZoneRef struct {
+	Name string `json:"name"`
+}
+
+// MeshServiceRef names a MeshService selected by a MeshMultiZoneService.
+type MeshServiceRef struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	Zone      string `json:"zone,omitempty"`
+	Mesh      string `json:"mesh"`
+}
+
+func (s *MultiZoneServiceStatus) Service() *ServiceStatus { return &s.ServiceStatus }
+
+func (s *MultiZoneServiceStatus) CloneStatus() Status {
+	return &MultiZoneServiceStatus{
+		ServiceStatus: s.ServiceStatus.clone(),
+		Ports:         clonePorts(s.Ports),
+		Zones:         slices.Clone(s.Zones),
+		MeshServices:  slices.Clone(s.MeshServices),
+	}
+}
+
+// ServiceStatusOf is implemented by the status of every service kind.
+type ServiceStatusOf interface {
+	Status
+	Service() *ServiceStatus
+}
