@@ -1,0 +1,180 @@
+// Package config owns meshnames' one configuration tree: its defaults, the
+// YAML file (unknown keys are errors), MESHNAMES_* environment variables and
+// the validation of the result with field paths. Flags are applied by the
+// cli package on top of what Load returns, then Validate runs.
+//
+// Every leaf has an environment variable named after its path:
+// api.addr is MESHNAMES_API_ADDR, store.dataDir is MESHNAMES_STORE_DATA_DIR.
+//
+// It imports validate and decode only.
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/validate"
+)
+
+// Modes a control plane runs in.
+const (
+	ModeStandalone = "standalone"
+	ModeZone       = "zone"
+	ModeGlobal     = "global"
+)
+
+// Config is the whole configuration of `meshnames serve`.
+type Config struct {
+	// Mode is standalone (one zone, no global), zone (a zone of a
+	// multi-zone deployment) or global.
+	Mode string `json:"mode"`
+	// Zone is this control plane's zone name (standalone and zone modes).
+	Zone     string         `json:"zone"`
+	Store    StoreConfig    `json:"store"`
+	API      APIConfig      `json:"api"`
+	DNS      DNSConfig      `json:"dns"`
+	Log      LogConfig      `json:"log"`
+	Defaults DefaultsConfig `json:"defaults"`
+}
+
+// StoreConfig selects and tunes the store.
+type StoreConfig struct {
+	// URL is empty for the embedded store, or a postgres:// URL.
+	URL string `json:"url"`
+	// DataDir holds the embedded store.
+	DataDir string `json:"dataDir"`
+	// TombstoneRetention is how long deletions stay in the change feed, so
+	// that readers that were away can resume without a full relist.
+	TombstoneRetention Duration `json:"tombstoneRetention"`
+}
+
+// APIConfig configures the REST API server.
+type APIConfig struct {
+	Addr string `json:"addr"`
+	// ShutdownTimeout bounds how long SIGTERM waits for in-flight requests.
+	ShutdownTimeout Duration `json:"shutdownTimeout"`
+}
+
+// DNSConfig configures the DNS server.
+type DNSConfig struct {
+	Addr string `json:"addr"`
+}
+
+// LogConfig configures structured logging.
+type LogConfig struct {
+	Level  string `json:"level"`
+	Format string `json:"format"`
+}
+
+// DefaultsConfig controls the resources created at start.
+type DefaultsConfig struct {
+	// SkipMesh turns off creating the mesh "default" at start.
+	SkipMesh bool `json:"skipMesh"`
+}
+
+// Default returns the configuration used when nothing is set.
+func Default() Config {
+	return Config{
+		Mode: ModeStandalone,
+		Zone: "default",
+		Store: StoreConfig{
+			DataDir:            "./meshnames-data",
+			TombstoneRetention: Duration(24 * time.Hour),
+		},
+		API: APIConfig{Addr: "127.0.0.1:5681", ShutdownTimeout: Duration(10 * time.Second)},
+		DNS: DNSConfig{Addr: "127.0.0.1:5653"},
+		Log: LogConfig{Level: "info", Format: "text"},
+	}
+}
+
+// Postgres reports whether the store is PostgreSQL.
+func (c *Config) Postgres() bool {
+	return strings.HasPrefix(c.Store.URL, "postgres://") || strings.HasPrefix(c.Store.URL, "postgresql://")
+}
+
+// Validate reports every problem with field paths.
+func (c *Config) Validate() validate.Errors {
+	var errs validate.Errors
+	errs.Check("mode", validate.OneOf(c.Mode, ModeStandalone, ModeZone, ModeGlobal))
+	if c.Mode != ModeGlobal {
+		errs.Check("zone", validate.DNS1123Label(c.Zone))
+	}
+	if c.Store.URL != "" && !c.Postgres() {
+		errs.Add("store.url", `must be empty (the embedded store) or a PostgreSQL URL starting with "postgres://"`)
+	}
+	if c.Store.URL == "" && c.Store.DataDir == "" {
+		errs.Add("store.dataDir", "must not be empty when the embedded store is used")
+	}
+	if c.Store.TombstoneRetention < Duration(time.Minute) {
+		errs.Add("store.tombstoneRetention", "must be at least 1m")
+	}
+	checkAddr(&errs, "api.addr", c.API.Addr)
+	checkAddr(&errs, "dns.addr", c.DNS.Addr)
+	if c.API.ShutdownTimeout <= 0 {
+		errs.Add("api.shutdownTimeout", "must be positive")
+	}
+	errs.Check("log.level", validate.OneOf(c.Log.Level, "debug", "info", "warn", "error"))
+	errs.Check("log.format", validate.OneOf(c.Log.Format, "text", "json"))
+	return errs
+}
+
+func checkAddr(errs *validate.Errors, field validate.Path, addr string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		errs.Addf(field, "must be host:port, got %q", addr)
+		return
+	}
+	if host != "" && net.ParseIP(host) == nil && validate.DNS1123Subdomain(host) != "" {
+		errs.Addf(field, "host must be an IP address or a DNS name, got %q", host)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		errs.Addf(field, "port must be a number between 0 and 65535, got %q", port)
+	}
+}
+
+// Redacted returns a copy safe to print: the password of a PostgreSQL URL
+// is masked.
+func (c Config) Redacted() Config {
+	if u, err := url.Parse(c.Store.URL); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			c.Store.URL = u.String()
+		}
+	}
+	return c
+}
+
+// Duration is a time.Duration written as "15s", "1h30m".
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// DecodeValue implements decode.Decoder.
+func (d *Duration) DecodeValue(v any) string {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Sprintf("must be a duration such as \"30s\" or \"1h\", got %v", v)
+	}
+	return d.set(s)
+}
+
+func (d *Duration) set(s string) string {
+	p, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Sprintf("must be a duration such as \"30s\" or \"1h\", got %q", s)
+	}
+	*d = Duration(p)
+	return ""
+}
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.Quote(d.String())), nil
+}

@@ -1,0 +1,182 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshnames/meshnames/internal/validate"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func fields(err error) []string {
+	errs, _ := validate.From(err)
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Field)
+	}
+	return out
+}
+
+func TestDefault_IsValidAndLoopbackOnly(t *testing.T) {
+	c := Default()
+	if errs := c.Validate(); len(errs) != 0 {
+		t.Fatalf("Default().Validate() = %v", errs)
+	}
+	for _, addr := range []string{c.API.Addr, c.DNS.Addr} {
+		if !strings.HasPrefix(addr, "127.0.0.1:") {
+			t.Errorf("default address %q does not bind to loopback", addr)
+		}
+	}
+}
+
+func TestLoad_Layers(t *testing.T) {
+	file := writeFile(t, "mode: zone\nzone: east\napi:\n  addr: 127.0.0.1:7000\nstore:\n  tombstoneRetention: 2h\n")
+	cfg, err := Load(file, env(map[string]string{
+		"MESHNAMES_API_ADDR":           "127.0.0.1:7001",
+		"MESHNAMES_STORE_DATA_DIR":     "/var/lib/meshnames",
+		"MESHNAMES_DEFAULTS_SKIP_MESH": "true",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Mode, want.Zone = ModeZone, "east"
+	want.API.Addr = "127.0.0.1:7001" // env beats file
+	want.Store.DataDir = "/var/lib/meshnames"
+	want.Store.TombstoneRetention = Duration(2 * time.Hour)
+	want.Defaults.SkipMesh = true
+	if d := cmp.Diff(want, cfg); d != "" {
+		t.Errorf("Load() mismatch (-want +got):\n%s", d)
+	}
+}
+
+func TestLoad_Rejects(t *testing.T) {
+	tests := []struct {
+		name   string
+		file   string
+		env    map[string]string
+		fields []string
+	}{
+		{name: "unknown-key", file: "api:\n  adr: x\n", fields: []string{"api.adr"}},
+		{name: "unknown-top-level", file: "stor: {}\n", fields: []string{"stor"}},
+		{name: "wrong-type", file: "defaults:\n  skipMesh: yes-please\n", fields: []string{"defaults.skipMesh"}},
+		{name: "bad-duration", file: "store:\n  tombstoneRetention: forever\n", fields: []string{"store.tombstoneRetention"}},
+		{name: "bad-env-bool", env: map[string]string{"MESHNAMES_DEFAULTS_SKIP_MESH": "maybe"}, fields: []string{"defaults.skipMesh"}},
+		{name: "bad-env-duration", env: map[string]string{"MESHNAMES_API_SHUTDOWN_TIMEOUT": "10"}, fields: []string{"api.shutdownTimeout"}},
+		{name: "all-at-once", file: "a: 1\nb: 2\n", env: map[string]string{"MESHNAMES_API_SHUTDOWN_TIMEOUT": "x"}, fields: []string{"a", "b", "api.shutdownTimeout"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := ""
+			if tt.file != "" {
+				path = writeFile(t, tt.file)
+			}
+			_, err := Load(path, env(tt.env))
+			if d := cmp.Diff(tt.fields, fields(err)); d != "" {
+				t.Errorf("Load() error fields mismatch (-want +got):\n%s\nerror: %v", d, err)
+			}
+		})
+	}
+}
+
+func TestLoad_MissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("Load(missing) = %v, want an error naming the file", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		fields []string
+	}{
+		{name: "bad-mode", mutate: func(c *Config) { c.Mode = "hybrid" }, fields: []string{"mode"}},
+		{name: "bad-zone", mutate: func(c *Config) { c.Zone = "East_1" }, fields: []string{"zone"}},
+		{name: "global-needs-no-zone", mutate: func(c *Config) { c.Mode, c.Zone = ModeGlobal, "" }},
+		{name: "bad-store-url", mutate: func(c *Config) { c.Store.URL = "mysql://x" }, fields: []string{"store.url"}},
+		{name: "postgres-url", mutate: func(c *Config) { c.Store.URL = "postgres://u@127.0.0.1/db" }},
+		{name: "no-data-dir", mutate: func(c *Config) { c.Store.DataDir = "" }, fields: []string{"store.dataDir"}},
+		{name: "bad-api-addr", mutate: func(c *Config) { c.API.Addr = "5681" }, fields: []string{"api.addr"}},
+		{name: "bad-dns-port", mutate: func(c *Config) { c.DNS.Addr = "127.0.0.1:99999" }, fields: []string{"dns.addr"}},
+		{name: "short-retention", mutate: func(c *Config) { c.Store.TombstoneRetention = Duration(time.Second) }, fields: []string{"store.tombstoneRetention"}},
+		{name: "bad-log", mutate: func(c *Config) { c.Log.Level, c.Log.Format = "loud", "xml" }, fields: []string{"log.level", "log.format"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mutate(&c)
+			if d := cmp.Diff(tt.fields, fields(c.Validate().Err())); d != "" {
+				t.Errorf("Validate() fields mismatch (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestFields_EnvNames(t *testing.T) {
+	got := map[string]string{}
+	for _, f := range Fields() {
+		got[f.Path] = f.Env
+	}
+	for path, want := range map[string]string{
+		"mode":                     "MESHNAMES_MODE",
+		"api.addr":                 "MESHNAMES_API_ADDR",
+		"store.dataDir":            "MESHNAMES_STORE_DATA_DIR",
+		"store.tombstoneRetention": "MESHNAMES_STORE_TOMBSTONE_RETENTION",
+		"defaults.skipMesh":        "MESHNAMES_DEFAULTS_SKIP_MESH",
+	} {
+		if got[path] != want {
+			t.Errorf("env name of %s = %q, want %q", path, got[path], want)
+		}
+	}
+}
+
+func TestSet(t *testing.T) {
+	c := Default()
+	if err := c.Set("store.url", "postgres://127.0.0.1/test"); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Postgres() {
+		t.Errorf("Postgres() = false after setting a postgres URL")
+	}
+	if err := c.Set("api.shutdownTimeout", "soon"); err == nil {
+		t.Errorf("Set(bad duration) = nil, want error")
+	}
+	if err := c.Set("no.such", "x"); err == nil {
+		t.Errorf("Set(unknown path) = nil, want error")
+	}
+}
+
+func TestRedacted_MasksPassword(t *testing.T) {
+	c := Default()
+	c.Store.URL = "postgres://admin:s3cret@db:5432/meshnames"
+	r := c.Redacted()
+	if strings.Contains(r.Store.URL, "s3cret") || !strings.Contains(r.Store.URL, "admin") {
+		t.Errorf("Redacted URL = %q", r.Store.URL)
+	}
+	if c.Store.URL != "postgres://admin:s3cret@db:5432/meshnames" {
+		t.Errorf("Redacted modified the original")
+	}
+	out, err := r.YAML()
+	if err != nil || !strings.Contains(string(out), "tombstoneRetention: 24h0m0s") {
+		t.Errorf("YAML() = %s, %v", out, err)
+	}
+}
