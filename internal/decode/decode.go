@@ -8,19 +8,22 @@
 // of a control plane need to fix a file. Struct fields are matched by their
 // exact json tag name. Types that need their own rule implement Decoder.
 //
-// It imports only the standard library and validate.
+// It imports the standard library, validate and the YAML libraries only.
 package decode
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"sort"
 	"strconv"
 	"time"
 
+	yaml2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshnames/meshnames/internal/validate"
@@ -47,11 +50,46 @@ func JSON(data []byte, out any, root validate.Path) validate.Errors {
 
 // YAML converts a YAML document to JSON and decodes it like JSON.
 func YAML(data []byte, out any, root validate.Path) validate.Errors {
-	j, err := yaml.YAMLToJSON(data)
+	j, err := YAMLToJSON(data)
 	if err != nil {
-		return validate.Errors{{Field: string(root), Message: "invalid YAML: " + err.Error()}}
+		return validate.Errors{{Field: string(root), Message: err.Error()}}
 	}
 	return JSON(j, out, root)
+}
+
+// YAMLToJSON converts one YAML document (or JSON, which is YAML) to JSON.
+// Unlike sigs.k8s.io/yaml.YAMLToJSON, which converts the first document and
+// silently drops whatever follows it, it fails when the input holds a second
+// document or anything after the first one: a caller that means a
+// multi-document stream splits it first, and content that would be ignored
+// is a mistake the user should hear about.
+func YAMLToJSON(data []byte) ([]byte, error) {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	dec := yaml2.NewDecoder(bytes.NewReader(data))
+	var first any
+	if err := dec.Decode(&first); err != nil {
+		if errors.Is(err, io.EOF) {
+			return j, nil // empty input: YAMLToJSON gave "null"
+		}
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	for {
+		var next any
+		err := dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
+			return j, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("invalid YAML: unexpected content after the document: %w", err)
+		}
+		if next != nil {
+			return nil, errors.New("invalid YAML: more than one document; give one document at a time")
+		}
+		// An empty document (a trailing "---") holds nothing to lose.
+	}
 }
 
 // Generic parses JSON into the generic form (numbers as json.Number) and
@@ -63,7 +101,8 @@ func Generic(data []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
-	if dec.More() {
+	// Decoder.More is false for a stray ']' or '}', so look at the bytes.
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
 		return nil, fmt.Errorf("invalid JSON: unexpected data after the document")
 	}
 	if depth(v, 0) > MaxDepth {
@@ -169,10 +208,10 @@ func into(v any, rv reflect.Value, p validate.Path, errs *validate.Errors) {
 		for _, k := range sortedKeys(m) {
 			idx, ok := fields[k]
 			if !ok {
-				errs.Add(p.Field(k), "unknown field")
+				errs.Add(unknownFieldPath(p, k), "unknown field")
 				continue
 			}
-			into(m[k], rv.Field(idx), p.Field(k), errs)
+			into(m[k], rv.FieldByIndex(idx), p.Field(k), errs)
 		}
 	case reflect.Map:
 		m, ok := v.(map[string]any)
@@ -186,9 +225,14 @@ func into(v any, rv reflect.Value, p validate.Path, errs *validate.Errors) {
 			panic("decode: map keys must be strings")
 		}
 		out := reflect.MakeMapWithSize(rv.Type(), len(m))
+		stringValues := rv.Type().Elem().Kind() == reflect.String
 		for _, k := range sortedKeys(m) {
 			ev := reflect.New(rv.Type().Elem()).Elem()
-			into(m[k], ev, p.Key(k), errs)
+			e := m[k]
+			if stringValues {
+				e = scalarString(e)
+			}
+			into(e, ev, p.Key(k), errs)
 			out.SetMapIndex(reflect.ValueOf(k).Convert(rv.Type().Key()), ev)
 		}
 		rv.Set(out)
@@ -232,6 +276,10 @@ func into(v any, rv reflect.Value, p validate.Path, errs *validate.Errors) {
 			return
 		}
 		i, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			errs.Add(p, "must be an integer, got number "+string(n))
+			return
+		}
 		if err != nil || rv.OverflowInt(i) {
 			errs.Add(p, "must be an integer within range, got "+string(n))
 			return
@@ -246,6 +294,10 @@ func into(v any, rv reflect.Value, p validate.Path, errs *validate.Errors) {
 			return
 		}
 		u, err := strconv.ParseUint(string(n), 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			errs.Add(p, "must be a non-negative integer, got number "+string(n))
+			return
+		}
 		if err != nil || rv.OverflowUint(u) {
 			errs.Add(p, "must be a non-negative integer within range, got "+string(n))
 			return
@@ -277,21 +329,66 @@ func into(v any, rv reflect.Value, p validate.Path, errs *validate.Errors) {
 	}
 }
 
-// fieldsOf maps json tag names to field indexes. Fields without a json tag
-// or tagged "-" are not decodable.
-func fieldsOf(t reflect.Type) map[string]int {
-	m := make(map[string]int, t.NumField())
+// unknownFieldPath is the path of a key that is not a field. Field names
+// are plain identifiers; any other key (empty, or with dots or spaces) is
+// quoted so that the path stays unambiguous and never empty.
+func unknownFieldPath(p validate.Path, k string) validate.Path {
+	if k == "" {
+		return p.Key(k)
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return p.Key(k)
+		}
+	}
+	return p.Field(k)
+}
+
+// scalarString turns a boolean or a number into its text. Maps of strings
+// are labels, tags and selectors, and YAML users write
+// `k8s.kuma.io/is-headless-service: false` (as seed 001 does) meaning the
+// string "false".
+func scalarString(v any) any {
+	switch t := v.(type) {
+	case bool:
+		return strconv.FormatBool(t)
+	case json.Number:
+		return string(t)
+	}
+	return v
+}
+
+// fieldsOf maps json tag names to field index paths. Fields without a json
+// tag or tagged "-" are not decodable, except that the fields of an embedded
+// struct without a json name are promoted, as encoding/json does, so that
+// what json.Marshal writes for such a struct decodes back. A field of the
+// outer struct wins over a promoted one of the same name.
+func fieldsOf(t reflect.Type) map[string][]int {
+	m := make(map[string][]int, t.NumField())
+	var embedded []reflect.StructField
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
 		tag := f.Tag.Get("json")
 		name, _, _ := cut(tag, ',')
-		if name == "" || name == "-" {
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			embedded = append(embedded, f)
 			continue
 		}
-		m[name] = i
+		if !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		m[name] = []int{i}
+	}
+	for _, f := range embedded {
+		if tag := f.Tag.Get("json"); tag == "-" {
+			continue
+		}
+		for name, idx := range fieldsOf(f.Type) {
+			if _, taken := m[name]; !taken {
+				m[name] = append([]int{f.Index[0]}, idx...)
+			}
+		}
 	}
 	return m
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	yamlv2 "go.yaml.in/yaml/v2"
 
 	"github.com/meshnames/meshnames/internal/decode"
 	"github.com/meshnames/meshnames/internal/validate"
@@ -41,18 +41,25 @@ type envelope struct {
 // whole (a syntax error, a document that is not an object).
 const DocumentField = "document"
 
-// Decode reads one document in JSON or YAML (YAML is a superset of JSON).
-// Every problem in the document is returned at once as validate.Errors:
-// unknown fields, wrong types, an unknown kind. It does not validate the
-// content; call Validate for that. Status, creationTime and
-// modificationTime are read-only: they are accepted and ignored, so that the
-// output of `get -o yaml` can be applied again.
+// Decode reads one document in JSON or YAML and returns it only when it
+// decoded without any problem; see DecodePartial.
 func Decode(data []byte) (*Object, error) {
-	j, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, validate.Errors{{Field: DocumentField, Message: "invalid YAML or JSON: " + err.Error()}}
+	obj, errs := DecodePartial(data)
+	if len(errs) > 0 {
+		return nil, errs
 	}
-	g, err := decode.Generic(j)
+	return obj, nil
+}
+
+// DecodePartial reads one document in JSON or YAML (YAML is a superset of
+// JSON). Every decoding problem is returned at once: unknown fields, wrong
+// types, an unknown kind. When the kind is known it also returns the object
+// as far as it decoded, so that the caller can validate it and report the
+// rule violations together with the decoding problems (validate.Merge).
+// Status, creationTime and modificationTime are read-only: they are accepted
+// and ignored, so that the output of `get -o yaml` can be applied again.
+func DecodePartial(data []byte) (*Object, validate.Errors) {
+	g, err := generic(data)
 	if err != nil {
 		return nil, validate.Errors{{Field: DocumentField, Message: err.Error()}}
 	}
@@ -76,10 +83,21 @@ func Decode(data []byte) (*Object, error) {
 	if env.Spec != nil {
 		errs.Append(decode.Value(env.Spec, obj.Spec, "spec"))
 	}
-	if len(errs) > 0 {
-		return nil, errs
+	return obj, errs
+}
+
+// generic parses a document into its generic form. JSON (what API clients
+// send) is parsed directly; anything else goes through the YAML converter,
+// which costs a second parse.
+func generic(data []byte) (any, error) {
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
+		return decode.Generic(data)
 	}
-	return obj, nil
+	j, err := decode.YAMLToJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	return decode.Generic(j)
 }
 
 func hasField(errs validate.Errors, field string) bool {
@@ -111,13 +129,20 @@ func (o *Object) MarshalJSON() ([]byte, error) {
 	return json.Marshal(doc)
 }
 
-// EncodeYAML encodes o as a YAML document.
+// EncodeYAML encodes o as a YAML document, keeping the field order of the
+// JSON encoding (type, mesh, name first; spec fields as declared) rather
+// than sorting keys, so that the output reads like a hand-written manifest.
 func EncodeYAML(o *Object) ([]byte, error) {
 	j, err := json.Marshal(o)
 	if err != nil {
 		return nil, err
 	}
-	return yaml.JSONToYAML(j)
+	// JSON is YAML; decoding into a MapSlice keeps the key order at every level.
+	var doc yamlv2.MapSlice
+	if err := yamlv2.Unmarshal(j, &doc); err != nil {
+		return nil, err
+	}
+	return yamlv2.Marshal(doc)
 }
 
 // UnmarshalSpec decodes a spec stored by meshnames itself (trusted JSON,

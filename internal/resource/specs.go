@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Well-known label keys (seeds 000-004; ARCHITECTURE.md section 2).
@@ -73,14 +74,18 @@ func (s *LabelSelector) normalize() {
 	if s == nil || len(s.Labels) == 0 {
 		return
 	}
+	// A key given in both spellings with different values is left in
+	// Labels untouched, so that Validate reports the conflict instead of one
+	// value silently winning.
+	for k, v := range s.Labels {
+		if mv, ok := s.MatchLabels[k]; ok && mv != v {
+			return
+		}
+	}
 	if s.MatchLabels == nil {
 		s.MatchLabels = map[string]string{}
 	}
-	for k, v := range s.Labels {
-		if _, ok := s.MatchLabels[k]; !ok {
-			s.MatchLabels[k] = v
-		}
-	}
+	maps.Copy(s.MatchLabels, s.Labels)
 	s.Labels = nil
 }
 
@@ -142,7 +147,7 @@ func (p *IntOrString) UnmarshalJSON(b []byte) error {
 // MeshSpec is empty: a Mesh is a namespace for mesh-scoped resources.
 type MeshSpec struct{}
 
-func (s *MeshSpec) Default()         {}
+func (s *MeshSpec) Default()        {}
 func (s *MeshSpec) CloneSpec() Spec { return &MeshSpec{} }
 
 // ---- Zone ----
@@ -252,18 +257,23 @@ type Export struct {
 }
 
 func (s *MeshServiceSpec) Default() {
-	if d := s.Selector.Dataplane; d != nil {
-		if len(s.Selector.DataplaneTags) == 0 && len(d.Tags) > 0 {
-			s.Selector.DataplaneTags = d.Tags
-		}
+	// The seed 002 spelling is folded in only when dataplaneTags is not also
+	// given; otherwise both stay, and Validate reports two selectors.
+	if d := s.Selector.Dataplane; d != nil && len(s.Selector.DataplaneTags) == 0 {
+		s.Selector.DataplaneTags = d.Tags
 		s.Selector.Dataplane = nil
 	}
 	s.Selector.DataplaneLabels.normalize()
 	defaultPorts(s.Ports)
 }
 
+// defaultPorts sets the default application protocol and lower-cases the
+// given one: Kuma's MeshService accepts "TCP" (case-insensitive), and its
+// MeshMultiZoneService does not; we accept both spellings on both kinds and
+// store the canonical one.
 func defaultPorts(ports []Port) {
 	for i := range ports {
+		ports[i].AppProtocol = strings.ToLower(ports[i].AppProtocol)
 		if ports[i].AppProtocol == "" {
 			ports[i].AppProtocol = ProtocolTCP
 		}
@@ -392,6 +402,14 @@ type Extension struct {
 }
 
 func (s *MeshExternalServiceSpec) Default() {
+	// seed 003 lists the protocols in lower case; accept any case, as for
+	// MeshService ports, and default to tcp as Kuma's API does.
+	for i := range s.Match {
+		s.Match[i].Protocol = strings.ToLower(s.Match[i].Protocol)
+		if s.Match[i].Protocol == "" {
+			s.Match[i].Protocol = ProtocolTCP
+		}
+	}
 	if s.Destination == nil {
 		s.Destination = &ExternalDestination{}
 	}

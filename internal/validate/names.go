@@ -60,12 +60,18 @@ func DNS1123Subdomain(s string) string {
 	if len(s) > MaxSubdomainLength {
 		return fmt.Sprintf("must be no more than %d characters", MaxSubdomainLength)
 	}
-	for _, label := range strings.Split(s, ".") {
+	// Walk the labels without splitting: hostnames are checked on every
+	// render, so this stays free of allocations.
+	for rest := s; ; {
+		label, tail, more := strings.Cut(rest, ".")
 		if label == "" || len(label) > MaxLabelLength || !isLowerAlnum(label[0]) || !isLowerAlnum(label[len(label)-1]) || !allLowerAlnumDash(label) {
 			return "must be a lower case RFC 1123 DNS name: dot-separated labels of 1 to 63 lower case letters, digits and '-', each starting and ending with a letter or digit (e.g. 'example.com')"
 		}
+		if !more {
+			return ""
+		}
+		rest = tail
 	}
-	return ""
 }
 
 func allLowerAlnumDash(s string) bool {

@@ -1,0 +1,108 @@
+package resource
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/meshnames/meshnames/internal/validate"
+)
+
+// FuzzDecodeValidate feeds arbitrary bytes through the admission path:
+// Decode, Default, Validate. Nothing may panic; every error is a list of
+// violations that each name a field; and an accepted object must survive
+// MarshalJSON and Decode unchanged, because that is how it is stored and
+// read back, and the same must hold for EncodeYAML (`get -o yaml | apply`).
+func FuzzDecodeValidate(f *testing.F) {
+	for _, d := range validDocs {
+		f.Add([]byte(d))
+	}
+	for _, d := range []string{
+		// seed 000 and 001 generators.
+		"type: HostnameGenerator\nname: k8s-zone-hostnames\nspec:\n  selector:\n    meshService:\n      labels:\n        kuma.io/zone: east\n" +
+			"  template: '{{ label \"k8s.kuma.io/service-name\" }}.{{ label \"k8s.kuma.io/namespace\" }}.svc.mesh.{{ label \"kuma.io/zone\" }}'\n",
+		"type: HostnameGenerator\nname: synced-mesh-multi-zone-service\nspec:\n  template: '{{ .DisplayName }}.mzsvc.mesh.local'\n  selector:\n    meshMultiZoneService: {}\n",
+		"type: HostnameGenerator\nname: bad\nspec:\n  template: '{{ .Name }}..MESH'\n  selector: {}\n",
+		// seed 003 external services.
+		"type: MeshExternalService\nname: kafka\nmesh: default\nspec:\n  match:\n  - type: Domain\n    value: '*.eu-west-3.aws.cloud'\n    port: 9092\n    protocol: tls\n",
+		"type: MeshExternalService\nname: mongo\nmesh: default\nspec:\n  match:\n  - {type: InternalVIP, value: mongo.ext.svc.local, port: 27017, protocol: tcp}\n" +
+			"  destination:\n    type: Regular\n    endpoints:\n    - {address: 10.0.0.1, port: 27017}\n    - {address: 10.0.0.2, port: 27017}\n",
+		"type: MeshExternalService\nname: bad\nmesh: default\nspec:\n  match:\n  - {type: CIDR, value: 10.1.1.5/24, port: 0, protocol: udp}\n" +
+			"  destination:\n    type: Passthrough\n    endpoints: [{address: 'unix://x'}]\n    tls: {version: {min: TLSv1_3, max: TLSv1_0}}\n",
+		// seed 002 and 004 services.
+		"type: MeshService\nname: frontend\nmesh: default\nlabels:\n  kuma.io/managed-by: meshservice-generator\nspec:\n  selector:\n    dataplaneTags:\n      kuma.io/service: frontend_default_svc_80\n" +
+			"  ports:\n  - {port: 80, targetPort: 8080, appProtocol: http}\n  identities:\n  - {type: ServiceTag, value: frontend_default_svc_80}\n",
+		"type: MeshService\nname: Bad_Name\nmesh: default\nspec:\n  selector:\n    dataplaneTags: {a: b}\n    dataplaneRef: {name: x}\n  ports:\n  - {port: eighty}\n  bogus: true\n",
+		"type: MeshMultiZoneService\nname: backend\nmesh: default\nspec:\n  selector:\n    meshService:\n      matchLabels: {kuma.io/display-name: backend}\n",
+		`{"type":"Dataplane","name":"dp-1","mesh":"default","spec":{"networking":{"address":"0.0.0.0","inbound":[{"port":0,"tags":{}}]}}}`,
+		"type: Zone\nname: east\nstatus: {anything: 1}\ncreationTime: 2024-01-01T00:00:00Z\nspec: {}\n",
+		"- not\n- an object\n",
+		"type: Unknown\n",
+	} {
+		f.Add([]byte(d))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o, err := Decode(data)
+		if err != nil {
+			checkFuzzErrors(t, "Decode", err)
+			return
+		}
+		o.Spec.Default()
+		if errs := Validate(o); len(errs) > 0 {
+			checkFuzzErrors(t, "Validate", errs)
+			return
+		}
+		_ = Warnings(o)
+
+		if diff := cmp.Diff(o, o.Clone()); diff != "" {
+			t.Fatalf("Clone differs (-object +clone):\n%s", diff)
+		}
+		j, err := json.Marshal(o)
+		if err != nil {
+			t.Fatalf("MarshalJSON of an accepted object: %v", err)
+		}
+		again, err := Decode(j)
+		if err != nil {
+			t.Fatalf("Decode of the re-encoded object: %v\nJSON: %s", err, j)
+		}
+		again.Spec.Default()
+		if errs := Validate(again); len(errs) > 0 {
+			t.Fatalf("re-encoded object is invalid: %v\nJSON: %s", errs, j)
+		}
+		if diff := cmp.Diff(o, again, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round trip changed the object (-first +second):\n%s\nJSON: %s", diff, j)
+		}
+
+		// get -o yaml | apply must give the same object too.
+		y, err := EncodeYAML(o)
+		if err != nil {
+			t.Fatalf("EncodeYAML of an accepted object: %v", err)
+		}
+		fromYAML, err := Decode(y)
+		if err != nil {
+			t.Fatalf("Decode of the YAML encoding: %v\nYAML:\n%s", err, y)
+		}
+		fromYAML.Spec.Default()
+		if diff := cmp.Diff(o, fromYAML, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("YAML round trip changed the object (-first +second):\n%s\nYAML:\n%s", diff, y)
+		}
+	})
+}
+
+func checkFuzzErrors(t *testing.T, stage string, err error) {
+	t.Helper()
+	errs, ok := validate.From(err)
+	if !ok {
+		t.Fatalf("%s returned %T (%v), want validate.Errors", stage, err, err)
+	}
+	if len(errs) == 0 {
+		t.Fatalf("%s returned an empty violation list as an error", stage)
+	}
+	for _, v := range errs {
+		if v.Field == "" || v.Message == "" {
+			t.Fatalf("%s: violation without a field or message: %+v", stage, v)
+		}
+	}
+}
