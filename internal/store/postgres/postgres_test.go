@@ -1,0 +1,258 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/storetest"
+)
+
+// testWriter routes log lines to the test log.
+type testWriter struct{ tb testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// openAt opens a store on url, logging to tb, and closes it when tb ends.
+func openAt(tb testing.TB, url string, opts ...Option) *Store {
+	tb.Helper()
+	opts = append([]Option{WithLogger(slog.New(slog.NewTextHandler(testWriter{tb}, nil)))}, opts...)
+	s, err := Open(tb.Context(), url, opts...)
+	if err != nil {
+		tb.Fatalf("Open = %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+			tb.Errorf("Close = %v", err)
+		}
+	})
+	return s
+}
+
+func open(tb testing.TB, now func() time.Time) (store.Store, func() store.Store) {
+	tb.Helper()
+	url := TestURL(tb)
+	reopen := func() store.Store { return openAt(tb, url, WithClock(now)) }
+	return reopen(), reopen
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, open)
+}
+
+func zone(name string) *resource.Object {
+	return &resource.Object{Kind: resource.Zone, Name: name, Spec: &resource.ZoneSpec{}}
+}
+
+// waitClosed fails the test unless ch is closed within a bounded time.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: Changed() not closed", what)
+	}
+}
+
+// TestTwoStores_WriteWakesTheOther: two instances on one schema; a write
+// through one wakes the other's Changed (through NOTIFY, as the safety poll
+// is off) and shows in its change feed.
+func TestTwoStores_WriteWakesTheOther(t *testing.T) {
+	url := TestURL(t)
+	a := openAt(t, url, WithPollInterval(0))
+	b := openAt(t, url, WithPollInterval(0))
+	ctx := t.Context()
+
+	ch := b.Changed()
+	created, err := store.Create(ctx, a, zone("east"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, ch, "write through a")
+	evs, err := b.Changes(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Revision != created.Revision {
+		t.Fatalf("b.Changes(0) = %v, want the write through a at revision %d", evs, created.Revision)
+	}
+	if diff := cmp.Diff(created, evs[0].Object); diff != "" {
+		t.Errorf("b sees (-want +got):\n%s", diff)
+	}
+
+	// And the other way round, with a conflict decided across instances.
+	ch = a.Changed()
+	upd := created.Clone()
+	upd.Labels = map[string]string{"by": "b"}
+	if _, err := store.Update(ctx, b, upd); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, ch, "write through b")
+	upd.Labels = map[string]string{"by": "a"}
+	if _, err := store.Update(ctx, a, upd); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("stale Update through a = %v, want ErrConflict", err)
+	}
+}
+
+// TestTwoStores_ConcurrentWritersKeepRevisionOrder writes through two
+// instances at once and checks that each instance's change feed holds every
+// write exactly once, in increasing revision order.
+func TestTwoStores_ConcurrentWritersKeepRevisionOrder(t *testing.T) {
+	url := TestURL(t)
+	stores := []*Store{openAt(t, url), openAt(t, url)}
+	ctx := t.Context()
+	const each = 50
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		for j := range each {
+			wg.Go(func() {
+				if _, err := store.Create(ctx, s, zone(fmt.Sprintf("w%d-%d", i, j))); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for i, s := range stores {
+		evs, err := s.Changes(ctx, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 2*each {
+			t.Fatalf("store %d: %d events, want %d", i, len(evs), 2*each)
+		}
+		for k := 1; k < len(evs); k++ {
+			if evs[k].Revision != evs[k-1].Revision+1 {
+				t.Fatalf("store %d: revision %d after %d", i, evs[k].Revision, evs[k-1].Revision)
+			}
+		}
+	}
+}
+
+// TestOpen_ConcurrentMigrations opens several stores on one fresh schema
+// at once: the advisory lock makes exactly one of them migrate.
+func TestOpen_ConcurrentMigrations(t *testing.T) {
+	url := TestURL(t)
+	const n = 4
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			s, err := Open(t.Context(), url)
+			if err == nil {
+				err = s.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Open %d: %v", i, err)
+		}
+	}
+	// Opening again is a no-op migration.
+	s := openAt(t, url)
+	if _, err := store.Create(t.Context(), s, zone("east")); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var migrations, metaRows int
+	if err := conn.QueryRow(t.Context(), "SELECT COUNT(*) FROM schema_migrations").Scan(&migrations); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(t.Context(), "SELECT COUNT(*) FROM meta").Scan(&metaRows); err != nil {
+		t.Fatal(err)
+	}
+	if migrations != 1 || metaRows != 1 {
+		t.Errorf("schema_migrations has %d rows, meta %d; want 1 and 1", migrations, metaRows)
+	}
+}
+
+// TestListener_ReconnectsAndWakes kills the listener's connection and
+// checks that the listener comes back: it wakes waiters once after
+// reconnecting, and later notifications arrive again.
+func TestListener_ReconnectsAndWakes(t *testing.T) {
+	url := TestURL(t)
+	a := openAt(t, url, WithPollInterval(0))
+	b := openAt(t, url, WithPollInterval(0))
+	ctx := t.Context()
+
+	pid := b.listener.pid.Load()
+	ch := b.Changed()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, ch, "reconnect")
+	if got := b.listener.pid.Load(); got == pid {
+		t.Fatalf("listener still on backend %d after it was terminated", pid)
+	}
+
+	ch = b.Changed()
+	if _, err := store.Create(ctx, a, zone("after-reconnect")); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, ch, "write after reconnect")
+}
+
+// TestListener_IgnoresOwnAndOtherSchemas checks the payload filter: a
+// notification from this instance or for another schema does not wake.
+func TestListener_IgnoresOwnAndOtherSchemas(t *testing.T) {
+	l := &listener{schema: "s p", instance: "me"}
+	other := &listener{schema: "s p", instance: "you"}
+	elsewhere := &listener{schema: "other", instance: "you"}
+	if !l.wanted(other.payload(7)) {
+		t.Error("notification from another instance of our schema ignored")
+	}
+	if l.wanted(l.payload(7)) {
+		t.Error("our own notification wakes us")
+	}
+	if l.wanted(elsewhere.payload(7)) {
+		t.Error("notification for another schema wakes us")
+	}
+}
+
+// TestOpen_UnreachableIsUnavailable checks the error class of a database
+// that cannot be reached.
+func TestOpen_UnreachableIsUnavailable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := Open(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2")
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Open(unreachable) = %v, want ErrUnavailable", err)
+	}
+}
+
+func BenchmarkApplyCreate(b *testing.B) {
+	storetest.BenchApplyCreate(b, openAt(b, TestURL(b)))
+}
+
+func BenchmarkApplyCreateParallel(b *testing.B) {
+	storetest.BenchApplyCreateParallel(b, openAt(b, TestURL(b)))
+}
+
+func BenchmarkChanges(b *testing.B) {
+	storetest.BenchChanges(b, openAt(b, TestURL(b)))
+}

@@ -1,0 +1,190 @@
+// Package sqlite is the embedded store backend, the default: one SQLite
+// database (modernc.org/sqlite, pure Go) in a data directory that a single
+// meshnames process owns. It is sqlstore with the SQLite dialect, plus the
+// data-directory lock.
+//
+// Durability: the database runs in WAL mode with synchronous=FULL, so a
+// write is on disk when Apply returns and survives kill -9 and power loss.
+// sqlstore's group commit shares one fsync among concurrent writers.
+//
+// Exclusivity: Open takes an exclusive flock on dir/LOCK (holding our pid)
+// and fails at once when another process, or another Store in this
+// process, holds it. Notifications are therefore in-process only.
+//
+// It imports store and store/sqlstore; it must not import anything above
+// store (cache, apiserver, server). A Store is safe for concurrent use; one
+// connection writes, a small pool reads.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/sqlstore"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// File names inside the data directory.
+const (
+	LockFile     = "LOCK"
+	DatabaseFile = "meshnames.db"
+)
+
+// readers is the size of the read connection pool. SQLite in WAL mode
+// reads concurrently with the writer.
+const readers = 4
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	now func() time.Time
+}
+
+// WithClock sets the clock that stamps creation and modification times
+// and ages tombstones (default time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
+// Store is the SQLite store. Compact is sqlstore.Store.Compact.
+type Store struct {
+	*sqlstore.Store
+	write     *sql.DB // the writer's connection, for tests of its settings
+	lock      *os.File
+	closeOnce sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating when needed) the store in dir.
+func Open(dir string, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: data dir: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite: data dir: %w", err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	s, write, err := open(dir, &o)
+	if err != nil {
+		_ = lock.Close() // releases the flock
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	return &Store{Store: s, write: write, lock: lock}, nil
+}
+
+func open(dir string, o *options) (*sqlstore.Store, *sql.DB, error) {
+	migrations, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return nil, nil, err
+	}
+	dsn := func(extra ...string) string {
+		u := url.URL{Scheme: "file", Path: filepath.Join(dir, DatabaseFile)}
+		q := []string{
+			"_pragma=busy_timeout(10000)",
+			"_pragma=journal_mode(WAL)",
+			"_pragma=synchronous(FULL)",
+			"_txlock=immediate", // write transactions take the write lock at BEGIN
+		}
+		return u.String() + "?" + strings.Join(append(q, extra...), "&")
+	}
+	write, err := sql.Open("sqlite", dsn())
+	if err != nil {
+		return nil, nil, err
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	read, err := sql.Open("sqlite", dsn("_pragma=query_only(1)"))
+	if err != nil {
+		_ = write.Close()
+		return nil, nil, err
+	}
+	read.SetMaxOpenConns(readers)
+	read.SetMaxIdleConns(readers)
+	read.SetConnMaxLifetime(0)
+	s, err := sqlstore.Open(context.Background(), sqlstore.Config{
+		Dialect: sqlstore.Dialect{
+			Name:       "sqlite",
+			Migrations: migrations,
+			// A read transaction sees one WAL snapshot from its first
+			// read; read-only transactions BEGIN DEFERRED despite _txlock.
+			ReadTx: sql.TxOptions{ReadOnly: true},
+		},
+		Read:  read,
+		Write: write,
+		Now:   o.now,
+	})
+	return s, write, err
+}
+
+// Close closes the database and releases the data directory.
+func (s *Store) Close() error {
+	err := s.Store.Close()
+	if errors.Is(err, store.ErrClosed) {
+		return err
+	}
+	s.closeOnce.Do(func() {
+		err = errors.Join(err, s.lock.Close()) // releases the flock
+	})
+	return err
+}
+
+// lockDir takes the exclusive lock of dir and writes our pid into the lock
+// file. The lock is tied to the open file: it is released when the file is
+// closed, also when the process dies, so a stale lock file does not block a
+// restart.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock data dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		pid := "unknown"
+		if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
+			pid = strings.TrimSpace(string(b))
+		}
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data dir %q is in use by another meshnames process (pid %s)", dir, pid)
+		}
+		return nil, fmt.Errorf("lock data dir %q: %w", dir, err)
+	}
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	if err := f.Truncate(0); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("lock data dir: %w", err)
+	}
+	if _, err := f.WriteAt(pid, 0); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("lock data dir: %w", err)
+	}
+	return f, nil
+}

@@ -1,0 +1,54 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"io/fs"
+	"strconv"
+	"strings"
+)
+
+// Dialect is what differs between the databases sqlstore runs on.
+type Dialect struct {
+	// Name names the database in errors ("sqlite", "postgres").
+	Name string
+	// Migrations holds the schema as numbered files at its root
+	// (0001_init.sql, 0002_...), applied in number order. Each file is run
+	// with one Exec call and no arguments, so it may hold several
+	// statements.
+	Migrations fs.FS
+	// NumberedPlaceholders rewrites the ? placeholders of sqlstore's SQL to
+	// $1, $2, ... (PostgreSQL).
+	NumberedPlaceholders bool
+	// MigrationLock, when set, is run first in the migration transaction
+	// to serialize instances that start together.
+	MigrationLock string
+	// ReadTx are the options of List and Changes transactions; they must
+	// give the whole transaction one snapshot.
+	ReadTx sql.TxOptions
+	// Notify, when set, runs in every write transaction that gave out
+	// revisions, after the writes, with the last revision. PostgreSQL
+	// sends a NOTIFY there, which is delivered at commit. Waiters in this
+	// process are woken after commit whatever the dialect.
+	Notify func(ctx context.Context, tx *sql.Tx, revision int64) error
+}
+
+// rebind rewrites query for the dialect. sqlstore's SQL holds no ? inside
+// string literals, so a plain scan is enough.
+func (d *Dialect) rebind(query string) string {
+	if !d.NumberedPlaceholders {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,64 @@
+// Package sqlstore implements store.Store once, over database/sql, for both
+// backends: sqlite/ (embedded) and postgres/. The SQL is written here, with
+// ? placeholders; a Dialect value carries what differs between the
+// databases (placeholder style, migrations with their column types, the
+// migration lock, read-transaction options, and how other processes are told
+// about a commit).
+//
+// It imports store and resource only; it must not import the backends, nor
+// anything above store (cache, apiserver, server).
+//
+// # Schema
+//
+// A single-row table meta holds the last revision given out and the
+// compaction horizon. Table resources holds one row per key, live or
+// tombstone, with its version, the revision of its last write, labels, spec
+// and status as JSON text, and times as Unix nanoseconds (exact in both
+// databases, unlike timestamptz, which keeps microseconds). Migrations are
+// numbered .sql files of the Dialect, applied at open in one transaction and
+// recorded in schema_migrations.
+//
+// # Writes
+//
+// All writes go through one writer goroutine per Store. Apply queues its
+// batch and waits; the writer takes every batch queued since its last
+// transaction and commits them together (group commit), so that many
+// concurrent writers share one transaction and, on SQLite, one fsync.
+// Batches and operations are executed in queue order inside the transaction,
+// each checked before it writes (existence, version, size), so a failed
+// operation writes nothing and does not affect the others. Should a
+// statement of one batch fail anyway, that batch fails alone and the others
+// are written again without it; a failure of the transaction as a whole
+// (begin, commit: the database is the problem) fails every batch in it.
+//
+// Revisions: a write transaction first locks the meta row (UPDATE meta SET
+// revision = revision RETURNING revision), gives successful operations the
+// next revisions in order, and stores the last one before committing. The
+// row lock serializes writers, also across PostgreSQL instances, so
+// revisions are assigned in commit order: a reader that sees revision R has
+// seen every write below R, which is what lets Changes resume from a
+// revision. Checks made after taking the lock see every earlier commit, so
+// the version checks cannot race.
+//
+// # Reads
+//
+// Get reads one row. List and Changes read in one transaction with a single
+// snapshot (Dialect.ReadTx), so List's revision matches its objects and
+// Changes checks the compaction horizon against the rows it returns. Every
+// object returned is decoded from stored JSON and belongs to the caller.
+//
+// # Compaction
+//
+// Deletes leave tombstones so that Changes can report them. Compact drops
+// the tombstones older than a retention (by the injected clock) and raises
+// meta.compacted to the highest revision it dropped; Changes after a
+// revision below that returns store.ErrCompacted, and the reader lists
+// again. Nothing compacts on its own: the server calls Compact on a timer
+// (one instance is enough on PostgreSQL, but several are harmless).
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use. Close stops accepting writes, lets the
+// writer finish the batches already queued, wakes every Changed waiter, and
+// closes the databases; every later call returns store.ErrClosed.
+package sqlstore

@@ -1,0 +1,56 @@
+package sqlstore
+
+// columns are the columns of resources, in the order scanRow reads them.
+const columns = `kind, mesh, name, version, revision, deleted, labels, spec, status, creation_time, modification_time`
+
+// queries is sqlstore's SQL, written once with ? placeholders and rebound
+// for the dialect at Open.
+type queries struct {
+	// lockMeta takes the meta row lock that serializes writers and returns
+	// the last revision given out.
+	lockMeta    string
+	setRevision string
+	revision    string
+	compacted   string
+
+	load     string // one row, live or tombstone
+	get      string // one live row
+	listAll  string
+	listKind string
+	changes  string
+	insert   string
+	update   string
+
+	tombstones       string // count and highest revision of tombstones older than a time
+	deleteTombstones string
+	setCompacted     string
+}
+
+func newQueries(d *Dialect) queries {
+	q := queries{
+		lockMeta:    `UPDATE meta SET revision = revision RETURNING revision`,
+		setRevision: `UPDATE meta SET revision = ?`,
+		revision:    `SELECT revision FROM meta`,
+		compacted:   `SELECT compacted FROM meta`,
+
+		load:     `SELECT ` + columns + ` FROM resources WHERE kind = ? AND mesh = ? AND name = ?`,
+		get:      `SELECT ` + columns + ` FROM resources WHERE kind = ? AND mesh = ? AND name = ? AND NOT deleted`,
+		listAll:  `SELECT ` + columns + ` FROM resources WHERE NOT deleted ORDER BY kind, mesh, name`,
+		listKind: `SELECT ` + columns + ` FROM resources WHERE kind = ? AND NOT deleted ORDER BY kind, mesh, name`,
+		changes:  `SELECT ` + columns + ` FROM resources WHERE revision > ? ORDER BY revision LIMIT ?`,
+		insert:   `INSERT INTO resources (` + columns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		update: `UPDATE resources SET version = ?, revision = ?, deleted = ?, labels = ?, spec = ?, status = ?,
+			creation_time = ?, modification_time = ? WHERE kind = ? AND mesh = ? AND name = ?`,
+
+		tombstones:       `SELECT COUNT(*), COALESCE(MAX(revision), 0) FROM resources WHERE deleted AND modification_time < ?`,
+		deleteTombstones: `DELETE FROM resources WHERE deleted AND modification_time < ?`,
+		setCompacted:     `UPDATE meta SET compacted = ? WHERE compacted < ?`,
+	}
+	for _, p := range []*string{
+		&q.lockMeta, &q.setRevision, &q.revision, &q.compacted, &q.load, &q.get, &q.listAll, &q.listKind, &q.changes,
+		&q.insert, &q.update, &q.tombstones, &q.deleteTombstones, &q.setCompacted,
+	} {
+		*p = d.rebind(*p)
+	}
+	return q
+}

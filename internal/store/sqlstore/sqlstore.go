@@ -1,0 +1,155 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// DefaultWriteTimeout bounds one write transaction.
+const DefaultWriteTimeout = 30 * time.Second
+
+// Config is what a backend hands to Open.
+type Config struct {
+	Dialect Dialect
+	// Read serves Get, List and Changes; Write serves the writer and
+	// Compact. They may be the same *sql.DB. Open takes ownership: Close
+	// closes them.
+	Read, Write *sql.DB
+	// Now is the clock that stamps creation and modification times and
+	// ages tombstones (default time.Now).
+	Now func() time.Time
+	// Notifier is woken after every commit that gave out revisions and at
+	// Close. A backend that learns of other processes' writes (PostgreSQL
+	// LISTEN) notifies the same Notifier. Nil means a private one.
+	Notifier *store.Notifier
+	// WriteTimeout bounds one write transaction (default DefaultWriteTimeout).
+	WriteTimeout time.Duration
+}
+
+// Store implements store.Store over database/sql. See the package doc.
+type Store struct {
+	d           Dialect
+	q           queries
+	read, write *sql.DB
+	// stmts are the writer's per-operation statements, prepared once:
+	// parsing them for every operation costs more than running them.
+	stmts        struct{ load, insert, update *sql.Stmt }
+	now          func() time.Time
+	notifier     *store.Notifier
+	writeTimeout time.Duration
+
+	mu     sync.Mutex
+	cond   *sync.Cond // signals the writer: queue non-empty or closed
+	queue  []*request
+	closed bool
+
+	writerDone chan struct{}
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open applies the dialect's migrations and starts the writer.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	s := &Store{
+		d:            cfg.Dialect,
+		q:            newQueries(&cfg.Dialect),
+		read:         cfg.Read,
+		write:        cfg.Write,
+		now:          cfg.Now,
+		notifier:     cfg.Notifier,
+		writeTimeout: cfg.WriteTimeout,
+		writerDone:   make(chan struct{}),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.notifier == nil {
+		s.notifier = &store.Notifier{}
+	}
+	if s.writeTimeout <= 0 {
+		s.writeTimeout = DefaultWriteTimeout
+	}
+	s.cond = sync.NewCond(&s.mu)
+	if err := s.migrate(ctx); err != nil {
+		_ = s.closeDBs() // the migration error is the one to report
+		return nil, fmt.Errorf("%s: migrate: %w", s.d.Name, err)
+	}
+	for _, p := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{{&s.stmts.load, s.q.load}, {&s.stmts.insert, s.q.insert}, {&s.stmts.update, s.q.update}} {
+		var err error
+		if *p.stmt, err = s.write.PrepareContext(ctx, p.query); err != nil {
+			_ = s.closeDBs() // closes the statements prepared so far
+			return nil, fmt.Errorf("%s: prepare: %w", s.d.Name, s.dbErr(ctx, err))
+		}
+	}
+	go s.writeLoop()
+	return s, nil
+}
+
+// Changed implements store.Store.
+func (s *Store) Changed() <-chan struct{} { return s.notifier.C() }
+
+// Close implements store.Store: it waits for the writes already queued,
+// wakes Changed waiters and closes the databases. A second Close returns
+// store.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("%s: close: %w", s.d.Name, store.ErrClosed)
+	}
+	s.closed = true
+	s.cond.Signal()
+	s.mu.Unlock()
+
+	<-s.writerDone
+	err := s.closeDBs()
+	s.notifier.Notify()
+	if err != nil {
+		return fmt.Errorf("%s: close: %w", s.d.Name, err)
+	}
+	return nil
+}
+
+func (s *Store) closeDBs() error {
+	var err error
+	for _, stmt := range []*sql.Stmt{s.stmts.load, s.stmts.insert, s.stmts.update} {
+		if stmt != nil {
+			err = errors.Join(err, stmt.Close())
+		}
+	}
+	err = errors.Join(err, s.write.Close())
+	if s.read != s.write {
+		err = errors.Join(err, s.read.Close())
+	}
+	return err
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// dbErr classifies an error that came from the database: ErrClosed once
+// the store is closed, the context's error when ctx ended, ErrUnavailable
+// otherwise (the database could not do what was asked; a later attempt may
+// succeed).
+func (s *Store) dbErr(ctx context.Context, err error) error {
+	switch {
+	case s.isClosed():
+		return store.ErrClosed
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return err
+	default:
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+}

@@ -1,0 +1,377 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// maxGroupOps bounds the operations the writer puts in one transaction, so
+// that a burst of writers does not make one huge transaction that holds the
+// meta lock for long. A single batch larger than this still gets one
+// transaction of its own.
+const maxGroupOps = 1000
+
+// Request states: the writer claims a pending request before it starts its
+// transaction; Apply abandons it when the caller's context ends first.
+const (
+	pending int32 = iota
+	claimed
+	abandoned
+)
+
+// request is one Apply call waiting for the writer.
+type request struct {
+	ops   []store.Op
+	state atomic.Int32
+	// done receives the outcome once, after the commit (or failure) of the
+	// transaction that held the request.
+	done chan outcome
+}
+
+type outcome struct {
+	results []store.Result
+	err     error
+}
+
+// Apply implements store.Store. If ctx ends before the writer has started
+// on the batch, nothing is written and Apply returns ctx's error. If it
+// ends later, Apply returns at once with an error wrapping ctx's error and
+// saying that the batch may still commit; versions make retrying it safe.
+func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
+	r := &request{ops: ops, done: make(chan outcome, 1)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("apply: %w", store.ErrClosed)
+	}
+	if len(ops) == 0 {
+		s.mu.Unlock()
+		return []store.Result{}, nil
+	}
+	s.queue = append(s.queue, r)
+	s.cond.Signal()
+	s.mu.Unlock()
+
+	select {
+	case o := <-r.done:
+		return o.results, o.err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(pending, abandoned) {
+			return nil, fmt.Errorf("apply: %w", ctx.Err())
+		}
+		return nil, fmt.Errorf("apply: %w (the batch was already being written and may still commit)", ctx.Err())
+	}
+}
+
+// writeLoop is the writer goroutine: it commits queued requests in groups
+// until the store is closed and the queue is empty.
+func (s *Store) writeLoop() {
+	defer close(s.writerDone)
+	for {
+		group := s.take()
+		if group == nil {
+			return
+		}
+		s.commit(group)
+	}
+}
+
+// take waits for queued requests and claims up to maxGroupOps operations
+// worth of them, in queue order. It returns nil when the store is closed
+// and nothing is left to write.
+func (s *Store) take() []*request {
+	for {
+		s.mu.Lock()
+		for len(s.queue) == 0 && !s.closed {
+			s.cond.Wait()
+		}
+		if len(s.queue) == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		n, ops := 0, 0
+		for n < len(s.queue) && (n == 0 || ops+len(s.queue[n].ops) <= maxGroupOps) {
+			ops += len(s.queue[n].ops)
+			n++
+		}
+		taken := s.queue[:n]
+		s.queue = append([]*request(nil), s.queue[n:]...) // let taken requests be collected
+		s.mu.Unlock()
+
+		group := taken[:0]
+		for _, r := range taken {
+			if r.state.CompareAndSwap(pending, claimed) {
+				group = append(group, r)
+			}
+		}
+		if len(group) > 0 {
+			return group
+		}
+	}
+}
+
+// commit writes group in one transaction and hands every request its
+// outcome. When an operation breaks the transaction (a statement fails),
+// its request fails alone and the others are written again without it;
+// when the transaction fails as a whole (begin, lock, commit), which means
+// the database is the problem, every request in it fails.
+func (s *Store) commit(group []*request) {
+	results, last, culprit, err := s.runTx(group)
+	if err != nil && culprit >= 0 && len(group) > 1 {
+		group[culprit].done <- outcome{err: fmt.Errorf("apply: %w", err)}
+		s.commit(slices.Concat(group[:culprit], group[culprit+1:]))
+		return
+	}
+	if err == nil && last > 0 {
+		s.notifier.Notify()
+	}
+	for i, r := range group {
+		if err != nil {
+			r.done <- outcome{err: fmt.Errorf("apply: %w", err)}
+			continue
+		}
+		r.done <- outcome{results: results[i]}
+	}
+}
+
+// runTx executes the operations of group in one transaction. It returns
+// the results per request and the last revision given out (0 when no
+// operation succeeded). On failure, culprit is the index of the request
+// whose operation failed the transaction, or -1.
+func (s *Store) runTx(group []*request) (results [][]store.Result, last int64, culprit int, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.writeTimeout)
+	defer cancel()
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("begin: %w", err))
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	w := &writeTx{s: s, ctx: ctx, tx: tx, now: s.now().UnixNano(),
+		loadStmt:   tx.StmtContext(ctx, s.stmts.load),
+		insertStmt: tx.StmtContext(ctx, s.stmts.insert),
+		updateStmt: tx.StmtContext(ctx, s.stmts.update),
+	}
+	if err := tx.QueryRowContext(ctx, s.q.lockMeta).Scan(&w.revision); err != nil {
+		return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("lock meta: %w", err))
+	}
+	base := w.revision
+	results = make([][]store.Result, len(group))
+	for i, r := range group {
+		results[i] = make([]store.Result, len(r.ops))
+		for j, op := range r.ops {
+			if results[i][j], err = w.apply(op); err != nil {
+				return nil, 0, i, err
+			}
+		}
+	}
+	if w.revision > base {
+		if _, err := tx.ExecContext(ctx, s.q.setRevision, w.revision); err != nil {
+			return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("store revision: %w", err))
+		}
+		if s.d.Notify != nil {
+			if err := s.d.Notify(ctx, tx, w.revision); err != nil {
+				return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("notify: %w", err))
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("commit: %w", err))
+	}
+	if w.revision == base {
+		return results, 0, -1, nil
+	}
+	return results, w.revision, -1, nil
+}
+
+// writeTx is one write transaction in progress.
+type writeTx struct {
+	s        *Store
+	ctx      context.Context
+	tx       *sql.Tx
+	now      int64 // Unix nanoseconds, one reading of the clock per transaction
+	revision int64 // the last revision given out
+
+	loadStmt, insertStmt, updateStmt *sql.Stmt // Store.stmts bound to tx
+}
+
+// apply executes one operation. A failure of the operation is in the
+// Result; an error is a failure of the transaction.
+func (w *writeTx) apply(op store.Op) (store.Result, error) {
+	key, d, err := check(op)
+	if err != nil {
+		return store.Result{Err: err}, nil
+	}
+	fail := func(err error, detail string) (store.Result, error) {
+		return store.Result{Err: fmt.Errorf("%s %s: %w%s", op.Type, key, err, detail)}, nil
+	}
+
+	var next row
+	if op.Type != store.OpDelete {
+		if next, err = encode(op.Object, op.Type, d); err != nil {
+			return fail(err, "")
+		}
+	}
+	cur, err := w.load(key)
+	if err != nil {
+		return store.Result{}, err
+	}
+	live := cur != nil && !cur.deleted
+	switch op.Type {
+	case store.OpCreate:
+		if live {
+			return fail(store.ErrAlreadyExists, "")
+		}
+		next.version, next.created = 1, w.now
+	case store.OpUpdate, store.OpUpdateStatus, store.OpDelete:
+		want := op.Version
+		if op.Type != store.OpDelete {
+			want = op.Object.Version
+		}
+		switch {
+		case !live:
+			return fail(store.ErrNotFound, "")
+		case op.Type != store.OpDelete || want != 0:
+			if want != cur.version {
+				return fail(store.ErrConflict, fmt.Sprintf(" (version %d, stored %d)", want, cur.version))
+			}
+		}
+		next.version, next.created = cur.version+1, cur.created
+		switch op.Type {
+		case store.OpUpdate:
+			next.status = cur.status
+		case store.OpUpdateStatus:
+			next.labels, next.spec = cur.labels, cur.spec
+		case store.OpDelete:
+			next.deleted = true // a tombstone keeps no labels, spec or status
+		}
+	}
+	if next.size() > store.MaxObjectBytes {
+		return fail(store.ErrTooLarge, fmt.Sprintf(" (%d bytes, limit %d)", next.size(), store.MaxObjectBytes))
+	}
+	next.key, next.modified = key, w.now
+	next.revision = w.revision + 1
+	if err := w.put(&next, cur != nil); err != nil {
+		return store.Result{}, err
+	}
+	w.revision = next.revision
+	if next.deleted {
+		return store.Result{Revision: next.revision}, nil
+	}
+	obj, err := next.object()
+	if err != nil {
+		return store.Result{}, err
+	}
+	return store.Result{Object: obj, Revision: next.revision}, nil
+}
+
+// load returns the row of key, live or tombstone, or nil.
+func (w *writeTx) load(key resource.Key) (*row, error) {
+	r, err := scanRow(w.loadStmt.QueryRowContext(w.ctx, string(key.Kind), key.Mesh, key.Name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, w.s.dbErr(w.ctx, fmt.Errorf("load %s: %w", key, err))
+	}
+	return r, nil
+}
+
+// put writes r, replacing the existing row of its key when exists.
+func (w *writeTx) put(r *row, exists bool) error {
+	var err error
+	if exists {
+		_, err = w.updateStmt.ExecContext(w.ctx, r.version, r.revision, r.deleted, r.labels, r.spec, r.status,
+			r.created, r.modified, string(r.key.Kind), r.key.Mesh, r.key.Name)
+	} else {
+		_, err = w.insertStmt.ExecContext(w.ctx, string(r.key.Kind), r.key.Mesh, r.key.Name, r.version, r.revision,
+			r.deleted, r.labels, r.spec, r.status, r.created, r.modified)
+	}
+	if err != nil {
+		return w.s.dbErr(w.ctx, fmt.Errorf("write %s: %w", r.key, err))
+	}
+	return nil
+}
+
+// check validates the shape of op and returns its key and the descriptor
+// of its kind. Its errors carry the operation and key as context.
+func check(op store.Op) (resource.Key, *resource.Descriptor, error) {
+	var key resource.Key
+	switch op.Type {
+	case store.OpCreate, store.OpUpdate, store.OpUpdateStatus:
+		if op.Object == nil {
+			return key, nil, fmt.Errorf("%s: no object", op.Type)
+		}
+		key = op.Object.Key()
+	case store.OpDelete:
+		key = op.Key
+	default:
+		return key, nil, fmt.Errorf("apply: unknown operation %v", op.Type)
+	}
+	bad := func(msg string, args ...any) (resource.Key, *resource.Descriptor, error) {
+		return key, nil, fmt.Errorf("%s %s: %s", op.Type, key, fmt.Sprintf(msg, args...))
+	}
+	d, ok := resource.Lookup(key.Kind)
+	switch {
+	case !ok:
+		return bad("unknown kind %q", key.Kind)
+	case key.Name == "":
+		return bad("name is required")
+	case !printable(key.Name) || !printable(key.Mesh):
+		// PostgreSQL text cannot hold NUL or invalid UTF-8; refuse them
+		// on every backend so that both behave alike.
+		return bad("name and mesh must be valid UTF-8 without control characters")
+	case d.MeshScoped && key.Mesh == "":
+		return bad("mesh is required: %s is mesh-scoped", key.Kind)
+	case !d.MeshScoped && key.Mesh != "":
+		return bad("mesh must be empty: %s is not mesh-scoped", key.Kind)
+	}
+	return key, d, nil
+}
+
+func printable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// encode encodes what op writes of obj: labels and spec for create and
+// update, status for create and update status.
+func encode(obj *resource.Object, t store.OpType, d *resource.Descriptor) (row, error) {
+	var r row
+	var err error
+	if t == store.OpCreate || t == store.OpUpdate {
+		if obj.Spec != nil && reflect.TypeOf(obj.Spec) != reflect.TypeOf(d.NewSpec()) {
+			return r, fmt.Errorf("spec is %T, want %T", obj.Spec, d.NewSpec())
+		}
+		if r.labels, err = encodeLabels(obj.Labels); err != nil {
+			return r, err
+		}
+		if r.spec, err = encodeSpec(obj.Spec); err != nil {
+			return r, err
+		}
+	}
+	if t == store.OpCreate || t == store.OpUpdateStatus {
+		switch {
+		case !d.HasStatus && (obj.Status != nil || t == store.OpUpdateStatus):
+			return r, fmt.Errorf("%s has no status", d.Kind)
+		case obj.Status != nil && reflect.TypeOf(obj.Status) != reflect.TypeOf(d.NewStatus()):
+			return r, fmt.Errorf("status is %T, want %T", obj.Status, d.NewStatus())
+		}
+		if r.status, err = encodeStatus(obj.Status); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
