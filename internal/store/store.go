@@ -33,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/meshnames/meshnames/internal/resource"
 )
@@ -129,22 +130,32 @@ type Store interface {
 	// Get returns the live resource with key k, or ErrNotFound.
 	Get(ctx context.Context, k resource.Key) (*resource.Object, error)
 	// List returns every live resource of kind k (every kind when k is
-	// ""), ordered by kind, mesh and name, and the revision the list reflects.
+	// ""), ordered by kind, mesh and name, and the revision the list
+	// reflects. An unknown kind is an error.
 	List(ctx context.Context, k resource.Kind) ([]*resource.Object, int64, error)
 	// Apply commits ops in one transaction; see Op. The returned error is
 	// for failures of the whole batch (ErrUnavailable, ErrClosed); failures
-	// of single operations are in their Result.
+	// of single operations are in their Result. If ctx ends before the
+	// batch is taken up nothing is written; if it ends later, Apply returns
+	// the context's error and the batch may still commit.
 	Apply(ctx context.Context, ops ...Op) ([]Result, error)
-	// Changes returns up to limit events with revisions greater than after,
-	// in revision order, or ErrCompacted.
+	// Changes returns up to limit events (all of them when limit <= 0) with
+	// revisions greater than after, in revision order, or ErrCompacted.
 	Changes(ctx context.Context, after int64, limit int) ([]Event, error)
 	// Changed returns a channel that is closed at the next write that may
 	// be visible to Changes (in this process, or in another process sharing
 	// the database). Take the channel before calling Changes so that no
 	// wake-up is lost.
 	Changed() <-chan struct{}
-	// Close releases the store; later calls return ErrClosed.
+	// Close releases the store; later calls, Close included, return ErrClosed.
 	Close() error
+}
+
+// Compacter is implemented by stores that drop tombstones older than a
+// retention period from the change feed (both backends). It returns how
+// many it dropped; readers behind the new horizon get ErrCompacted.
+type Compacter interface {
+	Compact(ctx context.Context, retention time.Duration) (int, error)
 }
 
 // Create stores a new resource.

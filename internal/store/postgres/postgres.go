@@ -99,7 +99,10 @@ type Store struct {
 	done     sync.WaitGroup
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store     = (*Store)(nil)
+	_ store.Compacter = (*Store)(nil)
+)
 
 // Open connects to the database at url (a postgres:// URL; search_path in
 // its query selects the schema), migrates it and starts listening.

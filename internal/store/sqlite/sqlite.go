@@ -72,7 +72,10 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store     = (*Store)(nil)
+	_ store.Compacter = (*Store)(nil)
+)
 
 // Open opens (creating when needed) the store in dir.
 func Open(dir string, opts ...Option) (*Store, error) {

@@ -9,7 +9,6 @@
 package storetest
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -22,12 +21,6 @@ import (
 // storage again with the same clock; the suite calls it only after closing
 // the store it had.
 type Opener func(t testing.TB, now func() time.Time) (s store.Store, reopen func() store.Store)
-
-// Compacter is implemented by stores that drop old tombstones (both
-// backends: sqlstore.Store.Compact).
-type Compacter interface {
-	Compact(ctx context.Context, retention time.Duration) (int, error)
-}
 
 // Clock is a fake clock that moves only when told.
 type Clock struct {

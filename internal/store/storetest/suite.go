@@ -706,7 +706,7 @@ func testChangesPaging(t *testing.T, e *env) {
 }
 
 func testCompaction(t *testing.T, e *env) {
-	c, ok := e.s.(Compacter)
+	c, ok := e.s.(store.Compacter)
 	if !ok {
 		t.Fatalf("%T has no Compact method", e.s)
 	}
@@ -868,7 +868,7 @@ func testUseAfterClose(t *testing.T, e *env) {
 	wantErr(t, "Apply", err, store.ErrClosed)
 	_, err = e.s.Changes(e.ctx, 0, 0)
 	wantErr(t, "Changes", err, store.ErrClosed)
-	if c, ok := e.s.(Compacter); ok {
+	if c, ok := e.s.(store.Compacter); ok {
 		_, err = c.Compact(e.ctx, time.Hour)
 		wantErr(t, "Compact", err, store.ErrClosed)
 	}
