@@ -1,0 +1,245 @@
+// Package apiserver serves meshnames' REST API: Kuma-compatible resource
+// paths (GET, PUT and DELETE on /meshes/{mesh}/{collection}/{name},
+// /meshes/{name}, /hostnamegenerators/{name}, /zones/{name}, and paginated
+// lists), health and readiness probes and Prometheus metrics.
+//
+// Reads are served from the cache; writes are validated here (all
+// violations at once, with field paths), go to the store with optimistic
+// versions, and return once the cache reflects them, so a client reads its
+// own writes. errors.go holds the one mapping from store errors to statuses.
+//
+// It imports resource, store, cache and validate; nothing imports it but
+// server. Handlers are safe for concurrent use.
+package apiserver
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// MaxBodyBytes bounds a request body.
+const MaxBodyBytes = 1 << 20
+
+// Options configures a Server.
+type Options struct {
+	Store store.Store
+	Cache *cache.Cache
+	// Mode and Zone decide the system labels set on writes and which kinds
+	// this control plane may write.
+	Mode string
+	Zone string
+	Log  *slog.Logger
+	// Registry receives the API's metrics and is served on /metrics.
+	Registry *prometheus.Registry
+	Version  string
+	// Ready reports why the server is not ready, or nil.
+	Ready func() error
+	// WriteWait bounds how long a write waits for the cache to reflect it.
+	WriteWait time.Duration
+}
+
+// Server is the REST API.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	metrics  http.Handler
+}
+
+// New builds a Server; it does no I/O.
+func New(o Options) *Server {
+	if o.WriteWait == 0 {
+		o.WriteWait = 5 * time.Second
+	}
+	if o.Ready == nil {
+		o.Ready = func() error { return nil }
+	}
+	s := &Server{
+		opts: o,
+		log:  o.Log,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnames_api_requests_total", Help: "REST API requests by route, method and status code.",
+		}, []string{"route", "method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "meshnames_api_request_duration_seconds", Help: "REST API request latency by route and method.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"route", "method"}),
+	}
+	if o.Registry != nil {
+		o.Registry.MustRegister(s.requests, s.latency)
+		s.metrics = promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})
+	} else {
+		s.metrics = http.NotFoundHandler()
+	}
+	return s
+}
+
+// Handler returns the HTTP handler of the API.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(s.serve)
+}
+
+// request is a parsed resource path.
+type request struct {
+	route string // bounded-cardinality template for metrics
+	d     *resource.Descriptor
+	mesh  string
+	name  string // empty for lists
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	route := s.dispatch(rec, r)
+	d := time.Since(start)
+	s.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.code)).Inc()
+	s.latency.WithLabelValues(route, r.Method).Observe(d.Seconds())
+	s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "code", rec.code, "dur", d)
+}
+
+// dispatch routes the request and returns its route template.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
+	path := strings.Trim(r.URL.Path, "/")
+	var seg []string
+	if path != "" {
+		seg = strings.Split(path, "/")
+	}
+	switch {
+	case len(seg) == 0:
+		if !allow(w, r, http.MethodGet) {
+			return "/"
+		}
+		s.index(w)
+		return "/"
+	case len(seg) == 1 && seg[0] == "healthz":
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return "/healthz"
+	case len(seg) == 1 && seg[0] == "readyz":
+		s.readyz(w)
+		return "/readyz"
+	case len(seg) == 1 && seg[0] == "metrics":
+		s.metrics.ServeHTTP(w, r)
+		return "/metrics"
+	}
+	req, ok := parsePath(seg)
+	if !ok {
+		writeError(w, newError(http.StatusNotFound, "Not found", "no such path: /"+path))
+		return "unknown"
+	}
+	if req.name == "" {
+		if allow(w, r, http.MethodGet) {
+			s.list(w, r, req)
+		}
+		return req.route
+	}
+	switch r.Method {
+	case http.MethodGet:
+		s.get(w, r, req)
+	case http.MethodPut:
+		s.put(w, r, req)
+	case http.MethodDelete:
+		s.delete(w, r, req)
+	default:
+		w.Header().Set("Allow", "GET, PUT, DELETE")
+		writeError(w, newError(http.StatusMethodNotAllowed, "Method not allowed", r.Method+" is not supported here; use GET, PUT or DELETE"))
+	}
+	return req.route
+}
+
+func allow(w http.ResponseWriter, r *http.Request, method string) bool {
+	if r.Method == method {
+		return true
+	}
+	w.Header().Set("Allow", method)
+	writeError(w, newError(http.StatusMethodNotAllowed, "Method not allowed", r.Method+" is not supported here; use "+method))
+	return false
+}
+
+// parsePath maps path segments to a kind, mesh and name.
+func parsePath(seg []string) (request, bool) {
+	switch len(seg) {
+	case 1, 2:
+		d := byPlural(seg[0])
+		if d == nil || d.MeshScoped {
+			return request{}, false
+		}
+		if len(seg) == 1 {
+			return request{route: "/" + d.Plural, d: d}, true
+		}
+		return request{route: "/" + d.Plural + "/{name}", d: d, name: seg[1]}, true
+	case 3, 4:
+		if seg[0] != "meshes" {
+			return request{}, false
+		}
+		d := byPlural(seg[2])
+		if d == nil || !d.MeshScoped {
+			return request{}, false
+		}
+		if len(seg) == 3 {
+			return request{route: "/meshes/{mesh}/" + d.Plural, d: d, mesh: seg[1]}, true
+		}
+		return request{route: "/meshes/{mesh}/" + d.Plural + "/{name}", d: d, mesh: seg[1], name: seg[3]}, true
+	}
+	return request{}, false
+}
+
+func byPlural(p string) *resource.Descriptor {
+	for _, d := range resource.Descriptors() {
+		if d.Plural == p {
+			return d
+		}
+	}
+	return nil
+}
+
+func (s *Server) index(w http.ResponseWriter) {
+	writeJSON(w, http.StatusOK, Info{Product: "meshnames", Version: s.opts.Version, Mode: s.opts.Mode, Zone: s.opts.Zone})
+}
+
+// Info is the body of GET /.
+type Info struct {
+	Product string `json:"product"`
+	Version string `json:"version"`
+	Mode    string `json:"mode"`
+	Zone    string `json:"zone,omitempty"`
+}
+
+func (s *Server) readyz(w http.ResponseWriter) {
+	if err := s.opts.Ready(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// waitCache waits until the cache reflects rev, so that the client reads its
+// own write. A timeout is not an error: the write is durable either way.
+func (s *Server) waitCache(ctx context.Context, rev int64) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.WriteWait)
+	defer cancel()
+	if err := s.opts.Cache.WaitFor(ctx, rev); err != nil && ctx.Err() != nil {
+		s.log.Warn("write acknowledged before the cache caught up", "revision", rev, "err", err)
+	}
+}

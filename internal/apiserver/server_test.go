@@ -1,0 +1,392 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/sqlite"
+)
+
+type env struct {
+	t   *testing.T
+	srv *httptest.Server
+	st  store.Store
+}
+
+// newEnv runs the API over a real embedded store and cache, with the mesh
+// "default" created.
+func newEnv(t *testing.T, mode string) *env {
+	t.Helper()
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := store.Create(context.Background(), st, &resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := cache.New(st, log, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(10 * time.Second)
+	for synced, _ := c.Status(); !synced; synced, _ = c.Status() {
+		if time.Now().After(deadline) {
+			t.Fatal("cache did not sync")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	api := New(Options{Store: st, Cache: c, Mode: mode, Zone: "east", Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &env{t: t, srv: srv, st: st}
+}
+
+type reply struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+func (r reply) error() Error {
+	var e Error
+	_ = json.Unmarshal(r.body, &e)
+	return e
+}
+
+func (r reply) causeFields() []string {
+	var out []string
+	for _, c := range r.error().Causes {
+		out = append(out, c.Field)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (e *env) do(method, path, contentType, body string, headers ...string) reply {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{code: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func (e *env) put(path, body string, headers ...string) reply {
+	return e.do(http.MethodPut, path, "application/yaml", body, headers...)
+}
+
+const redis = `type: MeshService
+name: redis
+mesh: default
+labels:
+  team: storage
+spec:
+  ports:
+  - port: 6379
+    appProtocol: tcp
+`
+
+func TestPut_CreateUpdateUnchanged(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	path := "/meshes/default/meshservices/redis"
+
+	r := e.put(path, redis)
+	if r.code != http.StatusCreated || r.header.Get(ResultHeader) != ResultCreated || r.header.Get("ETag") != `"1"` {
+		t.Fatalf("create: %d %s etag %s: %s", r.code, r.header.Get(ResultHeader), r.header.Get("ETag"), r.body)
+	}
+	r = e.put(path, redis)
+	if r.code != http.StatusOK || r.header.Get(ResultHeader) != ResultUnchanged || r.header.Get("ETag") != `"1"` {
+		t.Fatalf("same document again: %d %s etag %s", r.code, r.header.Get(ResultHeader), r.header.Get("ETag"))
+	}
+	r = e.put(path, strings.Replace(redis, "6379", "6380", 1))
+	if r.code != http.StatusOK || r.header.Get(ResultHeader) != ResultUpdated || r.header.Get("ETag") != `"2"` {
+		t.Fatalf("update: %d %s etag %s", r.code, r.header.Get(ResultHeader), r.header.Get("ETag"))
+	}
+	// Read your write: the GET right after the PUT sees it.
+	r = e.do(http.MethodGet, path, "", "")
+	var got resource.Object
+	if err := json.Unmarshal(r.body, &got); err != nil || r.code != http.StatusOK {
+		t.Fatalf("get: %d %v %s", r.code, err, r.body)
+	}
+	if p := got.Spec.(*resource.MeshServiceSpec).Ports[0].Port; p != 6380 {
+		t.Errorf("GET after update: port %d, want 6380", p)
+	}
+	wantLabels := map[string]string{"team": "storage", resource.LabelOrigin: "zone", resource.LabelZone: "east",
+		resource.LabelDisplayName: "redis", resource.LabelMesh: "default"}
+	if d := cmp.Diff(wantLabels, got.Labels); d != "" {
+		t.Errorf("system labels (-want +got):\n%s", d)
+	}
+}
+
+func TestPut_JSONAndPathDefaults(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	// name and mesh may be left out of the body; status is ignored.
+	r := e.do(http.MethodPut, "/meshes/default/meshservices/web", "application/json",
+		`{"type":"MeshService","spec":{"ports":[{"port":80}]},"status":{"vips":[{"ip":"1.2.3.4","type":"Kuma"}]},"creationTime":"2020-01-01T00:00:00Z"}`)
+	if r.code != http.StatusCreated {
+		t.Fatalf("PUT = %d %s", r.code, r.body)
+	}
+	var got resource.Object
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "web" || got.Mesh != "default" || got.Status != nil || got.CreationTime.Year() == 2020 {
+		t.Errorf("stored %+v; want name/mesh from the path, no status, server creation time", got)
+	}
+	if p := got.Spec.(*resource.MeshServiceSpec).Ports[0].AppProtocol; p != "tcp" {
+		t.Errorf("appProtocol default = %q, want tcp", p)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	e.put("/meshes/default/meshservices/redis", redis)
+	tests := []struct {
+		name        string
+		method      string
+		path        string
+		contentType string
+		body        string
+		headers     []string
+		code        int
+		fields      []string
+	}{
+		{name: "invalid-spec-all-violations", method: "PUT", path: "/meshes/default/meshservices/bad", contentType: "application/yaml",
+			body: "type: MeshService\nspec:\n  ports:\n  - port: 0\n    appProtocol: udp\n  - port: 70000\n", code: 400,
+			fields: []string{"spec.ports[0].appProtocol", "spec.ports[0].port", "spec.ports[1].port"}},
+		{name: "unknown-field", method: "PUT", path: "/meshes/default/meshservices/bad", contentType: "application/yaml",
+			body: "type: MeshService\nspec:\n  bogus: 1\n", code: 400, fields: []string{"spec.bogus"}},
+		{name: "syntax-error", method: "PUT", path: "/meshes/default/meshservices/bad", contentType: "application/json",
+			body: `{"type": "MeshService",`, code: 400, fields: []string{"document"}},
+		{name: "wrong-kind-for-path", method: "PUT", path: "/meshes/default/meshservices/bad", contentType: "application/yaml",
+			body: "type: Dataplane\nspec: {}\n", code: 400, fields: []string{"type"}},
+		{name: "name-mismatch", method: "PUT", path: "/meshes/default/meshservices/bad", contentType: "application/yaml",
+			body: "type: MeshService\nname: other\nspec: {}\n", code: 400, fields: []string{"name"}},
+		{name: "invalid-name", method: "PUT", path: "/meshes/default/meshservices/Bad_Name", contentType: "application/yaml",
+			body: "type: MeshService\nspec: {}\n", code: 400, fields: []string{"name"}},
+		{name: "missing-mesh", method: "PUT", path: "/meshes/nope/meshservices/x", contentType: "application/yaml",
+			body: "type: MeshService\nspec: {}\n", code: 400, fields: []string{"mesh"}},
+		{name: "forged-origin-and-zone", method: "PUT", path: "/meshes/default/meshservices/x", contentType: "application/yaml",
+			body: "type: MeshService\nlabels:\n  kuma.io/origin: global\n  kuma.io/zone: west\nspec: {}\n", code: 400,
+			fields: []string{`labels["kuma.io/origin"]`, `labels["kuma.io/zone"]`}},
+		{name: "bad-if-match", method: "PUT", path: "/meshes/default/meshservices/redis", contentType: "application/yaml",
+			body: redis, headers: []string{"If-Match", "abc"}, code: 400, fields: []string{"If-Match"}},
+		{name: "bad-size", method: "GET", path: "/meshes/default/meshservices?size=5000", code: 400, fields: []string{"size"}},
+		{name: "bad-offset", method: "GET", path: "/meshes/default/meshservices?offset=-1", code: 400, fields: []string{"offset"}},
+		{name: "non-label-filter", method: "GET", path: "/meshes/default/meshservices?filter%5Bname%5D=x", code: 400, fields: []string{"filter[name]"}},
+		{name: "missing-resource", method: "GET", path: "/meshes/default/meshservices/nope", code: 404},
+		{name: "delete-missing", method: "DELETE", path: "/meshes/default/meshservices/nope", code: 404},
+		{name: "unknown-collection", method: "GET", path: "/meshes/default/widgets", code: 404},
+		{name: "global-kind-under-mesh", method: "GET", path: "/meshes/default/hostnamegenerators", code: 404},
+		{name: "unknown-path", method: "GET", path: "/nope/a/b/c/d", code: 404},
+		{name: "post-not-allowed", method: "POST", path: "/meshes/default/meshservices/redis", code: 405},
+		{name: "put-on-list", method: "PUT", path: "/meshes/default/meshservices", code: 405},
+		{name: "stale-if-match", method: "PUT", path: "/meshes/default/meshservices/redis", contentType: "application/yaml",
+			body: strings.Replace(redis, "6379", "1", 1), headers: []string{"If-Match", `"7"`}, code: 409},
+		{name: "if-match-on-missing", method: "PUT", path: "/meshes/default/meshservices/new", contentType: "application/yaml",
+			body: "type: MeshService\nspec: {}\n", headers: []string{"If-Match", `"1"`}, code: 409},
+		{name: "stale-if-match-delete", method: "DELETE", path: "/meshes/default/meshservices/redis", headers: []string{"If-Match", `"9"`}, code: 409},
+		{name: "delete-mesh-with-resources", method: "DELETE", path: "/meshes/default", code: 409},
+		{name: "body-too-large", method: "PUT", path: "/meshes/default/meshservices/big", contentType: "application/yaml",
+			body: "type: MeshService\nspec: {}\n#" + strings.Repeat("x", MaxBodyBytes), code: 413},
+		{name: "unsupported-content-type", method: "PUT", path: "/meshes/default/meshservices/redis", contentType: "text/plain", body: redis, code: 415},
+		{name: "form-content-type", method: "PUT", path: "/meshes/default/meshservices/redis", contentType: "application/x-www-form-urlencoded", body: redis, code: 415},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(tt.method, tt.path, tt.contentType, tt.body, tt.headers...)
+			if r.code != tt.code {
+				t.Fatalf("%s %s = %d, want %d: %s", tt.method, tt.path, r.code, tt.code, r.body)
+			}
+			if ct := r.header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("error Content-Type = %q, want application/json", ct)
+			}
+			got := r.error()
+			if got.Status != tt.code || got.Title == "" {
+				t.Errorf("error body %s: want status %d and a title", r.body, tt.code)
+			}
+			if tt.fields != nil {
+				if d := cmp.Diff(tt.fields, r.causeFields()); d != "" {
+					t.Errorf("cause fields (-want +got):\n%s\nbody: %s", d, r.body)
+				}
+			}
+		})
+	}
+	// None of the rejected writes changed anything.
+	objs, _, err := e.st.List(context.Background(), resource.MeshService)
+	if err != nil || len(objs) != 1 || objs[0].Name != "redis" || objs[0].Version != 1 {
+		t.Errorf("after rejected writes the store holds %v (%v); want only redis at version 1", objs, err)
+	}
+}
+
+func TestReadOnlyKinds(t *testing.T) {
+	tests := []struct {
+		mode, path, body string
+	}{
+		{resource.ModeGlobal, "/meshes/default/meshservices/x", "type: MeshService\nspec: {}\n"},
+		{resource.ModeGlobal, "/meshes/default/dataplanes/x", "type: Dataplane\nspec: {}\n"},
+		{resource.ModeZone, "/meshes/default/meshmultizoneservices/x", "type: MeshMultiZoneService\nspec: {}\n"},
+		{resource.ModeZone, "/meshes/x", "type: Mesh\n"},
+		{resource.ModeZone, "/zones/x", "type: Zone\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode+tt.path, func(t *testing.T) {
+			e := newEnv(t, tt.mode)
+			if r := e.put(tt.path, tt.body); r.code != http.StatusMethodNotAllowed {
+				t.Errorf("PUT %s on %s = %d, want 405: %s", tt.path, tt.mode, r.code, r.body)
+			}
+			if r := e.do(http.MethodDelete, tt.path, "", ""); r.code != http.StatusMethodNotAllowed {
+				t.Errorf("DELETE %s on %s = %d, want 405", tt.path, tt.mode, r.code)
+			}
+		})
+	}
+}
+
+func TestGlobalMode_Labels(t *testing.T) {
+	e := newEnv(t, resource.ModeGlobal)
+	r := e.put("/hostnamegenerators/all", "type: HostnameGenerator\nspec:\n  selector:\n    meshService: {}\n  template: '{{ .Name }}.mesh'\n")
+	if r.code != http.StatusCreated {
+		t.Fatalf("PUT = %d %s", r.code, r.body)
+	}
+	var got resource.Object
+	_ = json.Unmarshal(r.body, &got)
+	if got.Labels[resource.LabelOrigin] != resource.OriginGlobal || got.Labels[resource.LabelZone] != "" {
+		t.Errorf("labels on global = %v; want origin global and no zone", got.Labels)
+	}
+}
+
+func TestList_PagesAndFilters(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	for i := range 25 {
+		team := "a"
+		if i%5 == 0 {
+			team = "b"
+		}
+		body := fmt.Sprintf("type: MeshService\nlabels:\n  team: %s\nspec: {}\n", team)
+		if r := e.put(fmt.Sprintf("/meshes/default/meshservices/svc-%02d", i), body); r.code != http.StatusCreated {
+			t.Fatalf("PUT = %d %s", r.code, r.body)
+		}
+	}
+	var names []string
+	path := "/meshes/default/meshservices?size=10"
+	for pages := 0; path != ""; pages++ {
+		if pages > 3 {
+			t.Fatal("too many pages")
+		}
+		r := e.do(http.MethodGet, path, "", "")
+		var page ListPage
+		if err := json.Unmarshal(r.body, &page); err != nil {
+			t.Fatal(err)
+		}
+		if page.Total != 25 {
+			t.Errorf("total = %d, want 25", page.Total)
+		}
+		for _, o := range page.Items {
+			names = append(names, o.Name)
+		}
+		path = ""
+		if page.Next != nil {
+			path = strings.TrimPrefix(*page.Next, e.srv.URL)
+		}
+	}
+	if len(names) != 25 || !slices.IsSorted(names) || names[0] != "svc-00" {
+		t.Errorf("paged names = %v; want svc-00..svc-24 in order", names)
+	}
+
+	r := e.do(http.MethodGet, "/meshes/default/meshservices?filter%5Blabels.team%5D=b", "", "")
+	var page ListPage
+	_ = json.Unmarshal(r.body, &page)
+	if page.Total != 5 || page.Next != nil {
+		t.Errorf("filtered: total %d next %v; want 5 and no next", page.Total, page.Next)
+	}
+	for _, o := range page.Items {
+		if o.Labels["team"] != "b" {
+			t.Errorf("filter returned %s with team %q", o.Name, o.Labels["team"])
+		}
+	}
+}
+
+func TestDelete_ThenGone(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	e.put("/meshes/default/meshservices/redis", redis)
+	if r := e.do(http.MethodDelete, "/meshes/default/meshservices/redis", "", "", "If-Match", `"1"`); r.code != http.StatusOK {
+		t.Fatalf("DELETE = %d %s", r.code, r.body)
+	}
+	if r := e.do(http.MethodGet, "/meshes/default/meshservices/redis", "", ""); r.code != http.StatusNotFound {
+		t.Errorf("GET after DELETE = %d, want 404", r.code)
+	}
+	// The now empty mesh can be deleted.
+	if r := e.do(http.MethodDelete, "/meshes/default", "", ""); r.code != http.StatusOK {
+		t.Errorf("DELETE empty mesh = %d %s", r.code, r.body)
+	}
+}
+
+func TestGet_YAMLOnRequest(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	e.put("/meshes/default/meshservices/redis", redis)
+	r := e.do(http.MethodGet, "/meshes/default/meshservices/redis", "", "", "Accept", "application/yaml")
+	if r.header.Get("Content-Type") != "application/yaml" || !strings.Contains(string(r.body), "name: redis") {
+		t.Errorf("GET with Accept yaml: %s\n%s", r.header.Get("Content-Type"), r.body)
+	}
+	obj, err := resource.Decode(r.body)
+	if err != nil || obj.Name != "redis" {
+		t.Errorf("YAML answer does not decode as a document: %v", err)
+	}
+}
+
+func TestStoreUnavailable_503(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	e.st.Close()
+	r := e.put("/meshes/default/meshservices/redis", redis)
+	if r.code != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Errorf("PUT with the store closed = %d (Retry-After %q), want 503", r.code, r.header.Get("Retry-After"))
+	}
+	// Reads keep working from the cache.
+	if r := e.do(http.MethodGet, "/meshes/default", "", ""); r.code != http.StatusOK {
+		t.Errorf("GET with the store closed = %d, want 200 from the cache", r.code)
+	}
+}
+
+func TestHealthReadyMetrics(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/": 200} {
+		if r := e.do(http.MethodGet, path, "", ""); r.code != want {
+			t.Errorf("GET %s = %d, want %d", path, r.code, want)
+		}
+	}
+	e.put("/meshes/default/meshservices/redis", redis)
+	r := e.do(http.MethodGet, "/metrics", "", "")
+	if !strings.Contains(string(r.body), `meshnames_api_requests_total{code="201",method="PUT",route="/meshes/{mesh}/meshservices/{name}"} 1`) {
+		t.Errorf("metrics lack the PUT counter:\n%s", r.body)
+	}
+}

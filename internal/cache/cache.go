@@ -1,0 +1,365 @@
+// Package cache keeps every resource of the store in memory, fed by the
+// store's change feed, and serves the reads of the REST API (and, later, of
+// the controllers and the DNS table builder) without touching the database.
+//
+// The cache follows the feed from the revision of its initial List; when the
+// feed reports ErrCompacted it lists again. While the store is unreachable it
+// keeps serving what it last knew and reports the error through Status.
+//
+// It imports resource and store only. All methods are safe for concurrent
+// use; every object it returns is a clone the caller owns.
+package cache
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// PageSize is how many events the cache asks the feed for at once.
+const PageSize = 1000
+
+type group struct {
+	kind resource.Kind
+	mesh string
+}
+
+// Cache is an in-memory, indexed copy of the store.
+type Cache struct {
+	st  store.Store
+	log *slog.Logger
+
+	mu       sync.RWMutex
+	objects  map[resource.Key]*resource.Object
+	groups   map[group]map[string]*resource.Object
+	sorted   map[group][]string // names in order; dropped when the group's membership changes
+	revision int64
+	synced   bool
+	lastErr  error
+	advanced chan struct{} // closed and replaced whenever revision advances
+
+	objectsGauge *prometheus.GaugeVec
+	revGauge     prometheus.Gauge
+	relists      prometheus.Counter
+}
+
+// New returns a cache over st. It holds nothing until Run has listed the store.
+func New(st store.Store, log *slog.Logger, reg prometheus.Registerer) *Cache {
+	c := &Cache{
+		st:       st,
+		log:      log,
+		objects:  map[resource.Key]*resource.Object{},
+		groups:   map[group]map[string]*resource.Object{},
+		sorted:   map[group][]string{},
+		advanced: make(chan struct{}),
+		objectsGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshnames_cache_objects", Help: "Resources held in the in-memory cache, by kind.",
+		}, []string{"kind"}),
+		revGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshnames_cache_revision", Help: "Store revision the in-memory cache reflects.",
+		}),
+		relists: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshnames_cache_relists_total", Help: "Full relists of the store by the cache (start and compaction).",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(c.objectsGauge, c.revGauge, c.relists)
+	}
+	return c
+}
+
+// Run lists the store and then follows its change feed until ctx ends.
+func (c *Cache) Run(ctx context.Context) error {
+	backoff := newBackoff()
+	for ctx.Err() == nil {
+		if err := c.relist(ctx); err != nil {
+			c.fail(ctx, err, backoff)
+			continue
+		}
+		break
+	}
+	backoff.reset()
+	for ctx.Err() == nil {
+		wake := c.st.Changed()
+		evs, err := c.st.Changes(ctx, c.Revision(), PageSize)
+		switch {
+		case errors.Is(err, store.ErrCompacted):
+			c.log.Warn("change feed compacted past the cache's revision; listing again", "revision", c.Revision())
+			if err := c.relist(ctx); err != nil {
+				c.fail(ctx, err, backoff)
+			}
+			continue
+		case err != nil:
+			c.fail(ctx, err, backoff)
+			continue
+		}
+		backoff.reset()
+		c.apply(evs)
+		if len(evs) == PageSize {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		}
+	}
+	return nil
+}
+
+func (c *Cache) fail(ctx context.Context, err error, b *backoff) {
+	if ctx.Err() != nil {
+		return
+	}
+	c.mu.Lock()
+	first := c.lastErr == nil
+	c.lastErr = err
+	c.mu.Unlock()
+	if first {
+		c.log.Error("cache cannot read the store; serving the last known state", "err", err)
+	}
+	b.wait(ctx)
+}
+
+func (c *Cache) relist(ctx context.Context) error {
+	objs, rev, err := c.st.List(ctx, "")
+	if err != nil {
+		return err
+	}
+	c.relists.Inc()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.objects = make(map[resource.Key]*resource.Object, len(objs))
+	c.groups = map[group]map[string]*resource.Object{}
+	c.sorted = map[group][]string{}
+	for _, o := range objs {
+		c.put(o)
+	}
+	c.synced = true
+	c.lastErr = nil
+	c.advance(rev)
+	c.updateGauges()
+	return nil
+}
+
+func (c *Cache) apply(evs []store.Event) {
+	if len(evs) == 0 {
+		c.mu.Lock()
+		c.lastErr = nil
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ev := range evs {
+		switch ev.Type {
+		case store.EventPut:
+			c.put(ev.Object)
+		case store.EventDelete:
+			c.remove(ev.Key)
+		}
+	}
+	c.lastErr = nil
+	c.advance(evs[len(evs)-1].Revision)
+	c.updateGauges()
+}
+
+// put stores o, which the cache now owns.
+func (c *Cache) put(o *resource.Object) {
+	k := o.Key()
+	g := group{o.Kind, o.Mesh}
+	if _, ok := c.objects[k]; !ok {
+		delete(c.sorted, g)
+	}
+	c.objects[k] = o
+	m := c.groups[g]
+	if m == nil {
+		m = map[string]*resource.Object{}
+		c.groups[g] = m
+	}
+	m[o.Name] = o
+}
+
+func (c *Cache) remove(k resource.Key) {
+	if _, ok := c.objects[k]; !ok {
+		return
+	}
+	delete(c.objects, k)
+	g := group{k.Kind, k.Mesh}
+	delete(c.groups[g], k.Name)
+	if len(c.groups[g]) == 0 {
+		delete(c.groups, g)
+	}
+	delete(c.sorted, g)
+}
+
+func (c *Cache) advance(rev int64) {
+	if rev <= c.revision {
+		return
+	}
+	c.revision = rev
+	close(c.advanced)
+	c.advanced = make(chan struct{})
+	c.revGauge.Set(float64(rev))
+}
+
+func (c *Cache) updateGauges() {
+	counts := map[resource.Kind]int{}
+	for g, m := range c.groups {
+		counts[g.kind] += len(m)
+	}
+	for _, d := range resource.Descriptors() {
+		c.objectsGauge.WithLabelValues(string(d.Kind)).Set(float64(counts[d.Kind]))
+	}
+}
+
+// Revision returns the store revision the cache reflects.
+func (c *Cache) Revision() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.revision
+}
+
+// Status reports whether the cache has listed the store, and the last error
+// reading the store (nil once a read succeeds again).
+func (c *Cache) Status() (synced bool, err error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.synced, c.lastErr
+}
+
+// WaitFor blocks until the cache reflects revision rev or ctx ends. The API
+// calls it after a write so that a client reads its own writes.
+func (c *Cache) WaitFor(ctx context.Context, rev int64) error {
+	for {
+		c.mu.RLock()
+		done, ch := c.revision >= rev, c.advanced
+		c.mu.RUnlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// Get returns a copy of the resource with key k.
+func (c *Cache) Get(k resource.Key) (*resource.Object, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	o, ok := c.objects[k]
+	if !ok {
+		return nil, false
+	}
+	return o.Clone(), true
+}
+
+// Query selects resources for List.
+type Query struct {
+	Kind resource.Kind
+	// Mesh limits a mesh-scoped kind to one mesh; empty means every mesh.
+	Mesh string
+	// Labels must all be present with equal values.
+	Labels map[string]string
+	Offset int
+	// Size is the page size; 0 means no limit.
+	Size int
+}
+
+// List returns a page of the resources q selects, ordered by mesh and name,
+// and how many resources q selects in all.
+func (c *Cache) List(q Query) (items []*resource.Object, total int) {
+	c.mu.Lock() // sorted name lists may be rebuilt
+	defer c.mu.Unlock()
+	for _, g := range c.groupsOf(q) {
+		for _, name := range c.sortedNames(g) {
+			o := c.groups[g][name]
+			if !matches(o.Labels, q.Labels) {
+				continue
+			}
+			if total >= q.Offset && (q.Size == 0 || len(items) < q.Size) {
+				items = append(items, o.Clone())
+			}
+			total++
+		}
+	}
+	return items, total
+}
+
+// Count returns how many resources of kind k the mesh holds (every mesh
+// when mesh is empty).
+func (c *Cache) Count(k resource.Kind, mesh string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := 0
+	for g, m := range c.groups {
+		if g.kind == k && (mesh == "" || g.mesh == mesh) {
+			n += len(m)
+		}
+	}
+	return n
+}
+
+func (c *Cache) groupsOf(q Query) []group {
+	if q.Mesh != "" {
+		return []group{{q.Kind, q.Mesh}}
+	}
+	var gs []group
+	for g := range c.groups {
+		if g.kind == q.Kind {
+			gs = append(gs, g)
+		}
+	}
+	slices.SortFunc(gs, func(a, b group) int { return cmp.Compare(a.mesh, b.mesh) })
+	return gs
+}
+
+func (c *Cache) sortedNames(g group) []string {
+	if s, ok := c.sorted[g]; ok {
+		return s
+	}
+	m := c.groups[g]
+	s := make([]string, 0, len(m))
+	for n := range m {
+		s = append(s, n)
+	}
+	slices.Sort(s)
+	c.sorted[g] = s
+	return s
+}
+
+func matches(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{d: 100 * time.Millisecond} }
+
+func (b *backoff) reset() { b.d = 100 * time.Millisecond }
+
+func (b *backoff) wait(ctx context.Context) {
+	t := time.NewTimer(b.d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	b.d = min(b.d*2, 5*time.Second)
+}

@@ -1,0 +1,233 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/sqlite"
+)
+
+// faultyStore injects errors into the change feed.
+type faultyStore struct {
+	store.Store
+	mu   sync.Mutex
+	errs []error // returned by the next Changes calls, in order
+}
+
+func (f *faultyStore) inject(err error) {
+	f.mu.Lock()
+	f.errs = append(f.errs, err)
+	f.mu.Unlock()
+}
+
+func (f *faultyStore) Changes(ctx context.Context, after int64, limit int) ([]store.Event, error) {
+	f.mu.Lock()
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		f.mu.Unlock()
+		return nil, err
+	}
+	f.mu.Unlock()
+	return f.Store.Changes(ctx, after, limit)
+}
+
+func newCache(t *testing.T) (*Cache, *faultyStore, *prometheus.Registry) {
+	t.Helper()
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	fs := &faultyStore{Store: st}
+	reg := prometheus.NewRegistry()
+	c := New(fs, slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c, fs, reg
+}
+
+func svc(mesh, name string, labels map[string]string) *resource.Object {
+	return &resource.Object{Kind: resource.MeshService, Mesh: mesh, Name: name, Labels: labels,
+		Spec: &resource.MeshServiceSpec{Ports: []resource.Port{{Port: 80, AppProtocol: "tcp"}}}}
+}
+
+func mustCreate(t *testing.T, st store.Store, o *resource.Object) *resource.Object {
+	t.Helper()
+	got, err := store.Create(context.Background(), st, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func wait(t *testing.T, c *Cache, rev int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitFor(ctx, rev); err != nil {
+		t.Fatalf("cache did not reach revision %d (at %d): %v", rev, c.Revision(), err)
+	}
+}
+
+func TestCache_FollowsWritesAndDeletes(t *testing.T) {
+	c, st, reg := newCache(t)
+	a := mustCreate(t, st, svc("default", "a", nil))
+	wait(t, c, a.Revision)
+	got, ok := c.Get(a.Key())
+	if !ok || got.Version != 1 {
+		t.Fatalf("Get after create = %v, %v", got, ok)
+	}
+
+	a.Spec.(*resource.MeshServiceSpec).Ports[0].Port = 81
+	upd, err := store.Update(context.Background(), st, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, c, upd.Revision)
+	got, _ = c.Get(a.Key())
+	if p := got.Spec.(*resource.MeshServiceSpec).Ports[0].Port; p != 81 {
+		t.Errorf("port after update = %d, want 81", p)
+	}
+
+	rev, err := store.Delete(context.Background(), st, a.Key(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, c, rev)
+	if _, ok := c.Get(a.Key()); ok {
+		t.Errorf("Get after delete found the resource")
+	}
+	if n := testutil.ToFloat64(c.objectsGauge.WithLabelValues("MeshService")); n != 0 {
+		t.Errorf("objects gauge = %v after delete, want 0", n)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Errorf("gather metrics: %v", err)
+	}
+}
+
+func TestCache_ReturnsCopies(t *testing.T) {
+	c, st, _ := newCache(t)
+	a := mustCreate(t, st, svc("default", "a", map[string]string{"team": "x"}))
+	wait(t, c, a.Revision)
+	got, _ := c.Get(a.Key())
+	got.Labels["team"] = "mutated"
+	got.Spec.(*resource.MeshServiceSpec).Ports[0].Port = 1
+	items, _ := c.List(Query{Kind: resource.MeshService, Mesh: "default"})
+	items[0].Labels["team"] = "mutated-too"
+	again, _ := c.Get(a.Key())
+	if again.Labels["team"] != "x" || again.Spec.(*resource.MeshServiceSpec).Ports[0].Port != 80 {
+		t.Errorf("mutating returned objects changed the cache: %v", again)
+	}
+}
+
+func TestCache_ListOrderPagesFilters(t *testing.T) {
+	c, st, _ := newCache(t)
+	var last int64
+	for i := range 12 {
+		team := "a"
+		if i%3 == 0 {
+			team = "b"
+		}
+		last = mustCreate(t, st, svc("m1", fmt.Sprintf("s%02d", 11-i), map[string]string{"team": team})).Revision
+	}
+	last = mustCreate(t, st, svc("m0", "z", nil)).Revision
+	wait(t, c, last)
+
+	names := func(objs []*resource.Object) []string {
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.Mesh+"/"+o.Name)
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		q     Query
+		want  []string
+		total int
+	}{
+		{"first-page", Query{Kind: resource.MeshService, Mesh: "m1", Size: 3}, []string{"m1/s00", "m1/s01", "m1/s02"}, 12},
+		{"offset", Query{Kind: resource.MeshService, Mesh: "m1", Offset: 10, Size: 3}, []string{"m1/s10", "m1/s11"}, 12},
+		{"past-end", Query{Kind: resource.MeshService, Mesh: "m1", Offset: 50, Size: 3}, nil, 12},
+		{"filter", Query{Kind: resource.MeshService, Mesh: "m1", Labels: map[string]string{"team": "b"}}, []string{"m1/s02", "m1/s05", "m1/s08", "m1/s11"}, 4},
+		{"filter-missing-label", Query{Kind: resource.MeshService, Mesh: "m0", Labels: map[string]string{"team": ""}}, nil, 0},
+		{"all-meshes-ordered", Query{Kind: resource.MeshService, Size: 2}, []string{"m0/z", "m1/s00"}, 13},
+		{"other-kind", Query{Kind: resource.Dataplane}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			items, total := c.List(tt.q)
+			if d := cmp.Diff(tt.want, names(items)); d != "" || total != tt.total {
+				t.Errorf("List(%+v) total %d (want %d), items (-want +got):\n%s", tt.q, total, tt.total, d)
+			}
+		})
+	}
+	if n := c.Count(resource.MeshService, "m1"); n != 12 {
+		t.Errorf("Count(m1) = %d, want 12", n)
+	}
+}
+
+func TestCache_RelistsWhenCompacted(t *testing.T) {
+	c, st, _ := newCache(t)
+	a := mustCreate(t, st, svc("default", "a", nil))
+	wait(t, c, a.Revision)
+	relists := testutil.ToFloat64(c.relists)
+
+	st.inject(store.ErrCompacted)
+	b := mustCreate(t, st, svc("default", "b", nil))
+	wait(t, c, b.Revision)
+	if _, ok := c.Get(b.Key()); !ok {
+		t.Errorf("cache lacks b after relisting")
+	}
+	if got := testutil.ToFloat64(c.relists); got != relists+1 {
+		t.Errorf("relists = %v, want %v", got, relists+1)
+	}
+}
+
+func TestCache_KeepsServingWhileStoreFails(t *testing.T) {
+	c, st, _ := newCache(t)
+	a := mustCreate(t, st, svc("default", "a", nil))
+	wait(t, c, a.Revision)
+
+	boom := fmt.Errorf("connection refused: %w", store.ErrUnavailable)
+	for range 3 {
+		st.inject(boom)
+	}
+	b := mustCreate(t, st, svc("default", "b", nil)) // wakes the cache into the failures
+	deadline := time.Now().Add(10 * time.Second)
+	sawErr := false
+	for time.Now().Before(deadline) {
+		if _, err := c.Status(); errors.Is(err, store.ErrUnavailable) {
+			sawErr = true
+		}
+		if _, ok := c.Get(a.Key()); !ok {
+			t.Fatalf("cache stopped serving a while the store failed")
+		}
+		if c.Revision() >= b.Revision {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wait(t, c, b.Revision)
+	if !sawErr {
+		t.Errorf("Status never reported the store error")
+	}
+	if synced, err := c.Status(); !synced || err != nil {
+		t.Errorf("after recovery Status = %v, %v; want synced and no error", synced, err)
+	}
+}

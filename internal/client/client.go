@@ -1,0 +1,314 @@
+// Package client is the Go client of the meshnames REST API, used by the
+// command line and by tests. It speaks JSON and turns error responses into
+// *APIError values that keep the server's field-level causes.
+//
+// It imports resource and validate only (not apiserver: the wire format is
+// the contract). A Client is safe for concurrent use.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/validate"
+)
+
+// DefaultServer is the address `meshnames serve` listens on by default.
+const DefaultServer = "http://127.0.0.1:5681"
+
+// Client talks to one meshnames server.
+type Client struct {
+	base *url.URL
+	http *http.Client
+}
+
+// New returns a client for the server at base (http://host:port).
+func New(base string) (*Client, error) {
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("invalid server address %q: want a URL such as %s", base, DefaultServer)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	return &Client{base: u, http: &http.Client{Timeout: 60 * time.Second}}, nil
+}
+
+// Server returns the server address.
+func (c *Client) Server() string { return c.base.String() }
+
+// APIError is an error response from the server.
+type APIError struct {
+	Status int                  `json:"status"`
+	Title  string               `json:"title"`
+	Detail string               `json:"detail"`
+	Causes []validate.Violation `json:"causes"`
+}
+
+func (e *APIError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Title)
+	if e.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Detail)
+	}
+	for _, c := range e.Causes {
+		fmt.Fprintf(&b, "\n  %s: %s", c.Field, c.Message)
+	}
+	return b.String()
+}
+
+// IsNotFound reports whether err is a 404 from the server.
+func IsNotFound(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+// UnreachableError means no server answered at the address.
+type UnreachableError struct {
+	Server string
+	Err    error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the meshnames server at %s: %v\n(is `meshnames serve` running there? point the client elsewhere with --server URL or MESHNAMES_SERVER)", e.Server, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+func (c *Client) path(d *resource.Descriptor, mesh, name string) string {
+	var p string
+	if d.MeshScoped {
+		p = "/meshes/" + url.PathEscape(mesh) + "/" + d.Plural
+	} else {
+		p = "/" + d.Plural
+	}
+	if name != "" {
+		p += "/" + url.PathEscape(name)
+	}
+	return p
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (c *Client) do(ctx context.Context, method, pathAndQuery string, body []byte, header http.Header) (*response, error) {
+	u := c.base.String() + pathAndQuery
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var ne net.Error
+		var oe *net.OpError
+		if errors.As(err, &oe) || (errors.As(err, &ne) && !ne.Timeout()) {
+			return nil, &UnreachableError{Server: c.Server(), Err: err}
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read response from %s: %w", c.Server(), err)
+	}
+	r := &response{status: resp.StatusCode, header: resp.Header, body: b}
+	if resp.StatusCode >= 400 {
+		e := &APIError{Status: resp.StatusCode}
+		if json.Unmarshal(b, e) != nil || e.Title == "" {
+			e.Title = http.StatusText(resp.StatusCode)
+			e.Detail = strings.TrimSpace(string(b))
+		}
+		e.Status = resp.StatusCode
+		return r, e
+	}
+	return r, nil
+}
+
+// Info is the server's self-description (GET /).
+type Info struct {
+	Product string `json:"product"`
+	Version string `json:"version"`
+	Mode    string `json:"mode"`
+	Zone    string `json:"zone"`
+}
+
+// Info returns the server's version, mode and zone.
+func (c *Client) Info(ctx context.Context) (*Info, error) {
+	r, err := c.do(ctx, http.MethodGet, "/", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var i Info
+	if err := json.Unmarshal(r.body, &i); err != nil {
+		return nil, fmt.Errorf("decode server info: %w", err)
+	}
+	return &i, nil
+}
+
+// Get returns one resource.
+func (c *Client) Get(ctx context.Context, d *resource.Descriptor, mesh, name string) (*resource.Object, error) {
+	r, err := c.do(ctx, http.MethodGet, c.path(d, mesh, name), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return decodeObject(r.body)
+}
+
+func decodeObject(b []byte) (*resource.Object, error) {
+	var o resource.Object
+	if err := json.Unmarshal(b, &o); err != nil {
+		return nil, fmt.Errorf("decode resource: %w", err)
+	}
+	return &o, nil
+}
+
+// ListOptions selects a page of a list.
+type ListOptions struct {
+	Labels map[string]string
+	Offset int
+	Size   int
+}
+
+// Page is one page of a list.
+type Page struct {
+	Total int
+	Items []*resource.Object
+	Next  string
+}
+
+// List returns one page of resources of kind d in mesh.
+func (c *Client) List(ctx context.Context, d *resource.Descriptor, mesh string, o ListOptions) (*Page, error) {
+	q := url.Values{}
+	if o.Size > 0 {
+		q.Set("size", strconv.Itoa(o.Size))
+	}
+	if o.Offset > 0 {
+		q.Set("offset", strconv.Itoa(o.Offset))
+	}
+	for k, v := range o.Labels {
+		q.Set("filter[labels."+k+"]", v)
+	}
+	p := c.path(d, mesh, "")
+	if len(q) > 0 {
+		p += "?" + q.Encode()
+	}
+	r, err := c.do(ctx, http.MethodGet, p, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var page struct {
+		Total int               `json:"total"`
+		Items []json.RawMessage `json:"items"`
+		Next  *string           `json:"next"`
+	}
+	if err := json.Unmarshal(r.body, &page); err != nil {
+		return nil, fmt.Errorf("decode list: %w", err)
+	}
+	out := &Page{Total: page.Total}
+	if page.Next != nil {
+		out.Next = *page.Next
+	}
+	for _, raw := range page.Items {
+		o, err := decodeObject(raw)
+		if err != nil {
+			return nil, err
+		}
+		out.Items = append(out.Items, o)
+	}
+	return out, nil
+}
+
+// ListAll follows the pages of a list to its end.
+func (c *Client) ListAll(ctx context.Context, d *resource.Descriptor, mesh string, labels map[string]string) ([]*resource.Object, error) {
+	var all []*resource.Object
+	o := ListOptions{Labels: labels, Size: 1000}
+	for {
+		p, err := c.List(ctx, d, mesh, o)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, p.Items...)
+		if p.Next == "" || len(p.Items) == 0 {
+			return all, nil
+		}
+		o.Offset += len(p.Items)
+	}
+}
+
+// PutResult says what a PUT did.
+type PutResult struct {
+	Object *resource.Object
+	// Result is created, updated or unchanged.
+	Result   string
+	Warnings []string
+}
+
+// Put creates or updates obj. ifMatch, when not 0, makes the write
+// conditional on the stored version.
+func (c *Client) Put(ctx context.Context, obj *resource.Object, ifMatch int64) (*PutResult, error) {
+	d, ok := resource.Lookup(obj.Kind)
+	if !ok {
+		return nil, fmt.Errorf("unknown kind %q", obj.Kind)
+	}
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	if ifMatch != 0 {
+		h.Set("If-Match", strconv.Quote(strconv.FormatInt(ifMatch, 10)))
+	}
+	r, err := c.do(ctx, http.MethodPut, c.path(d, obj.Mesh, obj.Name), body, h)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := decodeObject(r.body)
+	if err != nil {
+		return nil, err
+	}
+	res := &PutResult{Object: stored, Result: r.header.Get("Meshnames-Result")}
+	for _, w := range r.header.Values("Warning") {
+		res.Warnings = append(res.Warnings, parseWarning(w))
+	}
+	return res, nil
+}
+
+// parseWarning extracts the text of a `299 - "text"` Warning header.
+func parseWarning(h string) string {
+	if i := strings.IndexByte(h, '"'); i >= 0 {
+		if s, err := strconv.Unquote(h[i:]); err == nil {
+			return s
+		}
+	}
+	return h
+}
+
+// Delete removes a resource.
+func (c *Client) Delete(ctx context.Context, d *resource.Descriptor, mesh, name string) error {
+	_, err := c.do(ctx, http.MethodDelete, c.path(d, mesh, name), nil, nil)
+	return err
+}
