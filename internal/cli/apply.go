@@ -1,0 +1,232 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshnames/meshnames/internal/client"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/validate"
+)
+
+// MaxApplyBytes bounds the input of apply.
+const MaxApplyBytes = 64 << 20
+
+// applyWorkers is how many PUTs apply keeps in flight; the embedded store
+// commits concurrent writes together, so a few in flight go much faster
+// than one at a time.
+const applyWorkers = 16
+
+func newApplyCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE|-",
+		Short: "Create or update resources from YAML or JSON documents",
+		Long: `Create or update the resources in FILE (or standard input with -f -), a
+stream of YAML documents separated by "---" lines, or one JSON document.
+
+Every document is checked first - its syntax, every field rule, the labels the
+control plane owns, and that its mesh exists - and if any document is invalid
+nothing is applied and every problem is printed with its document and field.
+Then Meshes are applied first, and the rest in parallel; apply prints
+created, updated or unchanged for each resource, in the order of the file.`,
+		Example: `  meshnames apply -f services.yaml
+  cat mesh.yaml | meshnames apply -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return fmt.Errorf("missing -f FILE (use -f - for standard input)")
+			}
+			data, name, err := readInput(env, file)
+			if err != nil {
+				return err
+			}
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			return apply(cmd.Context(), env, c, name, data)
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "file to apply, or - for standard input")
+	return cmd
+}
+
+func readInput(env Env, file string) ([]byte, string, error) {
+	var r io.Reader
+	name := file
+	if file == "-" {
+		r, name = env.In, "<stdin>"
+	} else {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, "", err
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, MaxApplyBytes+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(data) > MaxApplyBytes {
+		return nil, "", fmt.Errorf("%s is larger than %d bytes; split it", name, MaxApplyBytes)
+	}
+	return data, name, nil
+}
+
+type applyDoc struct {
+	index int
+	line  int
+	obj   *resource.Object
+}
+
+func (d applyDoc) where(file string) string {
+	return fmt.Sprintf("%s: document %d (line %d)", file, d.index+1, d.line)
+}
+
+func apply(ctx context.Context, env Env, c *client.Client, file string, data []byte) error {
+	parts := resource.SplitYAML(data)
+	if len(parts) == 0 {
+		return fmt.Errorf("%s holds no documents", file)
+	}
+	var docs []applyDoc
+	problems := 0
+	report := func(where string, errs validate.Errors) {
+		for _, e := range errs {
+			problems++
+			if e.Field == "" {
+				fmt.Fprintf(env.Err, "%s: %s\n", where, e.Message)
+			} else {
+				fmt.Fprintf(env.Err, "%s: %s: %s\n", where, e.Field, e.Message)
+			}
+		}
+	}
+	seen := map[resource.Key]int{}
+	definedMeshes := map[string]bool{}
+	for i, p := range parts {
+		d := applyDoc{index: i, line: p.Line}
+		obj, decodeErrs := resource.DecodePartial(p.Data)
+		if obj == nil {
+			report(d.where(file), decodeErrs)
+			continue
+		}
+		d.obj = obj
+		where := d.where(file) + ", " + obj.Key().String()
+		obj.Spec.Default()
+		errs := validate.Merge(decodeErrs, resource.Validate(obj))
+		if j, dup := seen[obj.Key()]; dup {
+			errs.Addf("name", "%s is also defined by document %d", obj.Key(), j+1)
+		}
+		seen[obj.Key()] = i
+		if obj.Kind == resource.Mesh {
+			definedMeshes[obj.Name] = true
+		}
+		report(where, errs)
+		docs = append(docs, d)
+	}
+	if problems == 0 {
+		// The server's mode and zone decide which labels it sets, so the
+		// client runs the same admission rules before writing anything.
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			report(d.where(file)+", "+d.obj.Key().String(), resource.Admit(d.obj, info.Mode, info.Zone))
+		}
+	}
+	if problems == 0 {
+		problems += checkMeshes(ctx, env, c, file, docs, definedMeshes)
+	}
+	if problems > 0 {
+		return fmt.Errorf("nothing applied: %d problem(s) in %s", problems, file)
+	}
+
+	results := make([]string, len(docs))
+	failed := 0
+	var mu sync.Mutex
+	put := func(i int) {
+		d := docs[i]
+		res, err := c.Put(ctx, d.obj, 0)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			failed++
+			results[i] = fmt.Sprintf("%s failed: %v", d.obj.Key(), err)
+			return
+		}
+		line := fmt.Sprintf("%s %s", d.obj.Key(), res.Result)
+		for _, w := range res.Warnings {
+			line += "\nWarning: " + w
+		}
+		results[i] = line
+	}
+	// Meshes first, so that the resources in them can be written.
+	var rest []int
+	for i, d := range docs {
+		if d.obj.Kind == resource.Mesh {
+			put(i)
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(applyWorkers, len(rest)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				put(i)
+			}
+		}()
+	}
+	for _, i := range rest {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for _, r := range results {
+		fmt.Fprintln(env.Out, r)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d resources were not applied", failed, len(docs))
+	}
+	return nil
+}
+
+// checkMeshes reports documents whose mesh neither exists on the server nor
+// is defined in the same input.
+func checkMeshes(ctx context.Context, env Env, c *client.Client, file string, docs []applyDoc, defined map[string]bool) int {
+	exists := map[string]error{}
+	problems := 0
+	meshDesc := resource.MustLookup(resource.Mesh)
+	for _, d := range docs {
+		if !resource.MustLookup(d.obj.Kind).MeshScoped || defined[d.obj.Mesh] {
+			continue
+		}
+		err, checked := exists[d.obj.Mesh]
+		if !checked {
+			_, err = c.Get(ctx, meshDesc, "", d.obj.Mesh)
+			exists[d.obj.Mesh] = err
+		}
+		switch {
+		case err == nil:
+		case client.IsNotFound(err):
+			problems++
+			fmt.Fprintf(env.Err, "%s, %s: mesh: mesh %q does not exist; create it first or add it to the input\n", d.where(file), d.obj.Key(), d.obj.Mesh)
+		default:
+			if !checked {
+				problems++
+				fmt.Fprintf(env.Err, "%s: cannot check mesh %q: %v\n", file, d.obj.Mesh, err)
+			}
+		}
+	}
+	return problems
+}

@@ -1,0 +1,120 @@
+// Package cli holds the cobra commands of the meshnames binary: serve runs
+// a control plane (through server); apply, get, delete and version talk to
+// one through client; config show prints the effective configuration.
+//
+// Commands write their output to the streams in Env, read the environment
+// through Env.Getenv and the time through Env.Now, so that tests run them
+// in-process and compare output with golden files.
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshnames/meshnames/internal/client"
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+// Version is the version of this build, set with
+// -ldflags "-X github.com/meshnames/meshnames/internal/cli.Version=v1.2.3".
+var Version = "0.1.0-dev"
+
+// Env is what commands see of the world.
+type Env struct {
+	In       io.Reader
+	Out, Err io.Writer
+	Getenv   func(string) (string, bool)
+	Now      func() time.Time
+}
+
+// OSEnv is the real process environment.
+func OSEnv() Env {
+	return Env{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Getenv: os.LookupEnv, Now: time.Now}
+}
+
+// ServerEnv is the environment variable naming the server for client commands.
+const ServerEnv = "MESHNAMES_SERVER"
+
+// New returns the root command.
+func New(env Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "meshnames",
+		Short: "Hostnames, virtual IPs and DNS for service meshes",
+		Long: `meshnames is the naming-and-addressing plane of a service mesh: it stores
+MeshService, MeshExternalService, MeshMultiZoneService, HostnameGenerator,
+Dataplane and Mesh resources (Kuma-compatible), gives services hostnames and
+virtual IPs, and answers their names over DNS.
+
+Run a control plane with "meshnames serve"; manage resources with apply, get
+and delete, which talk to the server named by --server or $MESHNAMES_SERVER
+(default ` + client.DefaultServer + `).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(env.In)
+	root.SetOut(env.Out)
+	root.SetErr(env.Err)
+	server := root.PersistentFlags().String("server", "", "URL of the meshnames server (default $"+ServerEnv+" or "+client.DefaultServer+")")
+	newClient := func() (*client.Client, error) {
+		s := *server
+		if s == "" {
+			if v, ok := env.Getenv(ServerEnv); ok && v != "" {
+				s = v
+			} else {
+				s = client.DefaultServer
+			}
+		}
+		return client.New(s)
+	}
+	root.AddCommand(
+		newServeCmd(env),
+		newApplyCmd(env, newClient),
+		newGetCmd(env, newClient),
+		newDeleteCmd(env, newClient),
+		newConfigCmd(env),
+		newVersionCmd(env, newClient),
+	)
+	return root
+}
+
+// Main runs the command line with the process environment and returns the
+// exit code.
+func Main(args []string) int {
+	env := OSEnv()
+	root := New(env)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(env.Err, "Error:", err)
+		return 1
+	}
+	return 0
+}
+
+// kindArg resolves what users type for a kind: the plural (meshservices),
+// the singular (meshservice), the Kuma short name (msvc) or the kind itself.
+func kindArg(s string) (*resource.Descriptor, error) {
+	l := strings.ToLower(s)
+	for _, d := range resource.Descriptors() {
+		if l == d.Plural || l == strings.ToLower(string(d.Kind)) || l == d.ShortName {
+			return d, nil
+		}
+	}
+	var names []string
+	for _, d := range resource.Descriptors() {
+		names = append(names, d.Plural)
+	}
+	return nil, fmt.Errorf("unknown kind %q: use one of %s", s, strings.Join(names, ", "))
+}
+
+func kindsHelp() string {
+	var b strings.Builder
+	for _, d := range resource.Descriptors() {
+		fmt.Fprintf(&b, "  %-22s (%s, %s)\n", d.Plural, strings.ToLower(string(d.Kind)), d.ShortName)
+	}
+	return b.String()
+}

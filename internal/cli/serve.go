@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/server"
+	"github.com/meshnames/meshnames/internal/validate"
+)
+
+// configFlags are the flags that override configuration fields, and the
+// field each one sets.
+var configFlags = []struct {
+	flag, path, usage string
+}{
+	{"mode", "mode", "standalone, zone or global"},
+	{"zone", "zone", "zone name of this control plane"},
+	{"store", "store.url", `"embedded" (default) or a PostgreSQL URL: postgres://user@host:5432/db`},
+	{"data-dir", "store.dataDir", "directory of the embedded store"},
+	{"api-addr", "api.addr", "address of the REST API"},
+	{"dns-addr", "dns.addr", "address of the DNS server (UDP and TCP)"},
+	{"log-level", "log.level", "debug, info, warn or error"},
+	{"log-format", "log.format", "text or json"},
+}
+
+func addConfigFlags(fs *pflag.FlagSet) *string {
+	for _, f := range configFlags {
+		d := ""
+		for _, field := range config.Fields() {
+			if field.Path == f.path {
+				d = fmt.Sprintf(" (config %s, env %s)", f.path, field.Env)
+			}
+		}
+		fs.String(f.flag, "", f.usage+d)
+	}
+	return fs.String("config", "", "YAML configuration file (unknown keys are errors)")
+}
+
+// loadConfig layers defaults, the file, the environment and the flags, and
+// validates the result.
+func loadConfig(env Env, fs *pflag.FlagSet, file string) (config.Config, error) {
+	if file == "" {
+		if v, ok := env.Getenv("MESHNAMES_CONFIG"); ok {
+			file = v
+		}
+	}
+	cfg, err := config.Load(file, env.Getenv)
+	errs, _ := validate.From(err)
+	if err != nil && errs == nil {
+		return cfg, err
+	}
+	for _, f := range configFlags {
+		fl := fs.Lookup(f.flag)
+		if fl == nil || !fl.Changed {
+			continue
+		}
+		v := fl.Value.String()
+		if f.path == "store.url" && v == "embedded" {
+			v = ""
+		}
+		if err := cfg.Set(f.path, v); err != nil {
+			ferrs, _ := validate.From(err)
+			for _, e := range ferrs {
+				errs.Addf(validate.Path(e.Field), "--%s: %s", f.flag, e.Message)
+			}
+		}
+	}
+	errs.Append(cfg.Validate())
+	if len(errs) > 0 {
+		var b strings.Builder
+		b.WriteString("invalid configuration:")
+		for _, e := range errs {
+			fmt.Fprintf(&b, "\n  %s: %s", e.Field, e.Message)
+		}
+		return cfg, fmt.Errorf("%s", b.String())
+	}
+	return cfg, nil
+}
+
+func newLogger(w io.Writer, cfg config.LogConfig) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func newServeCmd(env Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a control plane",
+		Long: `Run a meshnames control plane.
+
+With no flags it runs a standalone zone named "default" on the embedded store
+in ./meshnames-data, with the REST API on 127.0.0.1:5681. Settings come from
+defaults, then the --config file, then MESHNAMES_* environment variables,
+then flags; "meshnames config show" prints the result.
+
+Only one process may use a data directory at a time. With --store
+postgres://... several instances share one PostgreSQL database.
+
+SIGINT or SIGTERM stops the server cleanly: requests in flight finish, then
+the store is closed.`,
+		Example: `  meshnames serve
+  meshnames serve --data-dir /var/lib/meshnames --api-addr 0.0.0.0:5681
+  meshnames serve --store postgres://meshnames@db:5432/meshnames`,
+		Args: cobra.NoArgs,
+	}
+	file := addConfigFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(env, cmd.Flags(), *file)
+		if err != nil {
+			return err
+		}
+		log := newLogger(env.Err, cfg.Log)
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		log.Info("starting meshnames", "version", Version, "mode", cfg.Mode, "zone", cfg.Zone, "store", storeName(cfg))
+		return server.New(cfg, log, Version).Run(ctx)
+	}
+	return cmd
+}
+
+func storeName(cfg config.Config) string {
+	if cfg.Postgres() {
+		return "postgres"
+	}
+	return "embedded (" + cfg.Store.DataDir + ")"
+}
+
+func newConfigCmd(env Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Inspect the configuration",
+	}
+	show := &cobra.Command{
+		Use:   "show",
+		Short: "Print the effective configuration of serve",
+		Long: `Print the configuration "meshnames serve" would run with, given the same
+--config file, MESHNAMES_* environment and flags. Passwords in the store URL
+are masked. Every field, its environment variable and its meaning are listed
+in docs/configuration.md.`,
+		Args: cobra.NoArgs,
+	}
+	file := addConfigFlags(show.Flags())
+	show.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(env, cmd.Flags(), *file)
+		if err != nil {
+			return err
+		}
+		out, err := cfg.Redacted().YAML()
+		if err != nil {
+			return err
+		}
+		_, err = env.Out.Write(out)
+		return err
+	}
+	cmd.AddCommand(show)
+	return cmd
+}

@@ -1,0 +1,151 @@
+// Package server wires a control plane together from its configuration:
+// it opens the store, fills the cache, serves the REST API, creates the
+// default resources, and on shutdown stops them in reverse order - stop
+// accepting requests (finishing those in flight), stop the cache, close the
+// store.
+//
+// It is the only package that imports every part; nothing imports it but cli.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/meshnames/meshnames/internal/apiserver"
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// Server is a running control plane.
+type Server struct {
+	cfg     config.Config
+	log     *slog.Logger
+	version string
+	// Listening, when set, is called with the API address once it accepts
+	// connections (tests use it with port 0).
+	Listening func(apiAddr string)
+	// Clock, when set, replaces time.Now for the store (tests).
+	Clock func() time.Time
+}
+
+// New returns a server for cfg; cfg must be valid. It does no I/O.
+func New(cfg config.Config, log *slog.Logger, version string) *Server {
+	return &Server{cfg: cfg, log: log, version: version}
+}
+
+// Run serves until ctx ends, then shuts down in order and returns. It
+// returns an error when a part cannot start (the store cannot be opened,
+// the API address is taken) or fails.
+func (s *Server) Run(ctx context.Context) error {
+	st, err := openStore(ctx, s.cfg, s.Clock, s.log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			s.log.Error("closing the store", "err", err)
+		}
+	}()
+
+	if err := s.createDefaults(ctx, st); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c := cache.New(st, s.log.With("component", "cache"), reg)
+	api := apiserver.New(apiserver.Options{
+		Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone,
+		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
+		Ready: func() error { return ready(c) },
+	})
+	ln, err := net.Listen("tcp", s.cfg.API.Addr)
+	if err != nil {
+		return fmt.Errorf("api.addr: cannot listen on %s: %w", s.cfg.API.Addr, err)
+	}
+	httpSrv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+
+	// The cache outlives the HTTP server so that requests in flight at
+	// shutdown can finish.
+	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCache()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.Run(cacheCtx) })
+	g.Go(func() error {
+		s.log.Info("serving the REST API", "addr", "http://"+ln.Addr().String())
+		if s.Listening != nil {
+			s.Listening(ln.Addr().String())
+		}
+		if err := httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("api server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { return compactLoop(gctx, st, s.cfg.Store.TombstoneRetention.D(), s.log) })
+	g.Go(func() error {
+		<-gctx.Done()
+		s.log.Info("shutting down: finishing requests in flight")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.API.ShutdownTimeout.D())
+		defer cancel()
+		err := httpSrv.Shutdown(sctx)
+		stopCache()
+		if err != nil {
+			return fmt.Errorf("api server shutdown: %w", err)
+		}
+		return nil
+	})
+	err = g.Wait()
+	s.log.Info("stopped")
+	return err
+}
+
+func ready(c *cache.Cache) error {
+	synced, err := c.Status()
+	switch {
+	case !synced:
+		return errors.New("the cache has not loaded the store yet")
+	case err != nil:
+		return fmt.Errorf("cannot read the store: %w", err)
+	}
+	return nil
+}
+
+// createDefaults creates the mesh "default", the way Kuma does, unless
+// configured not to. Zones receive meshes from global. It runs before the
+// API accepts requests, so a ready server always has its default mesh.
+func (s *Server) createDefaults(ctx context.Context, st store.Store) error {
+	if s.cfg.Defaults.SkipMesh || s.cfg.Mode == config.ModeZone {
+		return nil
+	}
+	key := resource.Key{Kind: resource.Mesh, Name: "default"}
+	if _, err := st.Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	_, err := store.Create(ctx, st, &resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}})
+	switch {
+	case err == nil:
+		s.log.Info("created the default mesh", "mesh", "default")
+	case errors.Is(err, store.ErrAlreadyExists):
+		err = nil // another instance created it
+	default:
+		err = fmt.Errorf("create the default mesh: %w", err)
+	}
+	return err
+}

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/sqlite"
+)
+
+// openStore opens the store the configuration names.
+func openStore(ctx context.Context, cfg config.Config, clock func() time.Time, log *slog.Logger) (store.Store, error) {
+	if cfg.Postgres() {
+		opts := []postgres.Option{postgres.WithLogger(log.With("component", "store"))}
+		if clock != nil {
+			opts = append(opts, postgres.WithClock(clock))
+		}
+		st, err := postgres.Open(ctx, cfg.Store.URL, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("store.url: %w", err)
+		}
+		log.Info("opened the PostgreSQL store", "url", cfg.Redacted().Store.URL)
+		return st, nil
+	}
+	var opts []sqlite.Option
+	if clock != nil {
+		opts = append(opts, sqlite.WithClock(clock))
+	}
+	st, err := sqlite.Open(cfg.Store.DataDir, opts...)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("opened the embedded store", "dir", cfg.Store.DataDir)
+	return st, nil
+}
+
+// compactLoop drops tombstones older than the retention, every tenth of the
+// retention (at most hourly).
+func compactLoop(ctx context.Context, st store.Store, retention time.Duration, log *slog.Logger) error {
+	c, ok := st.(store.Compacter)
+	if !ok {
+		return nil
+	}
+	every := min(retention/10, time.Hour)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		n, err := c.Compact(ctx, retention)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("compacting the change feed", "err", err)
+		case n > 0:
+			log.Debug("compacted the change feed", "tombstones", n)
+		}
+	}
+}
