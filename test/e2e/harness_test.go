@@ -1,0 +1,177 @@
+// Package e2e runs real meshnames processes on loopback ports and checks
+// what users see: durability across kill -9, exclusive data directories,
+// clean shutdown, and several instances sharing one PostgreSQL.
+//
+// TestMain builds the binary once. Each process's log is kept and printed
+// when a test fails.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "meshnames-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "meshnames")
+	build := exec.Command("go", "build", "-race", "-o", binary, "github.com/meshnames/meshnames/cmd/meshnames")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building meshnames:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// syncBuffer is a log sink safe for the process's writer and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is one running meshnames process.
+type proc struct {
+	t    *testing.T
+	name string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	api  string // http://127.0.0.1:port
+	done chan struct{}
+	err  error
+}
+
+// start runs `meshnames serve` with args plus a free API and DNS port.
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	api := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	args = append([]string{"serve", "--api-addr", api, "--dns-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--log-level", "debug"}, args...)
+	p := &proc{t: t, name: name, log: &syncBuffer{}, api: "http://" + api, done: make(chan struct{})}
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("--- log of %s (%s):\n%s", name, p.cmd, p.log.String())
+		}
+	})
+	return p
+}
+
+// waitReady polls /readyz until it answers 200.
+func (p *proc) waitReady(timeout time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			p.t.Fatalf("%s exited before it was ready: %v\n%s", p.name, p.err, p.log.String())
+		default:
+		}
+		resp, err := http.Get(p.api + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.t.Fatalf("%s not ready after %s", p.name, timeout)
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+// stop sends SIGTERM and returns the exit error.
+func (p *proc) stop(timeout time.Duration) error {
+	p.t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		p.t.Fatalf("%s did not stop within %s after SIGTERM", p.name, timeout)
+		return nil
+	}
+}
+
+// wait waits for the process to exit on its own.
+func (p *proc) wait(timeout time.Duration) error {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		p.t.Fatalf("%s still running after %s", p.name, timeout)
+		return nil
+	}
+}
+
+// run runs a client command of the binary and returns its output.
+func run(t *testing.T, ctx context.Context, stdin []byte, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
