@@ -188,4 +188,3 @@ func TestCLI_UnreachableServer(t *testing.T) {
 		t.Errorf("unhelpful message:\n%s", stderr)
 	}
 }
-
