@@ -137,15 +137,14 @@ func TestCache_ReturnsCopies(t *testing.T) {
 
 func TestCache_ListOrderPagesFilters(t *testing.T) {
 	c, st, _ := newCache(t)
-	var last int64
 	for i := range 12 {
 		team := "a"
 		if i%3 == 0 {
 			team = "b"
 		}
-		last = mustCreate(t, st, svc("m1", fmt.Sprintf("s%02d", 11-i), map[string]string{"team": team})).Revision
+		mustCreate(t, st, svc("m1", fmt.Sprintf("s%02d", 11-i), map[string]string{"team": team}))
 	}
-	last = mustCreate(t, st, svc("m0", "z", nil)).Revision
+	last := mustCreate(t, st, svc("m0", "z", nil)).Revision
 	wait(t, c, last)
 
 	names := func(objs []*resource.Object) []string {
