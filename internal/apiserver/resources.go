@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,6 +165,13 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, req request) {
 	if result == ResultCreated {
 		status = http.StatusCreated
 	}
+	if preferMinimal(r) {
+		// RFC 7240: the client needs only the outcome (apply of thousands
+		// of documents), so the stored object is not encoded.
+		w.Header().Set("Preference-Applied", "return=minimal")
+		w.WriteHeader(status)
+		return
+	}
 	writeObject(w, r, status, stored)
 }
 
@@ -203,8 +211,8 @@ func (s *Server) admit(obj *resource.Object, req request) validate.Errors {
 // conflict.
 func (s *Server) write(r *http.Request, obj *resource.Object, ifMatch int64) (*resource.Object, string, *Error) {
 	ctx := r.Context()
-	for range 10 {
-		cur, err := s.opts.Store.Get(ctx, obj.Key())
+	for attempt := range 10 {
+		cur, err := s.current(ctx, obj, attempt == 0 && ifMatch == 0)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			if ifMatch != 0 {
@@ -240,6 +248,25 @@ func (s *Server) write(r *http.Request, obj *resource.Object, ifMatch int64) (*r
 		return updated, ResultUpdated, nil
 	}
 	return nil, "", newError(http.StatusConflict, "Conflict", obj.Key().String()+" is being modified concurrently; try again")
+}
+
+// current returns the stored resource obj would replace. When cached is
+// true it may answer from the cache instead of reading the store: the write
+// that follows checks the version (or that the key is free), so a stale
+// cache costs one retry, never a lost write. The one answer the cache may
+// not give is "unchanged": that would drop a PUT if another instance had
+// changed the resource, so it is confirmed with the store.
+func (s *Server) current(ctx context.Context, obj *resource.Object, cached bool) (*resource.Object, error) {
+	if cached {
+		c, ok := s.opts.Cache.Get(obj.Key())
+		if !ok {
+			return nil, store.ErrNotFound
+		}
+		if !sameIntent(c, obj) {
+			return c, nil
+		}
+	}
+	return s.opts.Store.Get(ctx, obj.Key())
 }
 
 func versionConflict(k resource.Key, want, got int64) *Error {
@@ -317,6 +344,17 @@ func (s *Server) checkMeshEmpty(mesh string) *Error {
 		return nil
 	}
 	return newError(http.StatusConflict, "Conflict", fmt.Sprintf("mesh %q still holds %s; delete them first", mesh, strings.Join(held, ", ")))
+}
+
+func preferMinimal(r *http.Request) bool {
+	for _, v := range r.Header.Values("Prefer") {
+		for _, p := range strings.Split(v, ",") {
+			if strings.TrimSpace(p) == "return=minimal" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func parseIfMatch(r *http.Request) (int64, *Error) {

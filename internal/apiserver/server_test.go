@@ -46,6 +46,15 @@ func newEnv(t *testing.T, mode string) *env {
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
+	waitSynced(t, c)
+	api := New(Options{Store: st, Cache: c, Mode: mode, Zone: "east", Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &env{t: t, srv: srv, st: st}
+}
+
+func waitSynced(t *testing.T, c *cache.Cache) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for synced, _ := c.Status(); !synced; synced, _ = c.Status() {
 		if time.Now().After(deadline) {
@@ -53,10 +62,6 @@ func newEnv(t *testing.T, mode string) *env {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	api := New(Options{Store: st, Cache: c, Mode: mode, Zone: "east", Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, st: st}
 }
 
 type reply struct {
@@ -388,5 +393,84 @@ func TestHealthReadyMetrics(t *testing.T) {
 	r := e.do(http.MethodGet, "/metrics", "", "")
 	if !strings.Contains(string(r.body), `meshnames_api_requests_total{code="201",method="PUT",route="/meshes/{mesh}/meshservices/{name}"} 1`) {
 		t.Errorf("metrics lack the PUT counter:\n%s", r.body)
+	}
+}
+
+// TestPut_StaleCacheNeverLosesAWrite freezes the cache, changes the store
+// behind its back (as another instance would), and checks that PUTs still
+// land: a document equal to the stale cached copy is not mistaken for
+// "unchanged", and a create over an unseen resource becomes an update.
+func TestPut_StaleCacheNeverLosesAWrite(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	if _, err := store.Create(ctx, st, &resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := cache.New(st, log, nil)
+	cctx, stopCache := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { c.Run(cctx); close(done) }()
+	waitSynced(t, c)
+	api := New(Options{Store: st, Cache: c, Mode: resource.ModeStandalone, Zone: "east", Log: log, WriteWait: 50 * time.Millisecond})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	e := &env{t: t, srv: srv, st: st}
+
+	if r := e.put("/meshes/default/meshservices/redis", redis); r.code != http.StatusCreated {
+		t.Fatalf("create = %d %s", r.code, r.body)
+	}
+	stopCache() // the cache now holds redis at version 1 and learns nothing more
+	<-done
+
+	// Another instance changes the port to 7000.
+	cur, err := st.Get(ctx, resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "redis"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.(*resource.MeshServiceSpec).Ports[0].Port = 7000
+	if _, err := store.Update(ctx, st, cur); err != nil {
+		t.Fatal(err)
+	}
+	// Putting back the original document must restore 6379, although the
+	// stale cache says it is already so.
+	r := e.put("/meshes/default/meshservices/redis", redis)
+	if r.code != http.StatusOK || r.header.Get(ResultHeader) != ResultUpdated {
+		t.Errorf("PUT over a stale cache = %d %s, want 200 updated", r.code, r.header.Get(ResultHeader))
+	}
+	got, _ := st.Get(ctx, cur.Key())
+	if p := got.Spec.(*resource.MeshServiceSpec).Ports[0].Port; p != 6379 {
+		t.Errorf("stored port = %d, want 6379", p)
+	}
+
+	// Another instance creates web; the cache never sees it. A PUT is an update.
+	web := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "web", Spec: &resource.MeshServiceSpec{}}
+	if err := resource.Admit(web, resource.ModeStandalone, "east").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Create(ctx, st, web); err != nil {
+		t.Fatal(err)
+	}
+	r = e.put("/meshes/default/meshservices/web", "type: MeshService\nspec:\n  ports:\n  - port: 80\n")
+	if r.code != http.StatusOK || r.header.Get(ResultHeader) != ResultUpdated {
+		t.Errorf("PUT of a resource the cache never saw = %d %s, want 200 updated", r.code, r.header.Get(ResultHeader))
+	}
+}
+
+func TestPut_PreferMinimal(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	r := e.put("/meshes/default/meshservices/redis", redis, "Prefer", "return=minimal")
+	if r.code != http.StatusCreated || len(r.body) != 0 || r.header.Get(ResultHeader) != ResultCreated ||
+		r.header.Get("ETag") != `"1"` || r.header.Get("Preference-Applied") != "return=minimal" {
+		t.Errorf("minimal PUT = %d, body %q, headers %v", r.code, r.body, r.header)
+	}
+	// Errors keep their body.
+	r = e.put("/meshes/default/meshservices/redis", "type: MeshService\nspec:\n  ports:\n  - port: 0\n", "Prefer", "return=minimal")
+	if r.code != http.StatusBadRequest || len(r.error().Causes) != 1 {
+		t.Errorf("invalid minimal PUT = %d %s; want 400 with causes", r.code, r.body)
 	}
 }

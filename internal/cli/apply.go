@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -107,19 +108,33 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 			}
 		}
 	}
+	// Decoding and validating are independent per document: spread them
+	// over the cores, then report in input order.
+	type checked struct {
+		obj  *resource.Object
+		errs validate.Errors
+	}
+	results := make([]checked, len(parts))
+	forEach(len(parts), runtime.GOMAXPROCS(0), func(i int) {
+		obj, decodeErrs := resource.DecodePartial(parts[i].Data)
+		if obj == nil {
+			results[i] = checked{errs: decodeErrs}
+			return
+		}
+		obj.Spec.Default()
+		results[i] = checked{obj: obj, errs: validate.Merge(decodeErrs, resource.Validate(obj))}
+	})
 	seen := map[resource.Key]int{}
 	definedMeshes := map[string]bool{}
 	for i, p := range parts {
 		d := applyDoc{index: i, line: p.Line}
-		obj, decodeErrs := resource.DecodePartial(p.Data)
+		obj, errs := results[i].obj, results[i].errs
 		if obj == nil {
-			report(d.where(file), decodeErrs)
+			report(d.where(file), errs)
 			continue
 		}
 		d.obj = obj
 		where := d.where(file) + ", " + obj.Key().String()
-		obj.Spec.Default()
-		errs := validate.Merge(decodeErrs, resource.Validate(obj))
 		if j, dup := seen[obj.Key()]; dup {
 			errs.Addf("name", "%s is also defined by document %d", obj.Key(), j+1)
 		}
@@ -148,24 +163,24 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 		return fmt.Errorf("nothing applied: %d problem(s) in %s", problems, file)
 	}
 
-	results := make([]string, len(docs))
+	lines := make([]string, len(docs))
 	failed := 0
 	var mu sync.Mutex
 	put := func(i int) {
 		d := docs[i]
-		res, err := c.Put(ctx, d.obj, 0)
+		res, err := c.Put(ctx, d.obj, client.PutOptions{Minimal: true})
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
 			failed++
-			results[i] = fmt.Sprintf("%s failed: %v", d.obj.Key(), err)
+			lines[i] = fmt.Sprintf("%s failed: %v", d.obj.Key(), err)
 			return
 		}
 		line := fmt.Sprintf("%s %s", d.obj.Key(), res.Result)
 		for _, w := range res.Warnings {
 			line += "\nWarning: " + w
 		}
-		results[i] = line
+		lines[i] = line
 	}
 	// Meshes first, so that the resources in them can be written.
 	var rest []int
@@ -176,29 +191,35 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 			rest = append(rest, i)
 		}
 	}
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(applyWorkers, len(rest)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				put(i)
-			}
-		}()
-	}
-	for _, i := range rest {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	for _, r := range results {
-		fmt.Fprintln(env.Out, r)
+	forEach(len(rest), applyWorkers, func(j int) { put(rest[j]) })
+	for _, l := range lines {
+		fmt.Fprintln(env.Out, l)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d resources were not applied", failed, len(docs))
 	}
 	return nil
+}
+
+// forEach calls f(0) ... f(n-1) from up to workers goroutines and returns
+// when all calls have.
+func forEach(n, workers int, f func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // checkMeshes reports documents whose mesh neither exists on the server nor

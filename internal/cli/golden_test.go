@@ -2,11 +2,8 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +14,7 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/meshnames/meshnames/internal/config"
-	"github.com/meshnames/meshnames/internal/server"
+	"github.com/meshnames/meshnames/internal/server/servertest"
 )
 
 var update = flag.Bool("update", false, "rewrite the want section of golden files")
@@ -28,37 +25,6 @@ var (
 	created = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	now     = created.Add(5 * time.Minute)
 )
-
-// startServer runs an in-process control plane on a free loopback port
-// with a fixed clock and returns its URL.
-func startServer(t *testing.T) string {
-	t.Helper()
-	cfg := config.Default()
-	cfg.API.Addr = "127.0.0.1:0"
-	cfg.Store.DataDir = t.TempDir()
-	srv := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "golden")
-	srv.Clock = func() time.Time { return created }
-	addr := make(chan string, 1)
-	srv.Listening = func(a string) { addr <- a }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	select {
-	case a := <-addr:
-		return "http://" + a
-	case err := <-done:
-		t.Fatalf("server did not start: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("server did not start")
-	}
-	return ""
-}
 
 // TestGolden runs each testdata/golden/*.txtar: the comment holds commands
 // (lines starting with "$ meshnames"), the other files are inputs, and the
@@ -75,7 +41,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			url := startServer(t)
+			url := servertest.Start(t, config.Default(), func() time.Time { return created })
 			dir := t.TempDir()
 			var want []byte
 			for _, f := range ar.Files {

@@ -43,7 +43,11 @@ func New(base string) (*Client, error) {
 		return nil, fmt.Errorf("invalid server address %q: want a URL such as %s", base, DefaultServer)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	return &Client{base: u, http: &http.Client{Timeout: 60 * time.Second}}, nil
+	// Keep enough idle connections for the concurrency apply uses; the
+	// default of 2 per host makes concurrent requests dial anew each time.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	return &Client{base: u, http: &http.Client{Timeout: 60 * time.Second, Transport: tr}}, nil
 }
 
 // Server returns the server address.
@@ -261,15 +265,25 @@ func (c *Client) ListAll(ctx context.Context, d *resource.Descriptor, mesh strin
 
 // PutResult says what a PUT did.
 type PutResult struct {
+	// Object is the stored resource; nil with PutOptions.Minimal.
 	Object *resource.Object
 	// Result is created, updated or unchanged.
 	Result   string
+	Version  int64
 	Warnings []string
 }
 
-// Put creates or updates obj. ifMatch, when not 0, makes the write
-// conditional on the stored version.
-func (c *Client) Put(ctx context.Context, obj *resource.Object, ifMatch int64) (*PutResult, error) {
+// PutOptions tunes Put.
+type PutOptions struct {
+	// IfMatch, when not 0, makes the write conditional on the stored version.
+	IfMatch int64
+	// Minimal asks the server not to send the stored object back
+	// (Prefer: return=minimal), for callers that only need the outcome.
+	Minimal bool
+}
+
+// Put creates or updates obj.
+func (c *Client) Put(ctx context.Context, obj *resource.Object, o PutOptions) (*PutResult, error) {
 	d, ok := resource.Lookup(obj.Kind)
 	if !ok {
 		return nil, fmt.Errorf("unknown kind %q", obj.Kind)
@@ -279,18 +293,23 @@ func (c *Client) Put(ctx context.Context, obj *resource.Object, ifMatch int64) (
 		return nil, err
 	}
 	h := http.Header{"Content-Type": {"application/json"}}
-	if ifMatch != 0 {
-		h.Set("If-Match", strconv.Quote(strconv.FormatInt(ifMatch, 10)))
+	if o.IfMatch != 0 {
+		h.Set("If-Match", strconv.Quote(strconv.FormatInt(o.IfMatch, 10)))
+	}
+	if o.Minimal {
+		h.Set("Prefer", "return=minimal")
 	}
 	r, err := c.do(ctx, http.MethodPut, c.path(d, obj.Mesh, obj.Name), body, h)
 	if err != nil {
 		return nil, err
 	}
-	stored, err := decodeObject(r.body)
-	if err != nil {
-		return nil, err
+	res := &PutResult{Result: r.header.Get("Meshnames-Result")}
+	res.Version, _ = strconv.ParseInt(strings.Trim(r.header.Get("ETag"), `"`), 10, 64)
+	if !o.Minimal || len(r.body) > 0 {
+		if res.Object, err = decodeObject(r.body); err != nil {
+			return nil, err
+		}
 	}
-	res := &PutResult{Object: stored, Result: r.header.Get("Meshnames-Result")}
 	for _, w := range r.header.Values("Warning") {
 		res.Warnings = append(res.Warnings, parseWarning(w))
 	}

@@ -21,10 +21,10 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	yaml2 "go.yaml.in/yaml/v2"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshnames/meshnames/internal/validate"
 )
@@ -48,31 +48,30 @@ func JSON(data []byte, out any, root validate.Path) validate.Errors {
 	return Value(v, out, root)
 }
 
-// YAML converts a YAML document to JSON and decodes it like JSON.
+// YAML decodes one YAML document (or JSON, which is YAML) like JSON.
 func YAML(data []byte, out any, root validate.Path) validate.Errors {
-	j, err := YAMLToJSON(data)
+	v, err := YAMLGeneric(data)
 	if err != nil {
 		return validate.Errors{{Field: string(root), Message: err.Error()}}
 	}
-	return JSON(j, out, root)
+	return Value(v, out, root)
 }
 
-// YAMLToJSON converts one YAML document (or JSON, which is YAML) to JSON.
-// Unlike sigs.k8s.io/yaml.YAMLToJSON, which converts the first document and
-// silently drops whatever follows it, it fails when the input holds a second
-// document or anything after the first one: a caller that means a
-// multi-document stream splits it first, and content that would be ignored
-// is a mistake the user should hear about.
-func YAMLToJSON(data []byte) ([]byte, error) {
-	j, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, fmt.Errorf("invalid YAML: %w", err)
-	}
+// YAMLGeneric parses one YAML document into the generic form JSON decodes
+// to (map[string]any, []any, string, bool, json.Number, nil), in a single
+// pass. Duplicate keys are an error (YAML parsers usually keep the last one
+// silently). Unlike sigs.k8s.io/yaml, which converts the first document and
+// drops whatever follows it, it fails when the input holds a second document
+// or anything after the first: a caller that means a multi-document stream
+// splits it first, and content that would be ignored is a mistake the user
+// should hear about. Empty input is nil.
+func YAMLGeneric(data []byte) (any, error) {
 	dec := yaml2.NewDecoder(bytes.NewReader(data))
+	dec.SetStrict(true)
 	var first any
 	if err := dec.Decode(&first); err != nil {
 		if errors.Is(err, io.EOF) {
-			return j, nil // empty input: YAMLToJSON gave "null"
+			return nil, nil
 		}
 		return nil, fmt.Errorf("invalid YAML: %w", err)
 	}
@@ -80,7 +79,7 @@ func YAMLToJSON(data []byte) ([]byte, error) {
 		var next any
 		err := dec.Decode(&next)
 		if errors.Is(err, io.EOF) {
-			return j, nil
+			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("invalid YAML: unexpected content after the document: %w", err)
@@ -90,6 +89,61 @@ func YAMLToJSON(data []byte) ([]byte, error) {
 		}
 		// An empty document (a trailing "---") holds nothing to lose.
 	}
+	return fromYAML(first, 0)
+}
+
+// fromYAML converts what yaml.v2 decodes into the generic JSON form.
+func fromYAML(v any, depth int) (any, error) {
+	if depth > MaxDepth {
+		return nil, fmt.Errorf("document nests more than %d levels deep", MaxDepth)
+	}
+	switch t := v.(type) {
+	case nil, string, bool:
+		return t, nil
+	case int:
+		return json.Number(strconv.Itoa(t)), nil
+	case int64:
+		return json.Number(strconv.FormatInt(t, 10)), nil
+	case uint64:
+		return json.Number(strconv.FormatUint(t, 10)), nil
+	case float64:
+		if math.IsNaN(t) || math.IsInf(t, 0) {
+			return nil, fmt.Errorf("invalid YAML: %v is not a number JSON can hold", t)
+		}
+		return json.Number(strconv.FormatFloat(t, 'g', -1, 64)), nil
+	case time.Time:
+		return t.Format(time.RFC3339Nano), nil
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			c, err := fromYAML(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case map[any]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			var key string
+			switch kt := k.(type) {
+			case string:
+				key = kt
+			case int, int64, uint64, float64, bool:
+				key = fmt.Sprint(kt)
+			default:
+				return nil, fmt.Errorf("invalid YAML: a mapping key must be a string, got %v", k)
+			}
+			c, err := fromYAML(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[key] = c
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("invalid YAML: unsupported value %v (%T)", v, v)
 }
 
 // Generic parses JSON into the generic form (numbers as json.Number) and
@@ -364,7 +418,21 @@ func scalarString(v any) any {
 // struct without a json name are promoted, as encoding/json does, so that
 // what json.Marshal writes for such a struct decodes back. A field of the
 // outer struct wins over a promoted one of the same name.
+//
+// The result is computed once per type and shared; callers must not modify it.
 func fieldsOf(t reflect.Type) map[string][]int {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string][]int)
+	}
+	m, _ := fieldCache.LoadOrStore(t, computeFields(t))
+	return m.(map[string][]int)
+}
+
+// fieldCache maps a struct type to its fieldsOf result; decoding is hot
+// (every API write) and the set of types is small and fixed.
+var fieldCache sync.Map
+
+func computeFields(t reflect.Type) map[string][]int {
 	m := make(map[string][]int, t.NumField())
 	var embedded []reflect.StructField
 	for i := range t.NumField() {
@@ -384,7 +452,7 @@ func fieldsOf(t reflect.Type) map[string][]int {
 		if tag := f.Tag.Get("json"); tag == "-" {
 			continue
 		}
-		for name, idx := range fieldsOf(f.Type) {
+		for name, idx := range computeFields(f.Type) {
 			if _, taken := m[name]; !taken {
 				m[name] = append([]int{f.Index[0]}, idx...)
 			}

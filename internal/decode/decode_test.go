@@ -234,7 +234,7 @@ func TestYAML(t *testing.T) {
 	}
 }
 
-func TestYAMLToJSON(t *testing.T) {
+func TestYAMLGeneric(t *testing.T) {
 	tests := []struct {
 		name    string
 		doc     string
@@ -249,6 +249,9 @@ func TestYAMLToJSON(t *testing.T) {
 		{"OnlyComment", "# nothing\n", "null", ""},
 		// sigs.k8s.io/yaml drops everything after the first document.
 		{"SecondDocument", "a: 1\n---\nb: 2\n", "", "more than one document"},
+		{"DuplicateKey", "a: 1\na: 2\n", "", "already set"},
+		{"Scalars", "i: -3\nf: 1.5\nbig: 1e3\nt: true\nz: null\ns: '07'\n1: int-key\n", `{"1":"int-key","big":1000,"f":1.5,"i":-3,"s":"07","t":true,"z":null}`, ""},
+		{"Nested", "a:\n  b:\n  - c: [1, {d: e}]\n", `{"a":{"b":[{"c":[1,{"d":"e"}]}]}}`, ""},
 		{"TrailingJSON", `{"a": 1} {}`, "", "unexpected content after the document"},
 		{"TrailingGarbage", `{"a": 1} x`, "", "unexpected content after the document"},
 		{"DocumentEnd", "a: 1\n...\nb: 2\n", "", "unexpected content after the document"},
@@ -256,18 +259,19 @@ func TestYAMLToJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := YAMLToJSON([]byte(tt.doc))
+			v, err := YAMLGeneric([]byte(tt.doc))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Errorf("YAMLToJSON = %s, %v; want an error containing %q", got, err, tt.wantErr)
+					t.Errorf("YAMLGeneric = %v, %v; want an error containing %q", v, err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("YAMLToJSON: %v", err)
+				t.Fatalf("YAMLGeneric: %v", err)
 			}
-			if string(got) != tt.want {
-				t.Errorf("YAMLToJSON = %s, want %s", got, tt.want)
+			got, err := json.Marshal(v)
+			if err != nil || string(got) != tt.want {
+				t.Errorf("YAMLGeneric = %s (%v), want %s", got, err, tt.want)
 			}
 		})
 	}

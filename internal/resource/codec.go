@@ -88,16 +88,12 @@ func DecodePartial(data []byte) (*Object, validate.Errors) {
 
 // generic parses a document into its generic form. JSON (what API clients
 // send) is parsed directly; anything else goes through the YAML converter,
-// which costs a second parse.
+// which converts YAML values to JSON's in one pass.
 func generic(data []byte) (any, error) {
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
 		return decode.Generic(data)
 	}
-	j, err := decode.YAMLToJSON(data)
-	if err != nil {
-		return nil, err
-	}
-	return decode.Generic(j)
+	return decode.YAMLGeneric(data)
 }
 
 func hasField(errs validate.Errors, field string) bool {

@@ -17,7 +17,7 @@ func (s *Store) Get(ctx context.Context, k resource.Key) (*resource.Object, erro
 	if s.isClosed() {
 		return nil, fmt.Errorf("get %s: %w", k, store.ErrClosed)
 	}
-	r, err := scanRow(s.read.QueryRowContext(ctx, s.q.get, string(k.Kind), k.Mesh, k.Name))
+	r, err := scanRow(s.reads.get.QueryRowContext(ctx, string(k.Kind), k.Mesh, k.Name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get %s: %w", k, store.ErrNotFound)
 	}
@@ -42,15 +42,15 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 	var objs []*resource.Object
 	var revision int64
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, s.q.revision).Scan(&revision); err != nil {
+		if err := tx.StmtContext(ctx, s.reads.revision).QueryRowContext(ctx).Scan(&revision); err != nil {
 			return s.dbErr(ctx, err)
 		}
 		var rows *sql.Rows
 		var err error
 		if k == "" {
-			rows, err = tx.QueryContext(ctx, s.q.listAll)
+			rows, err = tx.StmtContext(ctx, s.reads.listAll).QueryContext(ctx)
 		} else {
-			rows, err = tx.QueryContext(ctx, s.q.listKind, string(k))
+			rows, err = tx.StmtContext(ctx, s.reads.listKind).QueryContext(ctx, string(k))
 		}
 		if err != nil {
 			return s.dbErr(ctx, err)
@@ -81,13 +81,13 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 	var events []store.Event
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		var compacted int64
-		if err := tx.QueryRowContext(ctx, s.q.compacted).Scan(&compacted); err != nil {
+		if err := tx.StmtContext(ctx, s.reads.compacted).QueryRowContext(ctx).Scan(&compacted); err != nil {
 			return s.dbErr(ctx, err)
 		}
 		if after < compacted {
 			return fmt.Errorf("%w: the oldest revision to resume from is %d", store.ErrCompacted, compacted)
 		}
-		rows, err := tx.QueryContext(ctx, s.q.changes, after, limit)
+		rows, err := tx.StmtContext(ctx, s.reads.changes).QueryContext(ctx, after, limit)
 		if err != nil {
 			return s.dbErr(ctx, err)
 		}

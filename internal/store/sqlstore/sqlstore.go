@@ -39,7 +39,10 @@ type Store struct {
 	read, write *sql.DB
 	// stmts are the writer's per-operation statements, prepared once:
 	// parsing them for every operation costs more than running them.
-	stmts        struct{ load, insert, update *sql.Stmt }
+	stmts struct{ load, insert, update *sql.Stmt }
+	// reads are the read statements, prepared once on the read pool for
+	// the same reason (SQLite spends most of a point read parsing SQL).
+	reads        struct{ get, revision, compacted, changes, listAll, listKind *sql.Stmt }
 	now          func() time.Time
 	notifier     *store.Notifier
 	writeTimeout time.Duration
@@ -90,6 +93,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("%s: prepare: %w", s.d.Name, s.dbErr(ctx, err))
 		}
 	}
+	for _, p := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{{&s.reads.get, s.q.get}, {&s.reads.revision, s.q.revision}, {&s.reads.compacted, s.q.compacted},
+		{&s.reads.changes, s.q.changes}, {&s.reads.listAll, s.q.listAll}, {&s.reads.listKind, s.q.listKind}} {
+		var err error
+		if *p.stmt, err = s.read.PrepareContext(ctx, p.query); err != nil {
+			_ = s.closeDBs()
+			return nil, fmt.Errorf("%s: prepare: %w", s.d.Name, s.dbErr(ctx, err))
+		}
+	}
 	go s.writeLoop()
 	return s, nil
 }
@@ -121,7 +135,8 @@ func (s *Store) Close() error {
 
 func (s *Store) closeDBs() error {
 	var err error
-	for _, stmt := range []*sql.Stmt{s.stmts.load, s.stmts.insert, s.stmts.update} {
+	for _, stmt := range []*sql.Stmt{s.stmts.load, s.stmts.insert, s.stmts.update,
+		s.reads.get, s.reads.revision, s.reads.compacted, s.reads.changes, s.reads.listAll, s.reads.listKind} {
 		if stmt != nil {
 			err = errors.Join(err, stmt.Close())
 		}

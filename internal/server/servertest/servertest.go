@@ -1,0 +1,52 @@
+// Package servertest starts an in-process control plane for tests and
+// benchmarks of the packages above server (cli, bench). Production code must
+// not import it.
+package servertest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/server"
+)
+
+// Start runs `serve` in-process with cfg, on a free loopback API port and,
+// unless cfg names a store, a fresh embedded store in a temporary
+// directory. clock, when not nil, stamps the store's times. It returns the
+// API's URL and stops the server when tb ends.
+func Start(tb testing.TB, cfg config.Config, clock func() time.Time) string {
+	tb.Helper()
+	cfg.API.Addr = "127.0.0.1:0"
+	if cfg.Store.URL == "" {
+		cfg.Store.DataDir = tb.TempDir()
+	}
+	if errs := cfg.Validate(); len(errs) > 0 {
+		tb.Fatalf("servertest: invalid config: %v", errs)
+	}
+	srv := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	srv.Clock = clock
+	addr := make(chan string, 1)
+	srv.Listening = func(a string) { addr <- a }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("server: %v", err)
+		}
+	})
+	select {
+	case a := <-addr:
+		return "http://" + a
+	case err := <-done:
+		tb.Fatalf("servertest: server did not start: %v", err)
+	case <-time.After(60 * time.Second):
+		tb.Fatal("servertest: server did not start within 60s")
+	}
+	return ""
+}
