@@ -108,6 +108,11 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 			}
 		}
 	}
+	// The server's mode and zone decide which labels it sets, so apply runs
+	// the same admission rules (resource.Admit) before writing anything. If
+	// the server cannot be asked, the documents are still checked locally
+	// and their problems reported before the error.
+	info, infoErr := c.Info(ctx)
 	// Decoding and validating are independent per document: spread them
 	// over the cores, then report in input order.
 	type checked struct {
@@ -122,7 +127,11 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 			return
 		}
 		obj.Spec.Default()
-		results[i] = checked{obj: obj, errs: validate.Merge(decodeErrs, resource.Validate(obj))}
+		errs := validate.Merge(decodeErrs, resource.Validate(obj))
+		if infoErr == nil {
+			errs.Append(resource.Admit(obj, info.Mode, info.Zone))
+		}
+		results[i] = checked{obj: obj, errs: errs}
 	})
 	seen := map[resource.Key]int{}
 	definedMeshes := map[string]bool{}
@@ -145,16 +154,11 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 		report(where, errs)
 		docs = append(docs, d)
 	}
-	if problems == 0 {
-		// The server's mode and zone decide which labels it sets, so the
-		// client runs the same admission rules before writing anything.
-		info, err := c.Info(ctx)
-		if err != nil {
-			return err
+	if infoErr != nil {
+		if problems > 0 {
+			fmt.Fprintf(env.Err, "nothing applied: %d problem(s) in %s\n", problems, file)
 		}
-		for _, d := range docs {
-			report(d.where(file)+", "+d.obj.Key().String(), resource.Admit(d.obj, info.Mode, info.Zone))
-		}
+		return infoErr
 	}
 	if problems == 0 {
 		problems += checkMeshes(ctx, env, c, file, docs, definedMeshes)

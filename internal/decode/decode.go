@@ -307,7 +307,11 @@ func into(v any, rv reflect.Value, p validate.Path, errs *validate.Errors) {
 		s, ok := v.(string)
 		if !ok {
 			if v != nil {
-				errs.Add(p, "must be a string, got "+describe(v))
+				msg := "must be a string, got " + describe(v)
+				if _, num := v.(json.Number); num {
+					msg += " (quote it if it is meant as text)"
+				}
+				errs.Add(p, msg)
 			}
 			return
 		}
@@ -399,16 +403,14 @@ func unknownFieldPath(p validate.Path, k string) validate.Path {
 	return p.Field(k)
 }
 
-// scalarString turns a boolean or a number into its text. Maps of strings
-// are labels, tags and selectors, and YAML users write
-// `k8s.kuma.io/is-headless-service: false` (as seed 001 does) meaning the
-// string "false".
+// scalarString turns a boolean into its text. Maps of strings are labels,
+// tags and selectors, and seed 001 writes `k8s.kuma.io/is-headless-service:
+// false` unquoted, meaning the string "false". Numbers are not converted:
+// YAML reads 1.10 as 1.1 and 010 as 8, so their text would silently change;
+// the user must quote them.
 func scalarString(v any) any {
-	switch t := v.(type) {
-	case bool:
-		return strconv.FormatBool(t)
-	case json.Number:
-		return string(t)
+	if b, ok := v.(bool); ok {
+		return strconv.FormatBool(b)
 	}
 	return v
 }

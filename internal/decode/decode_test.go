@@ -122,7 +122,7 @@ func TestJSON_Violations(t *testing.T) {
 			"spec.bogus: unknown field",
 			"spec.enabled: must be true or false, got number 1",
 			`spec.ports[0].port: must be an integer, got string "a"`,
-			"spec.ports[1].name: must be a string, got number 5",
+			"spec.ports[1].name: must be a string, got number 5 (quote it if it is meant as text)",
 		}},
 	}
 	for _, tt := range tests {
@@ -311,16 +311,18 @@ func FuzzJSON(f *testing.F) {
 	})
 }
 
-func TestValue_MapOfStringsAcceptsScalars(t *testing.T) {
+func TestValue_MapOfStringsAcceptsBooleansOnly(t *testing.T) {
 	var got struct {
 		Labels map[string]string `json:"labels"`
 	}
-	errs := YAML([]byte("labels:\n  k8s.kuma.io/is-headless-service: false\n  replicas: 3\n  ok: yes-string\n  bad: [1]\n"), &got, "")
-	want := map[string]string{"k8s.kuma.io/is-headless-service": "false", "replicas": "3", "ok": "yes-string", "bad": ""}
+	errs := YAML([]byte("labels:\n  k8s.kuma.io/is-headless-service: false\n  version: 1.10\n  ok: yes-string\n  bad: [1]\n"), &got, "")
+	want := map[string]string{"k8s.kuma.io/is-headless-service": "false", "version": "", "ok": "yes-string", "bad": ""}
 	if diff := cmp.Diff(want, got.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
 	}
-	if len(errs) != 1 || errs[0].Field != `labels["bad"]` {
-		t.Errorf("errors = %v; want one for labels[\"bad\"] (a list is not a scalar)", errs)
+	// 1.10 would read back as "1.1": it must be quoted, not silently changed.
+	wantErrs := []string{`labels["bad"]: must be a string, got a list`, `labels["version"]: must be a string, got number 1.1 (quote it if it is meant as text)`}
+	if d := cmp.Diff(wantErrs, fields(errs)); d != "" {
+		t.Errorf("error fields (-want +got):\n%s\n%v", d, errs)
 	}
 }
