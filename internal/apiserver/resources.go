@@ -127,14 +127,24 @@ func nextURL(r *http.Request, offset, size int) string {
 	return u.String()
 }
 
-func (s *Server) put(w http.ResponseWriter, r *http.Request, req request) {
-	if e := s.checkWritable(req.d.Kind); e != nil {
-		writeError(w, e)
-		return
+// writePrelude checks what PUT and DELETE share: that this control plane
+// writes the kind, and the If-Match header. It answers the request itself
+// when they fail.
+func (s *Server) writePrelude(w http.ResponseWriter, r *http.Request, req request) (ifMatch int64, ok bool) {
+	e := s.checkWritable(req.d.Kind)
+	if e == nil {
+		ifMatch, e = parseIfMatch(r)
 	}
-	ifMatch, e := parseIfMatch(r)
 	if e != nil {
 		writeError(w, e)
+		return 0, false
+	}
+	return ifMatch, true
+}
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request, req request) {
+	ifMatch, ok := s.writePrelude(w, r, req)
+	if !ok {
 		return
 	}
 	body, e := readBody(w, r)
@@ -292,13 +302,8 @@ func sameIntent(cur, next *resource.Object) bool {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, req request) {
-	if e := s.checkWritable(req.d.Kind); e != nil {
-		writeError(w, e)
-		return
-	}
-	ifMatch, e := parseIfMatch(r)
-	if e != nil {
-		writeError(w, e)
+	ifMatch, ok := s.writePrelude(w, r, req)
+	if !ok {
 		return
 	}
 	if req.d.Kind == resource.Mesh {

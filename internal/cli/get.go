@@ -36,20 +36,12 @@ Output formats: table (default), wide (more columns), yaml (documents that
   meshnames get hostnamegenerators -o wide`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := kindArg(args[0])
-			if err != nil {
-				return err
-			}
 			if !slices.Contains([]string{"table", "wide", "yaml", "json"}, output) {
 				return fmt.Errorf("invalid --output %q: use table, wide, yaml or json", output)
 			}
-			c, err := newClient()
+			d, c, m, err := target(args[0], mesh, newClient)
 			if err != nil {
 				return err
-			}
-			m := ""
-			if d.MeshScoped {
-				m = mesh
 			}
 			ctx := cmd.Context()
 			if len(args) == 2 {
@@ -77,6 +69,23 @@ Output formats: table (default), wide (more columns), yaml (documents that
 	cmd.Flags().StringVarP(&mesh, "mesh", "m", defaultMesh, "mesh of mesh-scoped kinds")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, wide, yaml or json")
 	return cmd
+}
+
+// target resolves a KIND argument and the -m flag (which only mesh-scoped
+// kinds use) and makes the client.
+func target(kind, mesh string, newClient func() (*client.Client, error)) (*resource.Descriptor, *client.Client, string, error) {
+	d, err := kindArg(kind)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	c, err := newClient()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if !d.MeshScoped {
+		mesh = ""
+	}
+	return d, c, mesh, nil
 }
 
 func printObjects(env Env, d *resource.Descriptor, objs []*resource.Object, output string, single bool) error {
@@ -319,17 +328,9 @@ A mesh that still holds resources cannot be deleted: delete its resources first.
 		Example: `  meshnames delete meshservice redis -m default`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := kindArg(args[0])
+			d, c, m, err := target(args[0], mesh, newClient)
 			if err != nil {
 				return err
-			}
-			c, err := newClient()
-			if err != nil {
-				return err
-			}
-			m := ""
-			if d.MeshScoped {
-				m = mesh
 			}
 			if err := c.Delete(cmd.Context(), d, m, args[1]); err != nil {
 				return err

@@ -1,0 +1,96 @@
+// Package internal_test checks the dependency direction of STYLE.md:
+// validate -> resource -> store -> {cache, apiserver, ...} -> server -> cli
+// -> cmd, with hostname, decode and validate as leaves anyone may use.
+package internal_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/meshnames/meshnames/"
+
+// allowed lists, for each package (by path below the module, with /...
+// for a subtree), the packages of this module it may import directly.
+var allowed = map[string][]string{
+	"internal/validate":          {},
+	"internal/decode":            {"internal/validate"},
+	"internal/hostname":          {"internal/validate"},
+	"internal/resource":          {"internal/validate", "internal/decode", "internal/hostname"},
+	"internal/config":            {"internal/validate", "internal/decode"},
+	"internal/store":             {"internal/resource"},
+	"internal/store/...":         {"internal/store", "internal/store/sqlstore", "internal/resource"},
+	"internal/cache":             {"internal/resource", "internal/store"},
+	"internal/apiserver":         {"internal/resource", "internal/store", "internal/cache", "internal/validate"},
+	"internal/client":            {"internal/resource", "internal/validate"},
+	"internal/server":            {"internal/config", "internal/resource", "internal/store", "internal/store/sqlite", "internal/store/postgres", "internal/cache", "internal/apiserver"},
+	"internal/server/servertest": {"internal/config", "internal/server"},
+	"internal/cli":               {"internal/config", "internal/server", "internal/client", "internal/resource", "internal/validate"},
+	"cmd/meshnames":              {"internal/cli"},
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+func rulesFor(path string) ([]string, bool) {
+	if r, ok := allowed[path]; ok {
+		return r, true
+	}
+	for p, r := range allowed {
+		if prefix, ok := strings.CutSuffix(p, "/..."); ok && strings.HasPrefix(path, prefix+"/") {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+func TestLayering(t *testing.T) {
+	cmd := exec.Command("go", "list", "-json", module+"...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		path := strings.TrimPrefix(p.ImportPath, module)
+		if path == "internal" || strings.HasPrefix(path, "test/") || path == "bench" || strings.HasSuffix(path, "/storetest") {
+			continue // tests and benchmarks may use anything
+		}
+		rules, ok := rulesFor(path)
+		if !ok {
+			t.Errorf("package %s has no layering rule; add it to allowed in internal/layering_test.go", path)
+			continue
+		}
+		checked++
+		for _, imp := range p.Imports {
+			dep, ours := strings.CutPrefix(imp, module)
+			if !ours {
+				continue
+			}
+			ok := false
+			for _, a := range rules {
+				if dep == a {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("%s imports %s, which its layer may not (allowed: %v)", path, dep, rules)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("checked only %d packages; is go list working?", checked)
+	}
+}
