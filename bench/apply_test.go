@@ -94,4 +94,3 @@ func BenchmarkApply10k(b *testing.B) {
 		})
 	}
 }
-
