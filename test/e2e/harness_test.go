@@ -20,6 +20,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	// The tests run a binary built in TestMain, which Go's test cache cannot
+	// see; importing the command's code makes any change to it invalidate
+	// cached results of this package.
+	_ "github.com/meshnames/meshnames/internal/cli"
 )
 
 var binary string
