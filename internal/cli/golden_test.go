@@ -29,7 +29,8 @@ var (
 // TestGolden runs each testdata/golden/*.txtar: the comment holds commands
 // (lines starting with "$ meshnames"), the other files are inputs, and the
 // "want" file is the transcript: each command, its output and, when it
-// fails, its error and "[exit 1]". Run with -update to rewrite "want".
+// fails, its error and "[exit 1]", with the server's URL shown as $SERVER.
+// Run with -update to rewrite "want".
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/golden/*.txtar")
 	if err != nil || len(files) == 0 {
@@ -61,7 +62,10 @@ func TestGolden(t *testing.T) {
 					continue
 				}
 				fmt.Fprintf(&transcript, "$ meshnames %s\n", cmdline)
-				runCLI(&transcript, url, strings.Fields(cmdline))
+				var out bytes.Buffer
+				runCLI(&out, url, strings.Fields(cmdline))
+				// The server's port changes from run to run.
+				transcript.WriteString(strings.ReplaceAll(out.String(), url, "$SERVER"))
 			}
 			got := transcript.Bytes()
 			if *update {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/meshnames/meshnames/internal/decode"
 	"github.com/meshnames/meshnames/internal/validate"
@@ -150,11 +150,16 @@ func (f Field) set(c *Config, v string) string {
 	return ""
 }
 
-// YAML renders the configuration as YAML, for `meshnames config show`.
+// YAML renders the configuration as YAML, for `meshnames config show`, in
+// the order of the struct (mode, zone, store, ...) rather than sorted.
 func (c Config) YAML() ([]byte, error) {
 	j, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
 	}
-	return yaml.JSONToYAML(j)
+	var doc yaml.MapSlice // JSON is YAML; a MapSlice keeps the key order
+	if err := yaml.Unmarshal(j, &doc); err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(doc)
 }
