@@ -12,7 +12,6 @@ require (
 	golang.org/x/sync v0.24.0
 	golang.org/x/tools v0.52.0
 	modernc.org/sqlite v1.61.1
-	sigs.k8s.io/yaml v1.6.0
 )
 
 require (

@@ -1,4 +1,4 @@
-// Package decode turns JSON (and YAML, through sigs.k8s.io/yaml) documents
+// Package decode turns JSON and YAML (through go.yaml.in/yaml/v2) documents
 // into Go structs strictly: an unknown field, a value of the wrong type or a
 // number out of range is reported with its field path, and every such
 // problem in the document is reported at once rather than only the first.
