@@ -81,7 +81,7 @@ func BenchmarkApply10k(b *testing.B) {
 			if backend == "postgres" {
 				cfg.Store.URL = postgres.TestURL(b)
 			}
-			server := servertest.Start(b, cfg, nil)
+			server := servertest.Start(b, cfg, servertest.Options{})
 			paths := make([]string, b.N)
 			for i := range b.N {
 				paths[i] = writeServices(b, fmt.Sprint(i), Services)

@@ -47,6 +47,10 @@ type Cache struct {
 	lastErr  error
 	advanced chan struct{} // closed and replaced whenever revision advances
 
+	subMu sync.Mutex
+	subs  map[int]func([]resource.Key)
+	subID int
+
 	objectsGauge *prometheus.GaugeVec
 	revGauge     prometheus.Gauge
 	relists      prometheus.Counter
@@ -61,6 +65,7 @@ func New(st store.Store, log *slog.Logger, reg prometheus.Registerer) *Cache {
 		groups:   map[group]map[string]*resource.Object{},
 		sorted:   map[group][]string{},
 		advanced: make(chan struct{}),
+		subs:     map[int]func([]resource.Key){},
 		objectsGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshnames_cache_objects", Help: "Resources held in the in-memory cache, by kind.",
 		}, []string{"kind"}),
@@ -136,17 +141,23 @@ func (c *Cache) relist(ctx context.Context) error {
 	}
 	c.relists.Inc()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	changed := make([]resource.Key, 0, len(c.objects)+len(objs))
+	for k := range c.objects {
+		changed = append(changed, k)
+	}
 	c.objects = make(map[resource.Key]*resource.Object, len(objs))
 	c.groups = map[group]map[string]*resource.Object{}
 	c.sorted = map[group][]string{}
 	for _, o := range objs {
 		c.put(o)
+		changed = append(changed, o.Key())
 	}
 	c.synced = true
 	c.lastErr = nil
 	c.advance(rev)
 	c.updateGauges()
+	c.mu.Unlock()
+	c.notify(changed)
 	return nil
 }
 
@@ -157,19 +168,49 @@ func (c *Cache) apply(evs []store.Event) {
 		c.mu.Unlock()
 		return
 	}
+	changed := make([]resource.Key, len(evs))
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, ev := range evs {
+	for i, ev := range evs {
 		switch ev.Type {
 		case store.EventPut:
 			c.put(ev.Object)
 		case store.EventDelete:
 			c.remove(ev.Key)
 		}
+		changed[i] = ev.Key
 	}
 	c.lastErr = nil
 	c.advance(evs[len(evs)-1].Revision)
 	c.updateGauges()
+	c.mu.Unlock()
+	c.notify(changed)
+}
+
+// Subscribe registers fn to be told the keys of the resources that were
+// created, changed or deleted, once the cache reflects the change; after a
+// relist it is told every key present before or after. Subscribers are
+// level-based: they read the current state with Get. fn runs on the
+// cache's goroutine and must return quickly (queue the keys). The returned
+// function cancels the subscription.
+func (c *Cache) Subscribe(fn func(keys []resource.Key)) (cancel func()) {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	c.subID++
+	id := c.subID
+	c.subs[id] = fn
+	return func() {
+		c.subMu.Lock()
+		defer c.subMu.Unlock()
+		delete(c.subs, id)
+	}
+}
+
+func (c *Cache) notify(keys []resource.Key) {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	for _, fn := range c.subs {
+		fn(keys)
+	}
 }
 
 // put stores o, which the cache now owns.

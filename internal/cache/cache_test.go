@@ -230,3 +230,51 @@ func TestCache_KeepsServingWhileStoreFails(t *testing.T) {
 		t.Errorf("after recovery Status = %v, %v; want synced and no error", synced, err)
 	}
 }
+
+func TestCache_SubscribersSeeChangedKeys(t *testing.T) {
+	c, st, _ := newCache(t)
+	var mu sync.Mutex
+	seen := map[resource.Key]int{}
+	cancel := c.Subscribe(func(keys []resource.Key) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range keys {
+			seen[k]++
+		}
+	})
+	a := mustCreate(t, st, svc("default", "a", nil))
+	rev, err := store.Delete(context.Background(), st, a.Key(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, c, rev)
+	mu.Lock()
+	if seen[a.Key()] == 0 {
+		t.Errorf("subscriber was not told of %s", a.Key())
+	}
+	mu.Unlock()
+
+	// A relist tells every key, also of resources that disappeared.
+	b := mustCreate(t, st, svc("default", "b", nil))
+	wait(t, c, b.Revision)
+	mu.Lock()
+	clear(seen)
+	mu.Unlock()
+	st.inject(store.ErrCompacted)
+	cc := mustCreate(t, st, svc("default", "c", nil))
+	wait(t, c, cc.Revision)
+	mu.Lock()
+	if seen[b.Key()] == 0 || seen[cc.Key()] == 0 {
+		t.Errorf("after a relist the subscriber saw %v; want b and c", seen)
+	}
+	mu.Unlock()
+
+	cancel()
+	d := mustCreate(t, st, svc("default", "d", nil))
+	wait(t, c, d.Revision)
+	mu.Lock()
+	defer mu.Unlock()
+	if seen[d.Key()] != 0 {
+		t.Errorf("cancelled subscriber was still told of %s", d.Key())
+	}
+}

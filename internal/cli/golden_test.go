@@ -42,7 +42,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			url := servertest.Start(t, config.Default(), func() time.Time { return created })
+			url := servertest.Start(t, config.Default(), servertest.Options{Clock: func() time.Time { return created }, NoControllers: true})
 			dir := t.TempDir()
 			var want []byte
 			for _, f := range ar.Files {

@@ -29,6 +29,7 @@ var configFlags = []struct {
 	{"dns-addr", "dns.addr", "address of the DNS server (UDP and TCP)"},
 	{"log-level", "log.level", "debug, info, warn or error"},
 	{"log-format", "log.format", "text or json"},
+	{"skip-default-generators", "defaults.skipHostnameGenerators", "do not create the default HostnameGenerators (true or false)"},
 }
 
 func addConfigFlags(fs *pflag.FlagSet) *string {

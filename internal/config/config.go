@@ -74,6 +74,9 @@ type LogConfig struct {
 type DefaultsConfig struct {
 	// SkipMesh turns off creating the mesh "default" at start.
 	SkipMesh bool `json:"skipMesh"`
+	// SkipHostnameGenerators turns off creating the default
+	// HostnameGenerators of seed 001 at start.
+	SkipHostnameGenerators bool `json:"skipHostnameGenerators"`
 }
 
 // Default returns the configuration used when nothing is set.

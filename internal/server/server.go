@@ -23,6 +23,8 @@ import (
 	"github.com/meshnames/meshnames/internal/apiserver"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/hostnames"
+	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 )
@@ -37,6 +39,9 @@ type Server struct {
 	Listening func(apiAddr string)
 	// Clock, when set, replaces time.Now for the store (tests).
 	Clock func() time.Time
+	// NoControllers keeps the controllers from running, so that tests of
+	// the API and the command line see no asynchronous status writes.
+	NoControllers bool
 }
 
 // New returns a server for cfg; cfg must be valid. It does no I/O.
@@ -60,6 +65,11 @@ func (s *Server) Run(ctx context.Context) error {
 
 	if err := s.createDefaults(ctx, st); err != nil {
 		return err
+	}
+	if !s.cfg.Defaults.SkipHostnameGenerators {
+		if err := hostnames.EnsureDefaults(ctx, st, s.cfg.Mode, s.cfg.Zone, s.log); err != nil {
+			return err
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -99,6 +109,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { return compactLoop(gctx, st, s.cfg.Store.TombstoneRetention.D(), s.log) })
+	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
 	g.Go(func() error {
 		<-gctx.Done()
 		s.log.Info("shutting down: finishing requests in flight")
@@ -125,6 +136,25 @@ func ready(c *cache.Cache) error {
 		return fmt.Errorf("cannot read the store: %w", err)
 	}
 	return nil
+}
+
+// runControllers runs the controllers while this instance leads. A global
+// control plane runs none: zones compute hostnames for what they hold
+// (seed 002), and global keeps the status zones report.
+func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Cache, reg prometheus.Registerer) error {
+	if s.cfg.Mode == config.ModeGlobal || s.NoControllers {
+		return nil
+	}
+	names := hostnames.New(hostnames.Options{
+		Cache: c, Store: st, Zone: s.cfg.Zone, Log: s.log.With("component", "hostnames"), Registerer: reg,
+	})
+	var elector leader.Elector = leader.Local{}
+	return elector.Run(ctx, func(ctx context.Context) {
+		s.log.Info("leading: starting controllers")
+		if err := names.Run(ctx); err != nil {
+			s.log.Error("hostnames controller stopped", "err", err)
+		}
+	})
 }
 
 // createDefaults creates the mesh "default", the way Kuma does, unless

@@ -14,11 +14,19 @@ import (
 	"github.com/meshnames/meshnames/internal/server"
 )
 
+// Options tunes Start.
+type Options struct {
+	// Clock, when not nil, stamps the store's times.
+	Clock func() time.Time
+	// NoControllers keeps controllers from writing status, for tests that
+	// compare output exactly.
+	NoControllers bool
+}
+
 // Start runs `serve` in-process with cfg, on a free loopback API port and,
 // unless cfg names a store, a fresh embedded store in a temporary
-// directory. clock, when not nil, stamps the store's times. It returns the
-// API's URL and stops the server when tb ends.
-func Start(tb testing.TB, cfg config.Config, clock func() time.Time) string {
+// directory. It returns the API's URL and stops the server when tb ends.
+func Start(tb testing.TB, cfg config.Config, o Options) string {
 	tb.Helper()
 	cfg.API.Addr = "127.0.0.1:0"
 	if cfg.Store.URL == "" {
@@ -28,7 +36,8 @@ func Start(tb testing.TB, cfg config.Config, clock func() time.Time) string {
 		tb.Fatalf("servertest: invalid config: %v", errs)
 	}
 	srv := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
-	srv.Clock = clock
+	srv.Clock = o.Clock
+	srv.NoControllers = o.NoControllers
 	addr := make(chan string, 1)
 	srv.Listening = func(a string) { addr <- a }
 	ctx, cancel := context.WithCancel(context.Background())

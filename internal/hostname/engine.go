@@ -1,0 +1,605 @@
+package hostname
+
+import (
+	"fmt"
+	"hash/maphash"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+)
+
+// This file holds the pure, incremental core of hostname generation: given
+// generators and services it decides every service's addresses, with
+// precedence and collisions (seeds 000 and 001, ARCHITECTURE.md section 4).
+//
+// The engine knows nothing of stores or resources; the hostnames controller
+// feeds it and writes what it returns. It is deterministic: the addresses of
+// a service depend only on the current generators and services, not on the
+// order in which they were set, which TestEngine_IncrementalEqualsFromScratch
+// checks.
+//
+// Mechanism: each service keeps its renders (one per generator that selects
+// it, in generator precedence order), and each mesh keeps a claims index,
+// hostname -> claimants ordered by priority. A claim's priority is its
+// generator's precedence, then its service's: that is seed 000's loop ("take
+// each HostnameGenerator in precedence order, then the services oldest
+// first"), so the first claimant in the index holds the name. The index
+// covers every service kind of the mesh, so a MeshService and a
+// MeshExternalService cannot share a name (Kuma checks per kind only).
+//
+// A change re-renders only what it can affect - a service change that
+// service, a generator change that generator's render of the services it
+// selected before or selects after - and touches only the claims that
+// differ. It marks dirty every service whose addresses may have changed:
+// the changed services, and every claimant of each name whose holder
+// changed, so that a loser is promoted the moment the winner leaves (and a
+// loser coming or going does not rewrite the other losers).
+//
+// An Engine is not safe for concurrent use; the controller owns it.
+
+// ServiceKey identifies a service: its kind (MeshService,
+// MeshExternalService, MeshMultiZoneService), mesh and name.
+type ServiceKey struct {
+	Kind, Mesh, Name string
+}
+
+func (k ServiceKey) String() string { return k.Kind + " " + k.Mesh + "/" + k.Name }
+
+// Service is what the engine needs of a service.
+type Service struct {
+	Key     ServiceKey
+	Labels  map[string]string
+	Created time.Time
+}
+
+// Generator is what the engine needs of a HostnameGenerator.
+type Generator struct {
+	Name string
+	// Kind is the service kind the generator selects.
+	Kind string
+	// MatchLabels must all be present on a service, with equal values; an
+	// empty map selects every service of Kind.
+	MatchLabels map[string]string
+	Template    *Template
+	// Local is true for generators created in this zone (kuma.io/origin:
+	// zone), which take precedence over those synced from global (seed 000).
+	Local   bool
+	Created time.Time
+}
+
+// Address is one outcome of a generator for a service.
+type Address struct {
+	// Hostname is the rendered name; empty when the template could not be
+	// rendered, the invalid result when it rendered something that is not
+	// a DNS name.
+	Hostname  string
+	Generator string
+	Available bool
+	// Reason says why the address is not available.
+	Reason string
+}
+
+// Label keys the engine reads (repeated from internal/resource, which this
+// leaf package must not import).
+const (
+	labelDisplayName = "kuma.io/display-name"
+	labelNamespace   = "k8s.kuma.io/namespace"
+	labelZone        = "kuma.io/zone"
+)
+
+type genState struct {
+	Generator
+}
+
+// before reports whether g takes precedence over o: local before synced,
+// then older, then by name (seed 000).
+func (g *genState) before(o *genState) bool {
+	if g.Local != o.Local {
+		return g.Local
+	}
+	if !g.Created.Equal(o.Created) {
+		return g.Created.Before(o.Created)
+	}
+	return g.Name < o.Name
+}
+
+func (g *genState) selects(s *Service) bool {
+	if g.Kind != s.Key.Kind {
+		return false
+	}
+	for k, v := range g.MatchLabels {
+		if got, ok := s.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+type svcState struct {
+	Service
+	renders []render
+	// dirty is set while the service is in Engine.dirty; deleted once it
+	// has been removed, so that TakeDirty skips it.
+	dirty, deleted bool
+}
+
+// before reports whether s takes precedence over o for a name: older, then
+// by name, then by kind.
+func (s *svcState) before(o *svcState) bool {
+	if !s.Created.Equal(o.Created) {
+		return s.Created.Before(o.Created)
+	}
+	if s.Key.Name != o.Key.Name {
+		return s.Key.Name < o.Key.Name
+	}
+	return s.Key.Kind < o.Key.Kind
+}
+
+// render is one generator's result for one service.
+type render struct {
+	gen  *genState
+	host string
+	err  string // why it did not render to a valid name; empty when it did
+	// dup marks a name an earlier (higher precedence) generator already
+	// gave this service: not a collision, and not listed twice.
+	dup bool
+	// list is the claims index entry of host when this render claims it
+	// (a valid name, not dup), so that neither Addresses nor a release
+	// has to look the name up; nil otherwise.
+	list *claimList
+}
+
+// claimList is the claims index entry of one hostname in one mesh.
+type claimList struct {
+	host string
+	// names is the index of the mesh, and next the following entry whose
+	// name has the same hash.
+	names meshNames
+	next  *claimList
+	// claims are ordered by priority; the first holds the name.
+	claims []claim
+	// one backs claims while there is a single claimant, the common case,
+	// so that a name costs one allocation.
+	one [1]claim
+	// touched is set while the list is in Engine.touched.
+	touched bool
+}
+
+type claim struct {
+	gen *genState
+	svc *svcState
+}
+
+func (c claim) before(o claim) bool {
+	if c.gen != o.gen {
+		return c.gen.before(o.gen)
+	}
+	return c.svc.before(o.svc)
+}
+
+// meshNames is the claims index of one mesh: hostname -> claimants, by a
+// 64-bit hash of the name (names with the same hash are chained). The full
+// computation is dominated by these lookups, and a map of string keys
+// re-reads and re-hashes every name each time it grows.
+type meshNames map[uint64]*claimList
+
+// Engine computes the addresses of services. The zero value is not usable;
+// call NewEngine.
+type Engine struct {
+	zone   string
+	gens   map[string]*genState
+	order  []*genState // by precedence
+	svcs   map[ServiceKey]*svcState
+	claims map[string]meshNames // by mesh
+	seed   maphash.Seed
+	// hashMask is ANDed into every name hash; all ones except in tests,
+	// which narrow it to make names share hashes.
+	hashMask uint64
+	// names counts the entries of all meshes.
+	names int
+	// dirty lists the services whose addresses may have changed since the
+	// last TakeDirty, each once (a flag on the service rather than a set
+	// keyed by ServiceKey: a full computation marks a service once per
+	// name, and hashing three strings each time showed in profiles).
+	dirty []*svcState
+	// touched collects the names an operation claimed or released.
+	touched []touched
+}
+
+// touched is a name an operation changed, with its holder before.
+type touched struct {
+	list   *claimList
+	holder claim // zero when the name had no claimant
+}
+
+// NewEngine returns an empty engine for a control plane in zone (the value
+// of .Zone for services without a kuma.io/zone label).
+func NewEngine(zone string) *Engine {
+	return &Engine{
+		zone:     zone,
+		gens:     map[string]*genState{},
+		svcs:     map[ServiceKey]*svcState{},
+		claims:   map[string]meshNames{},
+		seed:     maphash.MakeSeed(),
+		hashMask: ^uint64(0),
+	}
+}
+
+// SetGenerator adds or replaces the generator named g.Name.
+func (e *Engine) SetGenerator(g Generator) {
+	old := e.gens[g.Name]
+	// Keep a copy of the selector: old.selects must see the selector old
+	// was set with, even if the caller edits and passes the same map again.
+	g.MatchLabels = maps.Clone(g.MatchLabels)
+	ng := &genState{Generator: g}
+	affected := e.selectedBy(old, ng)
+	if old != nil {
+		// Release old's names before ng claims any, so that no claims list
+		// holds both (they compare equal when only the template changed).
+		for _, s := range affected {
+			e.release(s, old)
+		}
+		e.order = slices.DeleteFunc(e.order, func(x *genState) bool { return x == old })
+	}
+	e.gens[g.Name] = ng
+	i := sort.Search(len(e.order), func(i int) bool { return ng.before(e.order[i]) })
+	e.order = slices.Insert(e.order, i, ng)
+	for _, s := range affected {
+		e.update(s, true)
+	}
+	e.settle()
+}
+
+// DeleteGenerator removes the generator named name.
+func (e *Engine) DeleteGenerator(name string) {
+	old := e.gens[name]
+	if old == nil {
+		return
+	}
+	affected := e.selectedBy(old, nil)
+	delete(e.gens, name)
+	e.order = slices.DeleteFunc(e.order, func(x *genState) bool { return x == old })
+	// update releases old's claims: old is no longer in e.order.
+	for _, s := range affected {
+		e.update(s, true)
+	}
+	e.settle()
+}
+
+// selectedBy returns the services either generator selects, each once.
+func (e *Engine) selectedBy(a, b *genState) []*svcState {
+	var out []*svcState
+	for _, s := range e.svcs {
+		if (a != nil && a.selects(&s.Service)) || (b != nil && b.selects(&s.Service)) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// SetService adds or replaces the service s.Key. Setting a service with
+// the same labels and creation time again does nothing.
+func (e *Engine) SetService(s Service) {
+	cur := e.svcs[s.Key]
+	switch {
+	case cur == nil:
+		cur = &svcState{}
+		e.svcs[s.Key] = cur
+	case !cur.Created.Equal(s.Created):
+		// Its priority changes, so every claim of it moves.
+		e.release(cur, nil)
+	case maps.Equal(cur.Labels, s.Labels):
+		return
+	}
+	cur.Service = Service{Key: s.Key, Labels: maps.Clone(s.Labels), Created: s.Created}
+	e.update(cur, false)
+	e.settle()
+}
+
+// DeleteService removes the service k.
+func (e *Engine) DeleteService(k ServiceKey) {
+	cur := e.svcs[k]
+	if cur == nil {
+		return
+	}
+	e.release(cur, nil)
+	delete(e.svcs, k)
+	e.settle()
+	cur.deleted = true
+}
+
+// release drops the claims of s made through g, or all its claims when g
+// is nil.
+func (e *Engine) release(s *svcState, g *genState) {
+	for i := range s.renders {
+		r := &s.renders[i]
+		if r.list != nil && (g == nil || r.gen == g) {
+			l := r.list
+			e.touch(l)
+			l.claims = slices.DeleteFunc(l.claims, func(c claim) bool { return c.svc == s && c.gen == r.gen })
+			r.list = nil
+		}
+	}
+}
+
+// update recomputes the renders of s and brings its claims in line,
+// touching only the names whose claims change, and marks s dirty.
+//
+// When reuse is set the service has not changed, only a generator: the
+// render of every generator s already had a render from is taken from
+// before, and only the new generator (a new *genState) is rendered. A
+// generator change thus renders each service it selects once, not once
+// per generator that selects it.
+func (e *Engine) update(s *svcState, reuse bool) {
+	// Collect on the stack, then copy once to a slice of the right size:
+	// the renders live as long as the service.
+	var buf [16]render
+	rs := buf[:0]
+	var vars *Vars
+	for _, g := range e.order {
+		if !g.selects(&s.Service) {
+			continue
+		}
+		if reuse {
+			if i := slices.IndexFunc(s.renders, func(r render) bool { return r.gen == g }); i >= 0 {
+				rs = append(rs, render{gen: g, host: s.renders[i].host, err: s.renders[i].err})
+				continue
+			}
+		}
+		if vars == nil {
+			vars = e.vars(s)
+		}
+		rs = append(rs, e.render(g, vars))
+	}
+	for i := range rs {
+		r := &rs[i]
+		if r.err == "" {
+			r.dup = slices.ContainsFunc(rs[:i], func(p render) bool { return p.err == "" && p.host == r.host })
+		}
+	}
+	// Keep the claims that stay (same generator, same name, and the
+	// service's priority is unchanged, so their place in the lists too);
+	// release the others.
+	for i := range s.renders {
+		r := &s.renders[i]
+		if r.list == nil {
+			continue
+		}
+		j := slices.IndexFunc(rs, func(n render) bool { return n.gen == r.gen && n.host == r.host && n.err == "" && !n.dup })
+		if j >= 0 {
+			rs[j].list = r.list
+			continue
+		}
+		e.touch(r.list)
+		r.list.claims = slices.DeleteFunc(r.list.claims, func(c claim) bool { return c.svc == s && c.gen == r.gen })
+		r.list = nil
+	}
+	var names meshNames // looked up at the first new claim
+	for i := range rs {
+		r := &rs[i]
+		if r.err != "" || r.dup || r.list != nil {
+			continue
+		}
+		if names == nil {
+			names = e.claims[s.Key.Mesh]
+			if names == nil {
+				names = meshNames{}
+				e.claims[s.Key.Mesh] = names
+			}
+		}
+		r.list = e.claim(names, s, r.gen, r.host)
+	}
+	prev := len(s.renders)
+	s.renders = append(slices.Grow(s.renders[:0], len(rs)), rs...)
+	if prev > len(s.renders) {
+		clear(s.renders[len(s.renders):prev]) // updated in place: drop what the tail still holds
+	}
+	e.markDirty(s)
+}
+
+// render renders g for a service.
+func (e *Engine) render(g *genState, vars *Vars) render {
+	r := render{gen: g}
+	host, err := g.Template.render(vars, false)
+	if err != nil {
+		r.err = err.Error()
+		if inv, ok := err.(*InvalidNameError); ok {
+			r.host = inv.Hostname
+		}
+		return r
+	}
+	r.host = host
+	return r
+}
+
+func (e *Engine) markDirty(s *svcState) {
+	if !s.dirty {
+		s.dirty = true
+		e.dirty = append(e.dirty, s)
+	}
+}
+
+// vars returns the template values of s, as Template.Render would use
+// them. update calls Template.render with them directly: Render
+// takes Vars by value, which costs an allocation per render, and a full
+// computation renders every service once per generator.
+func (e *Engine) vars(s *svcState) *Vars {
+	v := &Vars{
+		Name:        s.Key.Name,
+		DisplayName: s.Labels[labelDisplayName],
+		Namespace:   s.Labels[labelNamespace],
+		Zone:        s.Labels[labelZone],
+		Mesh:        s.Key.Mesh,
+		Labels:      s.Labels,
+	}
+	if v.Zone == "" {
+		v.Zone = e.zone
+	}
+	if v.DisplayName == "" {
+		v.DisplayName = v.Name // as in Render (seed 001)
+	}
+	return v
+}
+
+// claim adds s's claim on host through g to names, the index of s's mesh,
+// and returns the name's entry.
+func (e *Engine) claim(names meshNames, s *svcState, g *genState, host string) *claimList {
+	h := e.hash(host)
+	l := names.find(h, host)
+	if l == nil {
+		l = &claimList{host: host, names: names, next: names[h]}
+		l.claims = l.one[:0]
+		names[h] = l
+		e.names++
+	}
+	e.touch(l)
+	c := claim{gen: g, svc: s}
+	i := sort.Search(len(l.claims), func(i int) bool { return c.before(l.claims[i]) })
+	l.claims = slices.Insert(l.claims, i, c)
+	return l
+}
+
+// touch records that l is about to change, with its holder before the
+// change. Call it before changing l.claims.
+func (e *Engine) touch(l *claimList) {
+	if !l.touched {
+		l.touched = true
+		t := touched{list: l}
+		if len(l.claims) > 0 {
+			t.holder = l.claims[0]
+		}
+		e.touched = append(e.touched, t)
+	}
+}
+
+// settle ends an operation. For each name it touched whose holder changed
+// it marks every claimant dirty (their reasons name the holder); claimants
+// that joined or left were marked by update. It drops the names left
+// without claimants: an emptied entry stays in the index until here, so
+// that a name released and claimed again in one operation keeps it.
+func (e *Engine) settle() {
+	for _, t := range e.touched {
+		l := t.list
+		l.touched = false
+		switch {
+		case len(l.claims) == 0:
+			e.drop(l)
+		case l.claims[0] != t.holder:
+			for _, c := range l.claims {
+				e.markDirty(c.svc)
+			}
+		}
+	}
+	clear(e.touched)
+	e.touched = e.touched[:0]
+}
+
+func (e *Engine) hash(host string) uint64 {
+	return maphash.String(e.seed, host) & e.hashMask
+}
+
+func (n meshNames) find(h uint64, host string) *claimList {
+	for l := n[h]; l != nil; l = l.next {
+		if l.host == host {
+			return l
+		}
+	}
+	return nil
+}
+
+// drop removes l from its mesh's index.
+func (e *Engine) drop(l *claimList) {
+	h := e.hash(l.host)
+	names := l.names
+	if p := names[h]; p == l {
+		if l.next == nil {
+			delete(names, h)
+		} else {
+			names[h] = l.next
+		}
+	} else {
+		for p.next != l {
+			p = p.next
+		}
+		p.next = l.next
+	}
+	e.names--
+}
+
+// TakeDirty returns the services whose addresses may have changed since
+// the last call, and forgets them.
+func (e *Engine) TakeDirty() []ServiceKey {
+	out := make([]ServiceKey, 0, len(e.dirty))
+	for _, s := range e.dirty {
+		s.dirty = false
+		if !s.deleted {
+			out = append(out, s.Key)
+		}
+	}
+	// Do not keep the backing array of a full computation for the small
+	// changes that follow it.
+	if cap(e.dirty) > 1024 {
+		e.dirty = nil
+	} else {
+		clear(e.dirty)
+		e.dirty = e.dirty[:0]
+	}
+	return out
+}
+
+// Addresses returns the addresses of service k in generator precedence
+// order, or false when the engine does not know k. A name given to the
+// service by several generators is listed once, under the first.
+func (e *Engine) Addresses(k ServiceKey) ([]Address, bool) {
+	s := e.svcs[k]
+	if s == nil {
+		return nil, false
+	}
+	out := make([]Address, 0, len(s.renders))
+	for _, r := range s.renders {
+		if r.dup {
+			continue
+		}
+		a := Address{Hostname: r.host, Generator: r.gen.Name}
+		if r.err != "" {
+			a.Reason = r.err
+			out = append(out, a)
+			continue
+		}
+		holder := r.list.claims[0]
+		if holder.svc == s {
+			a.Available = true
+		} else {
+			a.Reason = fmt.Sprintf("hostname %q is already taken by %s %s/%s (from generator %s), which has precedence",
+				r.host, holder.svc.Key.Kind, holder.svc.Key.Mesh, holder.svc.Key.Name, holder.gen.Name)
+		}
+		out = append(out, a)
+	}
+	return out, true
+}
+
+// Claimant is one service claiming a hostname.
+type Claimant struct {
+	Service   ServiceKey
+	Generator string
+}
+
+// Claimants returns who claims hostname in mesh, the holder first.
+func (e *Engine) Claimants(mesh, hostname string) []Claimant {
+	var list []claim
+	if l := e.claims[mesh].find(e.hash(hostname), hostname); l != nil {
+		list = l.claims
+	}
+	out := make([]Claimant, len(list))
+	for i, c := range list {
+		out[i] = Claimant{Service: c.svc.Key, Generator: c.gen.Name}
+	}
+	return out
+}
+
+// Sizes reports how many generators, services and claimed names the
+// engine holds (for metrics).
+func (e *Engine) Sizes() (generators, services, hostnames int) {
+	return len(e.gens), len(e.svcs), e.names
+}

@@ -1,0 +1,417 @@
+// Package hostnames is the controller that gives services their hostnames:
+// it feeds HostnameGenerators and services from the cache into the pure
+// engine of internal/hostname and writes each service's status.addresses
+// (seeds 000 and 001). It also creates the default generators of seed 001.
+//
+// Work is event-driven: the cache tells the controller which keys changed,
+// the engine re-renders only what a change can affect, and the statuses that
+// differ from what is stored are written in batches, one transaction each.
+// A slow resync compares every service again as a safety net.
+//
+// The controller runs only on the leader and rebuilds its state from the
+// cache each time it starts. It owns status.addresses and nothing else: it
+// writes a status whose other fields it copied from the current version,
+// and a concurrent write by another controller is a version conflict that
+// it retries.
+//
+// It imports resource, store, cache, hostname and reconcile.
+package hostnames
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/hostname"
+	"github.com/meshnames/meshnames/internal/reconcile"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultResync    = 10 * time.Minute
+	DefaultBatchSize = 500
+	retryDelay       = 200 * time.Millisecond
+)
+
+// OriginKind is the origin kind of generated addresses.
+const OriginKind = "HostnameGenerator"
+
+// serviceKinds are the kinds that get hostnames.
+var serviceKinds = []resource.Kind{resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService}
+
+// Options configures a Controller.
+type Options struct {
+	Cache *cache.Cache
+	Store store.Store
+	// Zone is the local zone: the .Zone of services without kuma.io/zone.
+	Zone string
+	Log  *slog.Logger
+	// Registerer receives the controller's metrics; nil for none.
+	Registerer prometheus.Registerer
+	// Resync is the period of the safety-net comparison of every service.
+	Resync time.Duration
+	// BatchSize bounds the status writes of one transaction.
+	BatchSize int
+}
+
+// Controller writes status.addresses.
+type Controller struct {
+	o Options
+
+	reconciles   prometheus.Histogram
+	writes       *prometheus.CounterVec
+	sizes        *prometheus.GaugeVec
+	unavailable  prometheus.Gauge
+	unavailCount map[resource.Key]int
+}
+
+// New returns a controller; it does no I/O.
+func New(o Options) *Controller {
+	if o.Resync <= 0 {
+		o.Resync = DefaultResync
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	c := &Controller{
+		o: o,
+		reconciles: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "meshnames_hostnames_reconcile_duration_seconds", Help: "Time to process one batch of changes, writes included.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnames_hostnames_status_writes_total", Help: "Status writes by result (ok, conflict, error).",
+		}, []string{"result"}),
+		sizes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshnames_hostnames_objects", Help: "Generators, services and claimed hostnames the controller holds.",
+		}, []string{"what"}),
+		unavailable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshnames_hostnames_unavailable_addresses", Help: "Addresses that are NotAvailable (collisions and template errors).",
+		}),
+		unavailCount: map[resource.Key]int{},
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(c.reconciles, c.writes, c.sizes, c.unavailable)
+	}
+	return c
+}
+
+func watched(k resource.Kind) bool {
+	return k == resource.HostnameGenerator || slices.Contains(serviceKinds, k)
+}
+
+// Run keeps statuses up to date until ctx ends. Call it only while leading.
+func (c *Controller) Run(ctx context.Context) error {
+	q := reconcile.New[resource.Key]()
+	defer q.Close()
+	cancel := c.o.Cache.Subscribe(func(keys []resource.Key) {
+		for _, k := range keys {
+			if watched(k.Kind) {
+				q.Add(k)
+			}
+		}
+	})
+	defer cancel()
+	if err := waitSynced(ctx, c.o.Cache); err != nil {
+		return nil
+	}
+
+	// Start from everything the cache holds: generators first, so that
+	// each service is rendered once.
+	start := time.Now()
+	engine := hostname.NewEngine(c.o.Zone)
+	var all []resource.Key
+	gens, _ := c.o.Cache.List(cache.Query{Kind: resource.HostnameGenerator})
+	for _, g := range gens {
+		c.setGenerator(engine, g)
+	}
+	for _, k := range serviceKinds {
+		svcs, _ := c.o.Cache.List(cache.Query{Kind: k})
+		for _, s := range svcs {
+			engine.SetService(toService(s))
+			all = append(all, s.Key())
+		}
+	}
+	c.flush(ctx, engine, q, all)
+	c.o.Log.Info("hostnames controller started", "generators", len(gens), "services", len(all), "dur", time.Since(start))
+
+	resync := time.NewTicker(c.o.Resync)
+	defer resync.Stop()
+	next := make(chan []resource.Key)
+	go func() {
+		defer close(next)
+		for {
+			keys := q.Next(ctx)
+			if keys == nil {
+				return
+			}
+			select {
+			case next <- keys:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-resync.C:
+			c.flush(ctx, engine, q, allServices(c.o.Cache))
+		case keys, ok := <-next:
+			if !ok {
+				return nil
+			}
+			start := time.Now()
+			var touched []resource.Key
+			for _, k := range keys {
+				if c.apply(engine, k) {
+					touched = append(touched, k)
+				}
+			}
+			c.flush(ctx, engine, q, touched)
+			c.reconciles.Observe(time.Since(start).Seconds())
+		}
+	}
+}
+
+func waitSynced(ctx context.Context, ch *cache.Cache) error {
+	for {
+		if synced, _ := ch.Status(); synced {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func allServices(ch *cache.Cache) []resource.Key {
+	var keys []resource.Key
+	for _, k := range serviceKinds {
+		svcs, _ := ch.List(cache.Query{Kind: k})
+		for _, s := range svcs {
+			keys = append(keys, s.Key())
+		}
+	}
+	return keys
+}
+
+// apply feeds the current state of k to the engine and reports whether k is
+// a service whose status must be compared again.
+func (c *Controller) apply(engine *hostname.Engine, k resource.Key) bool {
+	obj, ok := c.o.Cache.Get(k)
+	if k.Kind == resource.HostnameGenerator {
+		if ok {
+			c.setGenerator(engine, obj)
+		} else {
+			engine.DeleteGenerator(k.Name)
+		}
+		return false
+	}
+	if !ok {
+		engine.DeleteService(serviceKey(k))
+		c.setUnavailable(k, 0)
+		return false
+	}
+	engine.SetService(toService(obj))
+	// A service event may be a status write by someone else (or a conflict
+	// retry): compare it even if the engine saw no change.
+	return true
+}
+
+func (c *Controller) setGenerator(engine *hostname.Engine, obj *resource.Object) {
+	g, err := toGenerator(obj)
+	if err != nil {
+		// Admission checks templates, so this is a generator stored by an
+		// older version with other rules: it names nothing.
+		c.o.Log.Warn("ignoring a HostnameGenerator that cannot be used", "name", obj.Name, "err", err)
+		engine.DeleteGenerator(obj.Name)
+		return
+	}
+	engine.SetGenerator(g)
+}
+
+// flush writes the status of every service the engine marked dirty, and of
+// extra, where it differs from what is stored.
+func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reconcile.Queue[resource.Key], extra []resource.Key) {
+	keys := extra
+	for _, sk := range engine.TakeDirty() {
+		keys = append(keys, resource.Key{Kind: resource.Kind(sk.Kind), Mesh: sk.Mesh, Name: sk.Name})
+	}
+	slices.SortFunc(keys, compareKeys)
+	keys = slices.Compact(keys)
+
+	var ops []store.Op
+	for _, k := range keys {
+		addrs, ok := engine.Addresses(serviceKey(k))
+		if !ok {
+			continue
+		}
+		obj, ok := c.o.Cache.Get(k)
+		if !ok {
+			continue
+		}
+		want := toAddresses(addrs)
+		c.setUnavailable(k, countUnavailable(want))
+		st := serviceStatus(obj)
+		if slices.Equal(st.Service().Addresses, want) {
+			continue
+		}
+		st.Service().Addresses = want
+		obj.Status = st
+		ops = append(ops, store.Op{Type: store.OpUpdateStatus, Object: obj})
+	}
+	for batch := range slices.Chunk(ops, c.o.BatchSize) {
+		c.write(ctx, q, batch)
+	}
+	gens, svcs, hosts := engine.Sizes()
+	c.sizes.WithLabelValues("generators").Set(float64(gens))
+	c.sizes.WithLabelValues("services").Set(float64(svcs))
+	c.sizes.WithLabelValues("hostnames").Set(float64(hosts))
+}
+
+func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key], ops []store.Op) {
+	results, err := c.o.Store.Apply(ctx, ops...)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.o.Log.Warn("writing hostnames failed; will retry", "services", len(ops), "err", err)
+			c.writes.WithLabelValues("error").Add(float64(len(ops)))
+			for _, op := range ops {
+				q.AddAfter(retryDelay, op.Object.Key())
+			}
+		}
+		return
+	}
+	for i, r := range results {
+		k := ops[i].Object.Key()
+		switch {
+		case r.Err == nil:
+			c.writes.WithLabelValues("ok").Inc()
+		case errors.Is(r.Err, store.ErrNotFound):
+			// Deleted meanwhile; the deletion event follows.
+		case errors.Is(r.Err, store.ErrConflict):
+			// The service changed after the cache copy we wrote over; the
+			// newer version is on its way, and the retry compares again.
+			c.writes.WithLabelValues("conflict").Inc()
+			q.AddAfter(retryDelay, k)
+		default:
+			c.writes.WithLabelValues("error").Inc()
+			c.o.Log.Warn("writing hostnames failed; will retry", "kind", k.Kind, "mesh", k.Mesh, "name", k.Name, "err", r.Err)
+			q.AddAfter(retryDelay, k)
+		}
+	}
+}
+
+func (c *Controller) setUnavailable(k resource.Key, n int) {
+	old := c.unavailCount[k]
+	if n == old {
+		return
+	}
+	if n == 0 {
+		delete(c.unavailCount, k)
+	} else {
+		c.unavailCount[k] = n
+	}
+	c.unavailable.Add(float64(n - old))
+}
+
+func countUnavailable(addrs []resource.Address) int {
+	n := 0
+	for _, a := range addrs {
+		if a.Status != resource.AddressAvailable {
+			n++
+		}
+	}
+	return n
+}
+
+func compareKeys(a, b resource.Key) int {
+	switch {
+	case a.Kind != b.Kind:
+		return compare(string(a.Kind), string(b.Kind))
+	case a.Mesh != b.Mesh:
+		return compare(a.Mesh, b.Mesh)
+	default:
+		return compare(a.Name, b.Name)
+	}
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func serviceKey(k resource.Key) hostname.ServiceKey {
+	return hostname.ServiceKey{Kind: string(k.Kind), Mesh: k.Mesh, Name: k.Name}
+}
+
+func toService(obj *resource.Object) hostname.Service {
+	return hostname.Service{Key: serviceKey(obj.Key()), Labels: obj.Labels, Created: obj.CreationTime}
+}
+
+// toGenerator converts a stored HostnameGenerator for the engine.
+func toGenerator(obj *resource.Object) (hostname.Generator, error) {
+	spec := obj.Spec.(*resource.HostnameGeneratorSpec)
+	kind, sel := spec.Selector.Target()
+	if sel == nil {
+		return hostname.Generator{}, errors.New("its selector does not name exactly one kind")
+	}
+	t, err := hostname.Parse(spec.Template)
+	if err != nil {
+		return hostname.Generator{}, err
+	}
+	return hostname.Generator{
+		Name:        obj.Name,
+		Kind:        string(kind),
+		MatchLabels: sel.MatchLabels,
+		Template:    t,
+		// seed 000: generators created in this zone win over synced ones.
+		// A generator without the label was created here.
+		Local:   obj.Labels[resource.LabelOrigin] != resource.OriginGlobal,
+		Created: obj.CreationTime,
+	}, nil
+}
+
+// toAddresses converts the engine's addresses to status.addresses.
+func toAddresses(addrs []hostname.Address) []resource.Address {
+	if len(addrs) == 0 {
+		return nil
+	}
+	out := make([]resource.Address, len(addrs))
+	for i, a := range addrs {
+		status := resource.AddressNotAvailable
+		if a.Available {
+			status = resource.AddressAvailable
+		}
+		out[i] = resource.Address{
+			Hostname: a.Hostname,
+			Status:   status,
+			Origin:   resource.AddressOrigin{Kind: OriginKind, Name: a.Generator},
+			Reason:   a.Reason,
+		}
+	}
+	return out
+}
+
+// serviceStatus returns obj's status, or a new empty one of its kind.
+func serviceStatus(obj *resource.Object) resource.ServiceStatusOf {
+	if st, ok := obj.Status.(resource.ServiceStatusOf); ok && st != nil {
+		return st
+	}
+	return resource.MustLookup(obj.Kind).NewStatus().(resource.ServiceStatusOf)
+}

@@ -1,0 +1,113 @@
+package hostnames
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// defaultGenerator is one row of seed 001's table.
+type defaultGenerator struct {
+	name     string
+	kind     resource.Kind
+	labels   map[string]string
+	template string
+}
+
+// Seed 001: suffix .{svc|extsvc|mzsvc}.{optional zone}.mesh.local.
+var (
+	// Created by a zone (standalone or federated) for what it owns.
+	zoneDefaults = []defaultGenerator{
+		{"local-universal-mesh-service", resource.MeshService, map[string]string{resource.LabelOrigin: resource.OriginZone},
+			"{{ .DisplayName }}.svc.mesh.local"},
+		{"local-mesh-external-service", resource.MeshExternalService, map[string]string{resource.LabelOrigin: resource.OriginZone},
+			"{{ .DisplayName }}.extsvc.mesh.local"},
+	}
+	// A standalone zone has no global to create MeshMultiZoneServices, so it
+	// may create them itself, and names them as global would (seed 001:
+	// "we could just use the same hostname generator").
+	standaloneDefaults = []defaultGenerator{
+		{"local-mesh-multi-zone-service", resource.MeshMultiZoneService, map[string]string{resource.LabelOrigin: resource.OriginZone},
+			"{{ .DisplayName }}.mzsvc.mesh.local"},
+	}
+	// Created by global and synced to every zone, for what zones receive
+	// from global (kuma.io/origin: global in the zone).
+	globalDefaults = []defaultGenerator{
+		{"synced-universal-mesh-service", resource.MeshService,
+			map[string]string{resource.LabelOrigin: resource.OriginGlobal, resource.LabelEnv: resource.EnvUniversal},
+			"{{ .DisplayName }}.svc.{{ .Zone }}.mesh.local"},
+		{"synced-kube-mesh-service", resource.MeshService,
+			map[string]string{resource.LabelOrigin: resource.OriginGlobal, resource.LabelEnv: resource.EnvKubernetes, resource.LabelHeadless: "false"},
+			`{{ label "k8s.kuma.io/service-name" }}.{{ .Namespace }}.svc.{{ .Zone }}.mesh.local`},
+		{"synced-headless-kube-mesh-service", resource.MeshService,
+			map[string]string{resource.LabelOrigin: resource.OriginGlobal, resource.LabelEnv: resource.EnvKubernetes, resource.LabelHeadless: "true"},
+			`{{ label "statefulset.kubernetes.io/pod-name" }}.{{ label "k8s.kuma.io/service-name" }}.{{ .Namespace }}.svc.{{ .Zone }}.mesh.local`},
+		{"synced-mesh-external-service", resource.MeshExternalService, map[string]string{resource.LabelOrigin: resource.OriginGlobal},
+			"{{ .DisplayName }}.extsvc.mesh.local"},
+		{"synced-mesh-multi-zone-service", resource.MeshMultiZoneService, map[string]string{},
+			"{{ .DisplayName }}.mzsvc.mesh.local"},
+	}
+)
+
+// Defaults returns the default HostnameGenerators of a control plane in mode
+// and zone (seed 001), ready to be stored: defaulted, validated and labelled
+// as a user's would be.
+func Defaults(mode, zone string) []*resource.Object {
+	var rows []defaultGenerator
+	switch mode {
+	case resource.ModeGlobal:
+		rows = globalDefaults
+	case resource.ModeZone:
+		rows = zoneDefaults
+	default:
+		rows = append(append(rows, zoneDefaults...), standaloneDefaults...)
+	}
+	out := make([]*resource.Object, 0, len(rows))
+	for _, r := range rows {
+		spec := &resource.HostnameGeneratorSpec{Template: r.template}
+		sel := &resource.LabelSelector{MatchLabels: r.labels}
+		switch r.kind {
+		case resource.MeshService:
+			spec.Selector.MeshService = sel
+		case resource.MeshExternalService:
+			spec.Selector.MeshExternalService = sel
+		case resource.MeshMultiZoneService:
+			spec.Selector.MeshMultiZoneService = sel
+		}
+		obj := &resource.Object{Kind: resource.HostnameGenerator, Name: r.name, Spec: spec}
+		obj.Spec.Default()
+		if errs := append(resource.Validate(obj), resource.Admit(obj, mode, zone)...); len(errs) > 0 {
+			panic(fmt.Sprintf("hostnames: default generator %s is invalid: %v", r.name, errs))
+		}
+		out = append(out, obj)
+	}
+	return out
+}
+
+// EnsureDefaults creates the default generators that do not exist. It never
+// updates one: an operator may have changed it on purpose.
+func EnsureDefaults(ctx context.Context, st store.Store, mode, zone string, log *slog.Logger) error {
+	for _, g := range Defaults(mode, zone) {
+		_, err := st.Get(ctx, g.Key())
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("default HostnameGenerator %s: %w", g.Name, err)
+		}
+		_, err = store.Create(ctx, st, g)
+		switch {
+		case err == nil:
+			log.Info("created a default HostnameGenerator", "name", g.Name, "template", g.Spec.(*resource.HostnameGeneratorSpec).Template)
+		case errors.Is(err, store.ErrAlreadyExists):
+			// another instance created it
+		default:
+			return fmt.Errorf("default HostnameGenerator %s: %w", g.Name, err)
+		}
+	}
+	return nil
+}
