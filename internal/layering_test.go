@@ -24,7 +24,7 @@ var allowed = map[string][]string{
 	"internal/store":             {"internal/resource"},
 	"internal/store/...":         {"internal/store", "internal/store/sqlstore", "internal/resource"},
 	"internal/cache":             {"internal/resource", "internal/store"},
-	"internal/apiserver":         {"internal/resource", "internal/store", "internal/cache", "internal/validate"},
+	"internal/apiserver":         {"internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/hostname"},
 	"internal/client":            {"internal/resource", "internal/validate"},
 	"internal/reconcile":         {},
 	"internal/leader":            {},

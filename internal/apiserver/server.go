@@ -143,6 +143,18 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 		s.metrics.ServeHTTP(w, r)
 		return "/metrics"
 	}
+	if len(seg) == 5 && seg[4] == "_hostnames" {
+		req, ok := parsePath(seg[:4])
+		if !ok {
+			writeError(w, newError(http.StatusNotFound, "Not found", "no such path: /"+path))
+			return "unknown"
+		}
+		req.route += "/_hostnames"
+		if allow(w, r, http.MethodGet) {
+			s.hostnames(w, r, req)
+		}
+		return req.route
+	}
 	req, ok := parsePath(seg)
 	if !ok {
 		writeError(w, newError(http.StatusNotFound, "Not found", "no such path: /"+path))

@@ -474,3 +474,80 @@ func TestPut_PreferMinimal(t *testing.T) {
 		t.Errorf("invalid minimal PUT = %d %s; want 400 with causes", r.code, r.body)
 	}
 }
+
+func TestHostnames_Inspection(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	for _, doc := range []struct{ path, body string }{
+		{"/hostnamegenerators/a-svc", "type: HostnameGenerator\nspec:\n  selector:\n    meshService: {}\n  template: '{{ .Name }}.svc.mesh.local'\n"},
+		{"/hostnamegenerators/b-team", "type: HostnameGenerator\nspec:\n  selector:\n    meshService: {}\n  template: '{{ label \"team\" }}.teams.mesh.local'\n"},
+		{"/hostnamegenerators/c-public", "type: HostnameGenerator\nspec:\n  selector:\n    meshService:\n      matchLabels:\n        expose: public\n  template: '{{ .Name }}.public.mesh.local'\n"},
+		{"/hostnamegenerators/d-ext", "type: HostnameGenerator\nspec:\n  selector:\n    meshExternalService: {}\n  template: '{{ .Name }}.ext.mesh.local'\n"},
+		{"/meshes/default/meshservices/redis", "type: MeshService\nlabels:\n  expose: private\nspec: {}\n"},
+	} {
+		if r := e.put(doc.path, doc.body); r.code != http.StatusCreated {
+			t.Fatalf("PUT %s = %d %s", doc.path, r.code, r.body)
+		}
+	}
+	// What the leader's controller would have written: a-svc's name lost.
+	k := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "redis"}
+	cur, _ := e.st.Get(context.Background(), k)
+	cur.Status = &resource.ServiceStatus{Addresses: []resource.Address{{Hostname: "redis.svc.mesh.local", Status: resource.AddressNotAvailable,
+		Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "a-svc"}, Reason: "taken by someone older"}}}
+	upd, err := store.UpdateStatus(context.Background(), e.st, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = upd
+	waitStatus(t, e)
+
+	r := e.do(http.MethodGet, "/meshes/default/meshservices/redis/_hostnames", "", "")
+	var got HostnamesReport
+	if err := json.Unmarshal(r.body, &got); err != nil || r.code != http.StatusOK {
+		t.Fatalf("GET _hostnames = %d %s", r.code, r.body)
+	}
+	want := []HostnameOutcome{
+		{Generator: "a-svc", Selects: true, Hostname: "redis.svc.mesh.local", Status: "NotAvailable", Reason: "taken by someone older"},
+		{Generator: "b-team", Selects: true, Status: "NotAvailable", Reason: `label "team" is missing`},
+		{Generator: "c-public", Reason: "selector needs expose=public (the service has private)"},
+		{Generator: "d-ext", Reason: "selects MeshExternalServices"},
+	}
+	if d := cmp.Diff(want, got.Items); d != "" {
+		t.Errorf("_hostnames items (-want +got):\n%s", d)
+	}
+
+	// Before the controller writes anything, a rendered name is Pending.
+	e.put("/meshes/default/meshservices/web", "type: MeshService\nspec: {}\n")
+	r = e.do(http.MethodGet, "/meshes/default/meshservices/web/_hostnames", "", "")
+	_ = json.Unmarshal(r.body, &got)
+	if got.Items[0].Status != StatusPending || got.Items[0].Hostname != "web.svc.mesh.local" {
+		t.Errorf("first item before the controller ran = %+v, want web.svc.mesh.local Pending", got.Items[0])
+	}
+
+	for path, code := range map[string]int{
+		"/meshes/default/dataplanes/x/_hostnames":      400,
+		"/meshes/default/meshservices/nope/_hostnames": 404,
+		"/meshes/default/widgets/x/_hostnames":         404,
+		"/meshes/default/meshservices/web/_other":      404,
+	} {
+		if r := e.do(http.MethodGet, path, "", ""); r.code != code {
+			t.Errorf("GET %s = %d, want %d: %s", path, r.code, code, r.body)
+		}
+	}
+	if r := e.do(http.MethodPut, "/meshes/default/meshservices/web/_hostnames", "", ""); r.code != http.StatusMethodNotAllowed {
+		t.Errorf("PUT _hostnames = %d, want 405", r.code)
+	}
+}
+
+func waitStatus(t *testing.T, e *env) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		r := e.do(http.MethodGet, "/meshes/default/meshservices/redis", "", "")
+		var o resource.Object
+		if json.Unmarshal(r.body, &o) == nil && o.Status != nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the cache never showed the status of redis")
+}

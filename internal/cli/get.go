@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -110,12 +109,7 @@ func printObjects(env Env, d *resource.Descriptor, objs []*resource.Object, outp
 				Items []*resource.Object `json:"items"`
 			}{len(objs), objs}
 		}
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(env.Out, string(b))
-		return nil
+		return printJSON(env, v)
 	}
 	return printTable(env.Out, d, objs, output == "wide", env.Now())
 }

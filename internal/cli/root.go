@@ -76,6 +76,7 @@ and delete, which talk to the server named by --server or $MESHNAMES_SERVER
 		newApplyCmd(env, newClient),
 		newGetCmd(env, newClient),
 		newDeleteCmd(env, newClient),
+		newInspectCmd(env, newClient),
 		newConfigCmd(env),
 		newVersionCmd(env, newClient),
 	)

@@ -331,3 +331,28 @@ func (c *Client) Delete(ctx context.Context, d *resource.Descriptor, mesh, name 
 	_, err := c.do(ctx, http.MethodDelete, c.path(d, mesh, name), nil, nil)
 	return err
 }
+
+// HostnameOutcome is one generator's result for a service (see the API's
+// _hostnames inspection).
+type HostnameOutcome struct {
+	Generator string `json:"generator"`
+	Selects   bool   `json:"selects"`
+	Hostname  string `json:"hostname"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason"`
+}
+
+// Hostnames returns what every HostnameGenerator makes of one service.
+func (c *Client) Hostnames(ctx context.Context, d *resource.Descriptor, mesh, name string) ([]HostnameOutcome, error) {
+	r, err := c.do(ctx, http.MethodGet, c.path(d, mesh, name)+"/_hostnames", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var report struct {
+		Items []HostnameOutcome `json:"items"`
+	}
+	if err := json.Unmarshal(r.body, &report); err != nil {
+		return nil, fmt.Errorf("decode hostnames: %w", err)
+	}
+	return report.Items, nil
+}

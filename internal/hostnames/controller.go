@@ -135,7 +135,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	for _, k := range serviceKinds {
 		svcs, _ := c.o.Cache.List(cache.Query{Kind: k})
 		for _, s := range svcs {
-			engine.SetService(toService(s))
+			engine.SetService(resource.HostnameServiceOf(s))
 			all = append(all, s.Key())
 		}
 	}
@@ -219,18 +219,18 @@ func (c *Controller) apply(engine *hostname.Engine, k resource.Key) bool {
 		return false
 	}
 	if !ok {
-		engine.DeleteService(serviceKey(k))
+		engine.DeleteService(resource.HostnameKey(k))
 		c.setUnavailable(k, 0)
 		return false
 	}
-	engine.SetService(toService(obj))
+	engine.SetService(resource.HostnameServiceOf(obj))
 	// A service event may be a status write by someone else (or a conflict
 	// retry): compare it even if the engine saw no change.
 	return true
 }
 
 func (c *Controller) setGenerator(engine *hostname.Engine, obj *resource.Object) {
-	g, err := toGenerator(obj)
+	g, err := resource.HostnameGeneratorOf(obj)
 	if err != nil {
 		// Admission checks templates, so this is a generator stored by an
 		// older version with other rules: it names nothing.
@@ -253,7 +253,7 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 
 	var ops []store.Op
 	for _, k := range keys {
-		addrs, ok := engine.Addresses(serviceKey(k))
+		addrs, ok := engine.Addresses(resource.HostnameKey(k))
 		if !ok {
 			continue
 		}
@@ -354,37 +354,6 @@ func compare(a, b string) int {
 		return 1
 	}
 	return 0
-}
-
-func serviceKey(k resource.Key) hostname.ServiceKey {
-	return hostname.ServiceKey{Kind: string(k.Kind), Mesh: k.Mesh, Name: k.Name}
-}
-
-func toService(obj *resource.Object) hostname.Service {
-	return hostname.Service{Key: serviceKey(obj.Key()), Labels: obj.Labels, Created: obj.CreationTime}
-}
-
-// toGenerator converts a stored HostnameGenerator for the engine.
-func toGenerator(obj *resource.Object) (hostname.Generator, error) {
-	spec := obj.Spec.(*resource.HostnameGeneratorSpec)
-	kind, sel := spec.Selector.Target()
-	if sel == nil {
-		return hostname.Generator{}, errors.New("its selector does not name exactly one kind")
-	}
-	t, err := hostname.Parse(spec.Template)
-	if err != nil {
-		return hostname.Generator{}, err
-	}
-	return hostname.Generator{
-		Name:        obj.Name,
-		Kind:        string(kind),
-		MatchLabels: sel.MatchLabels,
-		Template:    t,
-		// seed 000: generators created in this zone win over synced ones.
-		// A generator without the label was created here.
-		Local:   obj.Labels[resource.LabelOrigin] != resource.OriginGlobal,
-		Created: obj.CreationTime,
-	}, nil
 }
 
 // toAddresses converts the engine's addresses to status.addresses.

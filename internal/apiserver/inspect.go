@@ -1,0 +1,100 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/hostname"
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+// HostnamesReport is the body of GET /meshes/{mesh}/{kind}/{name}/_hostnames:
+// what every HostnameGenerator makes of one service, in precedence order.
+type HostnamesReport struct {
+	Kind  resource.Kind     `json:"kind"`
+	Mesh  string            `json:"mesh"`
+	Name  string            `json:"name"`
+	Items []HostnameOutcome `json:"items"`
+}
+
+// HostnameOutcome is one generator's result for the service.
+type HostnameOutcome struct {
+	Generator string `json:"generator"`
+	// Selects tells whether the generator selects the service.
+	Selects  bool   `json:"selects"`
+	Hostname string `json:"hostname,omitempty"`
+	// Status is Available or NotAvailable as the controller decided, or
+	// Pending when it has not written this service's status yet.
+	Status string `json:"status,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// StatusPending marks an outcome the controller has not decided yet.
+const StatusPending = "Pending"
+
+// hostnames answers the _hostnames inspection. Rendering is computed here,
+// with the engine's own rules; whether a name is held or lost to another
+// service comes from the status the leader's controller wrote, because only
+// it sees every service of the mesh.
+func (s *Server) hostnames(w http.ResponseWriter, r *http.Request, req request) {
+	if !req.d.ServiceKind {
+		writeError(w, newError(http.StatusBadRequest, "Invalid path",
+			"only meshservices, meshexternalservices and meshmultizoneservices have hostnames"))
+		return
+	}
+	obj, ok := s.opts.Cache.Get(req.key())
+	if !ok {
+		writeError(w, notFound(req.key()))
+		return
+	}
+	objs, _ := s.opts.Cache.List(cache.Query{Kind: resource.HostnameGenerator})
+	var gens []hostname.Generator
+	var unusable []HostnameOutcome
+	for _, o := range objs {
+		g, err := resource.HostnameGeneratorOf(o)
+		if err != nil {
+			unusable = append(unusable, HostnameOutcome{Generator: o.Name, Reason: "the generator cannot be used: " + err.Error()})
+			continue
+		}
+		gens = append(gens, g)
+	}
+	var addrs []resource.Address
+	if st, ok := obj.Status.(resource.ServiceStatusOf); ok && st != nil {
+		addrs = st.Service().Addresses
+	}
+	report := HostnamesReport{Kind: obj.Kind, Mesh: obj.Mesh, Name: obj.Name, Items: []HostnameOutcome{}}
+	for _, o := range hostname.Explain(gens, resource.HostnameServiceOf(obj), s.opts.Zone) {
+		report.Items = append(report.Items, outcome(o, addrs))
+	}
+	report.Items = append(report.Items, unusable...)
+	writeJSON(w, http.StatusOK, report)
+}
+
+func outcome(o hostname.Outcome, addrs []resource.Address) HostnameOutcome {
+	out := HostnameOutcome{Generator: o.Generator, Selects: o.Selects, Hostname: o.Hostname}
+	switch {
+	case !o.Selects:
+		out.Reason = o.NotSelected
+		return out
+	case o.Err != "":
+		out.Status, out.Reason = resource.AddressNotAvailable, o.Err
+		return out
+	}
+	for _, a := range addrs {
+		if a.Origin.Name == o.Generator && a.Hostname == o.Hostname {
+			out.Status, out.Reason = a.Status, a.Reason
+			return out
+		}
+	}
+	for _, a := range addrs {
+		if a.Hostname == o.Hostname {
+			out.Status = a.Status
+			out.Reason = fmt.Sprintf("the same name as generator %s gives this service, which precedes it", a.Origin.Name)
+			return out
+		}
+	}
+	out.Status = StatusPending
+	out.Reason = "the controller has not written this result into the service's status yet"
+	return out
+}

@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshnames/meshnames/internal/client"
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+func newInspectCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "inspect",
+		Short: "Explain what the control plane computed",
+	}
+	var mesh, output string
+	hostnames := &cobra.Command{
+		Use:   "hostnames [KIND NAME]",
+		Short: "List the hostnames of a mesh, or explain one service's",
+		Long: `Without arguments, list every hostname generated in the mesh: the service it
+belongs to, the HostnameGenerator that made it, whether the service holds it
+(Available) or not (NotAvailable, with the reason: a collision names the
+service that holds the name; a template that could not render names the
+missing label or the broken rule).
+
+With KIND NAME (a meshservice, meshexternalservice or meshmultizoneservice),
+show what every HostnameGenerator makes of that one service, in precedence
+order, including the generators that do not select it and why.`,
+		Example: `  meshnames inspect hostnames
+  meshnames inspect hostnames -m prod -o json
+  meshnames inspect hostnames meshservice redis`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 0 && len(args) != 2 {
+				return fmt.Errorf("give no arguments, or KIND NAME")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("invalid --output %q: use table or json", output)
+			}
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			if len(args) == 2 {
+				return explainService(cmd.Context(), env, c, args[0], args[1], mesh, output)
+			}
+			return listHostnames(cmd.Context(), env, c, mesh, output)
+		},
+	}
+	hostnames.Flags().StringVarP(&mesh, "mesh", "m", defaultMesh, "mesh to inspect")
+	hostnames.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.AddCommand(hostnames)
+	return cmd
+}
+
+// HostnameRow is one line of `inspect hostnames`.
+type HostnameRow struct {
+	Hostname  string        `json:"hostname"`
+	Kind      resource.Kind `json:"kind"`
+	Service   string        `json:"service"`
+	Generator string        `json:"generator"`
+	Status    string        `json:"status"`
+	Reason    string        `json:"reason,omitempty"`
+}
+
+func listHostnames(ctx context.Context, env Env, c *client.Client, mesh, output string) error {
+	var rows []HostnameRow
+	for _, k := range []resource.Kind{resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService} {
+		objs, err := c.ListAll(ctx, resource.MustLookup(k), mesh, nil)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			st := serviceStatus(o)
+			if st == nil {
+				continue
+			}
+			for _, a := range st.Addresses {
+				rows = append(rows, HostnameRow{Hostname: a.Hostname, Kind: o.Kind, Service: o.Name, Generator: a.Origin.Name, Status: a.Status, Reason: a.Reason})
+			}
+		}
+	}
+	// By name; the holder of a name before those who lost it.
+	slices.SortFunc(rows, func(a, b HostnameRow) int {
+		return cmp.Or(cmp.Compare(a.Hostname, b.Hostname), cmp.Compare(a.Status, b.Status),
+			cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Service, b.Service), cmp.Compare(a.Generator, b.Generator))
+	})
+	if output == "json" {
+		return printJSON(env, struct {
+			Mesh      string        `json:"mesh"`
+			Hostnames []HostnameRow `json:"hostnames"`
+		}{mesh, append([]HostnameRow{}, rows...)})
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(env.Err, "No hostnames in mesh %s.\n", mesh)
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Out, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "HOSTNAME\tKIND\tSERVICE\tGENERATOR\tSTATUS\tREASON")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", orNone(r.Hostname), r.Kind, r.Service, r.Generator, r.Status, orNone(r.Reason))
+	}
+	return tw.Flush()
+}
+
+func explainService(ctx context.Context, env Env, c *client.Client, kind, name, mesh, output string) error {
+	d, err := kindArg(kind)
+	if err != nil {
+		return err
+	}
+	if !d.ServiceKind {
+		return fmt.Errorf("%s have no hostnames: use meshservices, meshexternalservices or meshmultizoneservices", d.Plural)
+	}
+	items, err := c.Hostnames(ctx, d, mesh, name)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		return printJSON(env, items)
+	}
+	if len(items) == 0 {
+		fmt.Fprintln(env.Err, "No HostnameGenerators exist.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Out, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "GENERATOR\tSELECTS\tHOSTNAME\tSTATUS\tREASON")
+	for _, it := range items {
+		fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\n", it.Generator, it.Selects, orNone(it.Hostname), orNone(it.Status), orNone(it.Reason))
+	}
+	return tw.Flush()
+}
+
+func printJSON(env Env, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Out, string(b))
+	return nil
+}
