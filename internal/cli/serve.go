@@ -20,16 +20,17 @@ import (
 // field each one sets.
 var configFlags = []struct {
 	flag, path, usage string
+	boolean           bool
 }{
-	{"mode", "mode", "standalone, zone or global"},
-	{"zone", "zone", "zone name of this control plane"},
-	{"store", "store.url", `"embedded" (default) or a PostgreSQL URL: postgres://user@host:5432/db`},
-	{"data-dir", "store.dataDir", "directory of the embedded store"},
-	{"api-addr", "api.addr", "address of the REST API"},
-	{"dns-addr", "dns.addr", "address of the DNS server (UDP and TCP)"},
-	{"log-level", "log.level", "debug, info, warn or error"},
-	{"log-format", "log.format", "text or json"},
-	{"skip-default-generators", "defaults.skipHostnameGenerators", "do not create the default HostnameGenerators (true or false)"},
+	{"mode", "mode", "standalone, zone or global", false},
+	{"zone", "zone", "zone name of this control plane", false},
+	{"store", "store.url", `"embedded" (default) or a PostgreSQL URL: postgres://user@host:5432/db`, false},
+	{"data-dir", "store.dataDir", "directory of the embedded store", false},
+	{"api-addr", "api.addr", "address of the REST API", false},
+	{"dns-addr", "dns.addr", "address of the DNS server (UDP and TCP)", false},
+	{"log-level", "log.level", "debug, info, warn or error", false},
+	{"log-format", "log.format", "text or json", false},
+	{"skip-default-generators", "defaults.skipHostnameGenerators", "do not create the default HostnameGenerators", true},
 }
 
 func addConfigFlags(fs *pflag.FlagSet) *string {
@@ -40,7 +41,11 @@ func addConfigFlags(fs *pflag.FlagSet) *string {
 				d = fmt.Sprintf(" (config %s, env %s)", f.path, field.Env)
 			}
 		}
-		fs.String(f.flag, "", f.usage+d)
+		if f.boolean {
+			fs.Bool(f.flag, false, f.usage+d)
+		} else {
+			fs.String(f.flag, "", f.usage+d)
+		}
 	}
 	return fs.String("config", "", "YAML configuration file (unknown keys are errors)")
 }
