@@ -3,10 +3,11 @@
 // of them must do so (ARCHITECTURE.md section 3).
 //
 // Local is the elector of the embedded store, whose single process is always
-// the leader. The PostgreSQL lease with a fencing term belongs to the
-// high-availability milestone and will implement the same interface.
+// the leader. PostgresLock elects one of the instances sharing a PostgreSQL
+// schema with a session advisory lock; the lease with a fencing term of the
+// high-availability milestone will implement the same interface.
 //
-// It imports only the standard library.
+// It imports only the standard library and pgx.
 package leader
 
 import "context"

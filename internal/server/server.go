@@ -149,6 +149,9 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		Cache: c, Store: st, Zone: s.cfg.Zone, Log: s.log.With("component", "hostnames"), Registerer: reg,
 	})
 	var elector leader.Elector = leader.Local{}
+	if s.cfg.Postgres() {
+		elector = leader.PostgresLock{URL: s.cfg.Store.URL, Log: s.log.With("component", "leader")}
+	}
 	return elector.Run(ctx, func(ctx context.Context) {
 		s.log.Info("leading: starting controllers")
 		if err := names.Run(ctx); err != nil {
