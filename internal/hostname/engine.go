@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -315,12 +316,17 @@ func (e *Engine) release(s *svcState, g *genState) {
 	for i := range s.renders {
 		r := &s.renders[i]
 		if r.list != nil && (g == nil || r.gen == g) {
-			l := r.list
-			e.touch(l)
-			l.claims = slices.DeleteFunc(l.claims, func(c claim) bool { return c.svc == s && c.gen == r.gen })
-			r.list = nil
+			e.unclaim(s, r)
 		}
 	}
+}
+
+// unclaim drops the claim of render r of s.
+func (e *Engine) unclaim(s *svcState, r *render) {
+	l := r.list
+	e.touch(l)
+	l.claims = slices.DeleteFunc(l.claims, func(c claim) bool { return c.svc == s && c.gen == r.gen })
+	r.list = nil
 }
 
 // update recomputes the renders of s and brings its claims in line,
@@ -369,11 +375,9 @@ func (e *Engine) update(s *svcState, reuse bool) {
 		j := slices.IndexFunc(rs, func(n render) bool { return n.gen == r.gen && n.host == r.host && n.err == "" && !n.dup })
 		if j >= 0 {
 			rs[j].list = r.list
-			continue
+		} else {
+			e.unclaim(s, r)
 		}
-		e.touch(r.list)
-		r.list.claims = slices.DeleteFunc(r.list.claims, func(c claim) bool { return c.svc == s && c.gen == r.gen })
-		r.list = nil
 	}
 	var names meshNames // looked up at the first new claim
 	for i := range rs {
@@ -602,4 +606,68 @@ func (e *Engine) Claimants(mesh, hostname string) []Claimant {
 // engine holds (for metrics).
 func (e *Engine) Sizes() (generators, services, hostnames int) {
 	return len(e.gens), len(e.svcs), e.names
+}
+
+// Outcome is what one generator makes of one service, for inspection.
+type Outcome struct {
+	Generator string
+	// Selects tells whether the generator selects the service; when it
+	// does not, NotSelected says why.
+	Selects     bool
+	NotSelected string
+	// Hostname and Err are the render's result, as in Address.
+	Hostname string
+	Err      string
+}
+
+// Explain reports, for every generator in precedence order, whether it
+// selects s and what it renders for it, using the same rules as the engine.
+// Whether a rendered name is held or lost to another service is not known
+// here: that needs every service of the mesh, and is what the controller
+// writes into the service's status.
+func Explain(gens []Generator, s Service, zone string) []Outcome {
+	states := make([]*genState, len(gens))
+	for i := range gens {
+		states[i] = &genState{Generator: gens[i]}
+	}
+	sort.SliceStable(states, func(i, j int) bool { return states[i].before(states[j]) })
+	e := Engine{zone: zone}
+	vars := e.vars(&svcState{Service: s})
+	out := make([]Outcome, 0, len(states))
+	for _, g := range states {
+		o := Outcome{Generator: g.Name}
+		switch {
+		case g.Kind != s.Key.Kind:
+			o.NotSelected = "selects " + g.Kind + "s"
+		case !g.selects(&s):
+			o.NotSelected = "selector needs " + unmatched(g.MatchLabels, s.Labels)
+		default:
+			o.Selects = true
+			host, err := g.Template.Render(*vars)
+			o.Hostname = host
+			if err != nil {
+				o.Err = err.Error()
+				if inv, ok := err.(*InvalidNameError); ok {
+					o.Hostname = inv.Hostname
+				}
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// unmatched describes the selector labels a service lacks or has otherwise.
+func unmatched(want, have map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		got, ok := have[k]
+		switch {
+		case !ok:
+			parts = append(parts, fmt.Sprintf("%s=%s (the service has no %s label)", k, want[k], k))
+		case got != want[k]:
+			parts = append(parts, fmt.Sprintf("%s=%s (the service has %s)", k, want[k], got))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
