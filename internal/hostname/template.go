@@ -243,31 +243,47 @@ func fastAction(pipe *parse.PipeNode) (segment, bool) {
 
 // renderFast renders the segments exactly as the engine would: pieces in
 // order, stopping at the first missing label or at the length limit.
+//
+// It measures the result first so that the string is allocated once at its
+// exact size: a full computation renders every service once per generator.
 func (t *Template) renderFast(v *Vars, stub bool) (string, error) {
-	var out limitedBuilder
-	out.Grow(64)
+	n := 0
 	for _, seg := range t.fast {
-		var piece string
-		switch seg.kind {
-		case segmentText:
-			piece = seg.text
-		case segmentField:
-			piece = seg.field(v)
-		case segmentLabel:
-			switch value, ok := v.Labels[seg.text]; {
-			case stub:
-				piece = "label"
-			case ok:
-				piece = value
-			default:
-				return "", &MissingLabelError{Key: seg.text}
-			}
+		piece, err := seg.value(v, stub)
+		if err != nil {
+			return "", err
 		}
+		if n += len(piece); n > validate.MaxSubdomainLength {
+			break // the writing below stops here too, with the length error
+		}
+	}
+	var out limitedBuilder
+	out.Grow(min(n, validate.MaxSubdomainLength))
+	for _, seg := range t.fast {
+		piece, _ := seg.value(v, stub)
 		if _, err := out.WriteString(piece); err != nil {
 			return "", tooLong(&out)
 		}
 	}
 	return checkName(out.String())
+}
+
+// value is what one segment renders to.
+func (seg *segment) value(v *Vars, stub bool) (string, error) {
+	switch seg.kind {
+	case segmentText:
+		return seg.text, nil
+	case segmentField:
+		return seg.field(v), nil
+	}
+	switch value, ok := v.Labels[seg.text]; {
+	case stub:
+		return "label", nil
+	case ok:
+		return value, nil
+	default:
+		return "", &MissingLabelError{Key: seg.text}
+	}
 }
 
 // checkNode refuses the constructs that make rendering unbounded: range
