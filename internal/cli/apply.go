@@ -34,8 +34,10 @@ stream of YAML documents separated by "---" lines, or one JSON document.
 Every document is checked first - its syntax, every field rule, the labels the
 control plane owns, and that its mesh exists - and if any document is invalid
 nothing is applied and every problem is printed with its document and field.
-Then Meshes are applied first, and the rest in parallel; apply prints
-created, updated or unchanged for each resource, in the order of the file.`,
+Then Meshes, Zones and HostnameGenerators are applied one at a time in the
+order of the input (a generator's creation time decides its precedence), and
+the rest in parallel; apply prints created, updated or unchanged for each
+resource, in the order of the input.`,
 		Example: `  meshnames apply -f services.yaml
   cat mesh.yaml | meshnames apply -f -`,
 		Args: cobra.NoArgs,
@@ -186,10 +188,14 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 		}
 		lines[i] = line
 	}
-	// Meshes first, so that the resources in them can be written.
+	// Meshes, Zones and HostnameGenerators first, one at a time in the
+	// order of the input: meshes must exist before what they hold, and a
+	// generator's creation time decides its precedence (seed 000), so the
+	// one written first in the file must be created first. Services and
+	// Dataplanes follow in parallel.
 	var rest []int
 	for i, d := range docs {
-		if d.obj.Kind == resource.Mesh {
+		if !resource.MustLookup(d.obj.Kind).MeshScoped {
 			put(i)
 		} else {
 			rest = append(rest, i)
