@@ -1,0 +1,454 @@
+package bench
+
+// Helpers for benchmarks that drive real `meshnames serve` processes: the
+// binary (built once per test binary, removed by TestMain), a process with
+// its log, a keep-alive HTTP client, an embedded store seeded directly, and
+// readings of /metrics and /proc.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/sqlite"
+)
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// meshnamesBinary builds cmd/meshnames once (only when a benchmark asks for
+// it) and returns its path.
+func meshnamesBinary(tb testing.TB) string {
+	tb.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "meshnames-bench-bin")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "meshnames")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/meshnames/meshnames/cmd/meshnames").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		tb.Fatal(binErr)
+	}
+	return binPath
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// syncBuffer is a log sink safe for the process's writer and the benchmark.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// serverProc is one running `meshnames serve`.
+type serverProc struct {
+	tb      testing.TB
+	cmd     *exec.Cmd
+	log     *syncBuffer
+	api     string // http://127.0.0.1:port
+	started time.Time
+	done    chan struct{}
+	err     error
+}
+
+// startServer runs `meshnames serve` on the embedded store in dataDir with
+// free loopback ports. Cleanup kills it (if still running) and prints its
+// log when the benchmark failed.
+func startServer(tb testing.TB, dataDir string) *serverProc {
+	tb.Helper()
+	api := fmt.Sprintf("127.0.0.1:%d", freePort(tb))
+	dns := fmt.Sprintf("127.0.0.1:%d", freePort(tb))
+	p := &serverProc{tb: tb, log: &syncBuffer{}, api: "http://" + api, done: make(chan struct{})}
+	p.cmd = exec.Command(meshnamesBinary(tb), "serve", "--data-dir", dataDir, "--api-addr", api, "--dns-addr", dns)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		tb.Fatalf("start meshnames serve: %v", err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	tb.Cleanup(func() {
+		p.kill()
+		if tb.Failed() {
+			tb.Logf("--- log of %s:\n%s", p.cmd, p.log.String())
+		}
+	})
+	return p
+}
+
+func (p *serverProc) pid() int { return p.cmd.Process.Pid }
+
+// waitReady polls /readyz until it answers 200 and returns when it did.
+func (p *serverProc) waitReady(c *http.Client, timeout time.Duration) time.Time {
+	p.tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		p.checkAlive()
+		resp, err := c.Get(p.api + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Now()
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.tb.Fatalf("server not ready after %s", timeout)
+	return time.Time{}
+}
+
+// checkAlive fails the benchmark if the process has exited.
+func (p *serverProc) checkAlive() {
+	p.tb.Helper()
+	select {
+	case <-p.done:
+		p.tb.Fatalf("meshnames serve exited: %v", p.err)
+	default:
+	}
+}
+
+// stop sends SIGTERM and waits for the process to exit (SIGKILL after 30 s).
+func (p *serverProc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.kill()
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *serverProc) kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// controllerStart returns the duration the hostnames controller logged for
+// its initial computation (every service rendered and written).
+func (p *serverProc) controllerStart() (time.Duration, bool) {
+	re := regexp.MustCompile(`msg="hostnames controller started".* dur=(\S+)`)
+	m := re.FindStringSubmatch(p.log.String())
+	if m == nil {
+		return 0, false
+	}
+	d, err := time.ParseDuration(m[1])
+	return d, err == nil
+}
+
+// newClient returns an HTTP client that keeps enough idle connections for
+// 16 concurrent workers.
+func newClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute},
+		Timeout:   60 * time.Second,
+	}
+}
+
+// serviceJSON is the body of a PUT of MeshService name in mesh default:
+// one port and a dataplaneTags selector. The API adds the system labels.
+func serviceJSON(name string) []byte {
+	return fmt.Appendf(nil, `{"type":"MeshService","name":%q,"mesh":"default",`+
+		`"spec":{"selector":{"dataplaneTags":{"kuma.io/service":%q}},"ports":[{"name":"http","port":80,"targetPort":8080,"appProtocol":"http"}]}}`,
+		name, name)
+}
+
+func servicePath(api, name string) string {
+	return api + "/meshes/default/meshservices/" + name
+}
+
+// putService creates MeshService name and fails unless the API answers 201.
+func putService(c *http.Client, api, name string, body []byte, minimal bool) error {
+	req, err := http.NewRequest(http.MethodPut, servicePath(api, name), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if minimal {
+		req.Header.Set("Prefer", "return=minimal")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("PUT %s: %s: %s", name, resp.Status, msg)
+	}
+	return nil
+}
+
+// serviceView is the part of a MeshService the benchmarks read.
+type serviceView struct {
+	Name   string `json:"name"`
+	Status struct {
+		Addresses []struct {
+			Hostname string `json:"hostname"`
+			Status   string `json:"status"`
+		} `json:"addresses"`
+	} `json:"status"`
+}
+
+// named reports whether s has its default hostname, Available.
+func (s *serviceView) named() bool {
+	want := s.Name + ".svc.mesh.local"
+	for _, a := range s.Status.Addresses {
+		if a.Hostname == want && a.Status == resource.AddressAvailable {
+			return true
+		}
+	}
+	return false
+}
+
+// getService reads MeshService name through the API.
+func getService(c *http.Client, api, name string) (*serviceView, error) {
+	resp, err := c.Get(servicePath(api, name))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("GET %s: %s: %s", name, resp.Status, msg)
+	}
+	var s serviceView
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return nil, fmt.Errorf("GET %s: %w", name, err)
+	}
+	return &s, nil
+}
+
+// countNamed pages through every MeshService of mesh default, 1,000 at a
+// time, and returns how many there are and how many of them carry their
+// default hostname as Available.
+func countNamed(c *http.Client, api string) (total, named int, err error) {
+	for offset := 0; ; {
+		resp, err := c.Get(fmt.Sprintf("%s/meshes/default/meshservices?size=1000&offset=%d", api, offset))
+		if err != nil {
+			return 0, 0, err
+		}
+		var page struct {
+			Total int           `json:"total"`
+			Items []serviceView `json:"items"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil {
+			return 0, 0, fmt.Errorf("list: %s: %w", resp.Status, err)
+		}
+		for i := range page.Items {
+			if page.Items[i].named() {
+				named++
+			}
+		}
+		offset += len(page.Items)
+		if len(page.Items) == 0 || offset >= page.Total {
+			return page.Total, named, nil
+		}
+	}
+}
+
+// metric returns the value of one series of /metrics, named exactly as in
+// the exposition (with its labels), or 0 when it is absent.
+func metric(c *http.Client, api, series string) (float64, error) {
+	resp, err := c.Get(api + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		v, ok := strings.CutPrefix(sc.Text(), series+" ")
+		if ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, sc.Err()
+}
+
+const (
+	writesOK       = `meshnames_hostnames_status_writes_total{result="ok"}`
+	writesConflict = `meshnames_hostnames_status_writes_total{result="conflict"}`
+	heapInuse      = `go_memstats_heap_inuse_bytes`
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100
+// on every Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuTime returns the user plus system CPU time of process pid.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces;
+	// utime and stime are fields 14 and 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc/PID/stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("malformed /proc/PID/stat")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// rss returns VmRSS of process pid in bytes.
+func rss(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc/PID/status")
+}
+
+// seedBatch is how many store operations one seeding transaction holds.
+const seedBatch = 1000
+
+// seededName is the name of the i-th seeded MeshService; names sort in
+// creation order.
+func seededName(i int) string { return fmt.Sprintf("svc-%06d", i) }
+
+// seedServices creates mesh "default" and n MeshServices in the embedded
+// store in dir, directly through the store (no server running), as the API
+// would have stored them: defaulted, validated and with the system labels.
+func seedServices(tb testing.TB, dir string, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			tb.Fatal(err)
+		}
+	}()
+	if _, err := store.Create(ctx, st, &resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}); err != nil {
+		tb.Fatal(err)
+	}
+	ops := make([]store.Op, 0, seedBatch)
+	flush := func() {
+		results, err := st.Apply(ctx, ops...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, r := range results {
+			if r.Err != nil {
+				tb.Fatal(r.Err)
+			}
+		}
+		ops = ops[:0]
+	}
+	for i := range n {
+		name := seededName(i)
+		obj := &resource.Object{
+			Kind: resource.MeshService, Mesh: "default", Name: name,
+			Labels: map[string]string{
+				resource.LabelOrigin:      resource.OriginZone,
+				resource.LabelZone:        "default",
+				resource.LabelDisplayName: name,
+				resource.LabelMesh:        "default",
+			},
+			Spec: &resource.MeshServiceSpec{
+				Selector: resource.MeshServiceSelector{DataplaneTags: map[string]string{"kuma.io/service": name}},
+				Ports:    []resource.Port{{Name: "http", Port: 80, TargetPort: &resource.IntOrString{Int: 8080}, AppProtocol: "http"}},
+			},
+		}
+		obj.Spec.Default()
+		// Admit fails if the labels are not those the API would set.
+		if errs := append(resource.Validate(obj), resource.Admit(obj, resource.ModeStandalone, "default")...); len(errs) > 0 {
+			tb.Fatalf("seeded %s is not what the API would store: %v", name, errs)
+		}
+		ops = append(ops, store.Op{Type: store.OpCreate, Object: obj})
+		if len(ops) == seedBatch {
+			flush()
+		}
+	}
+	if len(ops) > 0 {
+		flush()
+	}
+}
