@@ -59,6 +59,10 @@ type Options struct {
 	Resync time.Duration
 	// BatchSize bounds the status writes of one transaction.
 	BatchSize int
+	// Settled, when set, is called once, the first time the controller has
+	// had nothing to do for a second after its first full pass (including
+	// the echoes of its own writes).
+	Settled func()
 }
 
 // Controller writes status.addresses.
@@ -142,8 +146,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.flush(ctx, engine, q, all)
 	c.o.Log.Info("hostnames controller started", "generators", len(gens), "services", len(all), "dur", time.Since(start))
 
+
 	resync := time.NewTicker(c.o.Resync)
 	defer resync.Stop()
+	settled := time.NewTimer(time.Second)
+	defer settled.Stop()
+	notify := c.o.Settled
 	next := make(chan []resource.Key)
 	go func() {
 		defer close(next)
@@ -163,6 +171,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-settled.C:
+			if notify != nil {
+				notify()
+				notify = nil
+			}
 		case <-resync.C:
 			c.flush(ctx, engine, q, allServices(c.o.Cache))
 		case keys, ok := <-next:
@@ -178,6 +191,9 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 			c.flush(ctx, engine, q, touched)
 			c.reconciles.Observe(time.Since(start).Seconds())
+			if notify != nil {
+				settled.Reset(time.Second)
+			}
 		}
 	}
 }

@@ -71,7 +71,9 @@ func (q *Queue[K]) Next(ctx context.Context) []K {
 			for k := range q.pending {
 				out = append(out, k)
 			}
-			clear(q.pending)
+			// A new map rather than clear: clear keeps the buckets of the
+			// largest burst (a start with 100,000 services) for good.
+			q.pending = map[K]struct{}{}
 			q.mu.Unlock()
 			return out
 		}

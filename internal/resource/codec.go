@@ -170,6 +170,9 @@ func UnmarshalStatus(k Kind, data []byte) (Status, error) {
 	if err := json.Unmarshal(data, s); err != nil {
 		return nil, fmt.Errorf("decode %s status: %w", k, err)
 	}
+	if ss, ok := s.(ServiceStatusOf); ok {
+		ss.Service().intern()
+	}
 	return s, nil
 }
 

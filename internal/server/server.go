@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -147,6 +148,11 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	}
 	names := hostnames.New(hostnames.Options{
 		Cache: c, Store: st, Zone: s.cfg.Zone, Log: s.log.With("component", "hostnames"), Registerer: reg,
+		// Starting over every service leaves a lot of garbage behind
+		// (decoded rows, change feed pages, the echoes of the first
+		// writes); give it back to the system once things are quiet rather
+		// than keep it as idle heap.
+		Settled: debug.FreeOSMemory,
 	})
 	var elector leader.Elector = leader.Local{}
 	if s.cfg.Postgres() {

@@ -52,11 +52,9 @@ func (r *row) object() (*resource.Object, error) {
 		ModificationTime: time.Unix(0, r.modified).UTC(),
 	}
 	if r.labels != "" {
-		if err := json.Unmarshal([]byte(r.labels), &o.Labels); err != nil {
+		var err error
+		if o.Labels, err = resource.UnmarshalLabels([]byte(r.labels), o.Name); err != nil {
 			return nil, fmt.Errorf("decode %s labels: %w", r.key, err)
-		}
-		if len(o.Labels) == 0 {
-			o.Labels = nil
 		}
 	}
 	var err error
