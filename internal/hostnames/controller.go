@@ -146,7 +146,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.flush(ctx, engine, q, all)
 	c.o.Log.Info("hostnames controller started", "generators", len(gens), "services", len(all), "dur", time.Since(start))
 
-
 	resync := time.NewTicker(c.o.Resync)
 	defer resync.Stop()
 	settled := time.NewTimer(time.Second)
