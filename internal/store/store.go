@@ -67,6 +67,11 @@ const (
 	OpUpdate
 	OpUpdateStatus
 	OpDelete
+	// OpPutLease creates or replaces Lease.
+	OpPutLease
+	// OpDeleteLease removes the lease named Lease.Name; removing one that
+	// does not exist is not an error.
+	OpDeleteLease
 )
 
 func (t OpType) String() string {
@@ -79,6 +84,10 @@ func (t OpType) String() string {
 		return "update status"
 	case OpDelete:
 		return "delete"
+	case OpPutLease:
+		return "put lease"
+	case OpDeleteLease:
+		return "delete lease"
 	}
 	return fmt.Sprintf("OpType(%d)", int(t))
 }
@@ -92,12 +101,35 @@ func (t OpType) String() string {
 //   - OpUpdateStatus replaces the status of Object's key; Object.Version
 //     must equal the stored version.
 //   - OpDelete removes Key; Version, when not 0, must equal the stored version.
+//   - OpPutLease and OpDeleteLease write Lease (see Lease).
 type Op struct {
 	Type    OpType
 	Object  *resource.Object
 	Key     resource.Key
 	Version int64
+	Lease   *Lease
 }
+
+// Lease is a small named record kept beside the resources for the control
+// plane's own bookkeeping: VIP allocations and their quarantine (so that
+// both survive restarts and leader changes), and the leader lease. Leases
+// are not resources: they have no revision, are not in the change feed and
+// are not served by the API. Writing one in the same Apply as a status
+// write commits both in one transaction.
+type Lease struct {
+	// Name identifies the lease, such as "vip/MeshService/241.0.0.7"; at
+	// most 253 bytes of printable ASCII.
+	Name string
+	// Value is opaque to the store; at most MaxLeaseValueBytes.
+	Value []byte
+	// ExpiresAt is when the lease stops mattering; zero means never. The
+	// store keeps expired leases until they are deleted: expiry is the
+	// reader's business.
+	ExpiresAt time.Time
+}
+
+// MaxLeaseValueBytes bounds Lease.Value.
+const MaxLeaseValueBytes = 4096
 
 // Result is the outcome of one Op.
 type Result struct {
@@ -142,6 +174,9 @@ type Store interface {
 	// Changes returns up to limit events (all of them when limit <= 0) with
 	// revisions greater than after, in revision order, or ErrCompacted.
 	Changes(ctx context.Context, after int64, limit int) ([]Event, error)
+	// Leases returns the leases whose names start with prefix, ordered by
+	// name, expired ones included.
+	Leases(ctx context.Context, prefix string) ([]Lease, error)
 	// Changed returns a channel that is closed at the next write that may
 	// be visible to Changes (in this process, or in another process sharing
 	// the database). Take the channel before calling Changes so that no

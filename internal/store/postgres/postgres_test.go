@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
@@ -181,8 +182,56 @@ func TestOpen_ConcurrentMigrations(t *testing.T) {
 	if err := conn.QueryRow(t.Context(), "SELECT COUNT(*) FROM meta").Scan(&metaRows); err != nil {
 		t.Fatal(err)
 	}
-	if migrations != 1 || metaRows != 1 {
-		t.Errorf("schema_migrations has %d rows, meta %d; want 1 and 1", migrations, metaRows)
+	files, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil || len(files) < 2 {
+		t.Fatalf("embedded migrations: %v, %v", files, err)
+	}
+	if migrations != len(files) || metaRows != 1 {
+		t.Errorf("schema_migrations has %d rows, meta %d; want %d (one per migration) and 1", migrations, metaRows, len(files))
+	}
+}
+
+// TestLeases_CollationAndIndex checks what the lease prefix query rests on
+// whatever the database's locale (the test database may well be C, where
+// a missing COLLATE "C" would go unnoticed): the name column collates
+// bytewise, and a range query on it, with the parameters typed as
+// sqlstore's are, is served by the primary key index in name order.
+func TestLeases_CollationAndIndex(t *testing.T) {
+	url := TestURL(t)
+	s := openAt(t, url)
+	ops := make([]store.Op, 0, 200)
+	for i := range 200 {
+		ops = append(ops, store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: fmt.Sprintf("vip/%03d", i)}})
+	}
+	if _, err := s.Apply(t.Context(), ops...); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var collation string
+	err = conn.QueryRow(t.Context(), `SELECT collation_name FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'leases' AND column_name = 'name'`).Scan(&collation)
+	if err != nil || collation != "C" {
+		t.Errorf("leases.name collation = %q, %v; want C", collation, err)
+	}
+	if _, err := conn.Exec(t.Context(), `ANALYZE leases; SET enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	// The query of sqlstore's leasesPrefix, with numbered placeholders.
+	rows, err := conn.Query(t.Context(), `EXPLAIN SELECT name, value, expires_at FROM leases
+		WHERE name >= $1 AND name < $2 ORDER BY name`, "vip/1", "vip/2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := strings.Join(plan, "\n"); !strings.Contains(p, "Index Scan using leases_pkey") || strings.Contains(p, "Sort") {
+		t.Errorf("plan of the prefix query:\n%s\nwant an index scan of leases_pkey without a sort", p)
 	}
 }
 
@@ -255,4 +304,12 @@ func BenchmarkApplyCreateParallel(b *testing.B) {
 
 func BenchmarkChanges(b *testing.B) {
 	storetest.BenchChanges(b, openAt(b, TestURL(b)))
+}
+
+func BenchmarkApplyPutLease(b *testing.B) {
+	storetest.BenchApplyPutLease(b, openAt(b, TestURL(b)))
+}
+
+func BenchmarkLeasesPrefix(b *testing.B) {
+	storetest.BenchLeasesPrefix(b, openAt(b, TestURL(b)))
 }

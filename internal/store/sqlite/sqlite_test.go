@@ -170,3 +170,11 @@ func BenchmarkApplyCreateParallel(b *testing.B) {
 func BenchmarkChanges(b *testing.B) {
 	storetest.BenchChanges(b, openIn(b, b.TempDir()))
 }
+
+func BenchmarkApplyPutLease(b *testing.B) {
+	storetest.BenchApplyPutLease(b, openIn(b, b.TempDir()))
+}
+
+func BenchmarkLeasesPrefix(b *testing.B) {
+	storetest.BenchLeasesPrefix(b, openIn(b, b.TempDir()))
+}

@@ -14,9 +14,11 @@
 // compaction horizon. Table resources holds one row per key, live or
 // tombstone, with its version, the revision of its last write, labels, spec
 // and status as JSON text, and times as Unix nanoseconds (exact in both
-// databases, unlike timestamptz, which keeps microseconds). Migrations are
-// numbered .sql files of the Dialect, applied at open in one transaction and
-// recorded in schema_migrations.
+// databases, unlike timestamptz, which keeps microseconds). Table leases
+// (migration 0002) holds store.Lease records by name: the value as bytes
+// (never NULL) and the expiry as Unix nanoseconds, 0 for never. Migrations
+// are numbered .sql files of the Dialect, applied at open in one
+// transaction and recorded in schema_migrations.
 //
 // # Writes
 //
@@ -40,12 +42,23 @@
 // revision. Checks made after taking the lock see every earlier commit, so
 // the version checks cannot race.
 //
+// Lease operations (store.OpPutLease, store.OpDeleteLease) run in the same
+// transaction, in queue order with the resource operations, and follow the
+// same rules: each is validated before it writes (name, value size,
+// expiry) and fails alone. They take no revision, so a transaction that
+// wrote only leases leaves meta.revision as it was, sends no notification
+// and does not wake Changed: leases are not in the change feed.
+//
 // # Reads
 //
 // Get reads one row. List and Changes read in one transaction with a single
 // snapshot (Dialect.ReadTx), so List's revision matches its objects and
 // Changes checks the compaction horizon against the rows it returns. Every
 // object returned is decoded from stored JSON and belongs to the caller.
+// Leases reads with one statement, a range scan of the leases primary key
+// (name >= prefix AND name < the prefix with its last byte incremented,
+// exact because names are printable ASCII compared bytewise); an empty
+// value reads back as nil, the zero time as never.
 //
 // # Compaction
 //

@@ -3,6 +3,9 @@ package sqlstore
 // columns are the columns of resources, in the order scanRow reads them.
 const columns = `kind, mesh, name, version, revision, deleted, labels, spec, status, creation_time, modification_time`
 
+// leaseColumns are the columns of leases, in the order Leases scans them.
+const leaseColumns = `name, value, expires_at`
+
 // queries is sqlstore's SQL, written once with ? placeholders and rebound
 // for the dialect at Open.
 type queries struct {
@@ -24,6 +27,11 @@ type queries struct {
 	tombstones       string // count and highest revision of tombstones older than a time
 	deleteTombstones string
 	setCompacted     string
+
+	putLease     string // upsert by name
+	deleteLease  string
+	leasesAll    string
+	leasesPrefix string // name >= prefix AND name < prefixEnd(prefix): a primary key range scan
 }
 
 func newQueries(d *Dialect) queries {
@@ -45,10 +53,17 @@ func newQueries(d *Dialect) queries {
 		tombstones:       `SELECT COUNT(*), COALESCE(MAX(revision), 0) FROM resources WHERE deleted AND modification_time < ?`,
 		deleteTombstones: `DELETE FROM resources WHERE deleted AND modification_time < ?`,
 		setCompacted:     `UPDATE meta SET compacted = ? WHERE compacted < ?`,
+
+		putLease: `INSERT INTO leases (` + leaseColumns + `) VALUES (?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`,
+		deleteLease:  `DELETE FROM leases WHERE name = ?`,
+		leasesAll:    `SELECT ` + leaseColumns + ` FROM leases ORDER BY name`,
+		leasesPrefix: `SELECT ` + leaseColumns + ` FROM leases WHERE name >= ? AND name < ? ORDER BY name`,
 	}
 	for _, p := range []*string{
 		&q.lockMeta, &q.setRevision, &q.revision, &q.compacted, &q.load, &q.get, &q.listAll, &q.listKind, &q.changes,
 		&q.insert, &q.update, &q.tombstones, &q.deleteTombstones, &q.setCompacted,
+		&q.putLease, &q.deleteLease, &q.leasesAll, &q.leasesPrefix,
 	} {
 		*p = d.rebind(*p)
 	}

@@ -17,7 +17,7 @@ const DefaultWriteTimeout = 30 * time.Second
 // Config is what a backend hands to Open.
 type Config struct {
 	Dialect Dialect
-	// Read serves Get, List and Changes; Write serves the writer and
+	// Read serves Get, List, Changes and Leases; Write serves the writer and
 	// Compact. They may be the same *sql.DB. Open takes ownership: Close
 	// closes them.
 	Read, Write *sql.DB
@@ -39,10 +39,10 @@ type Store struct {
 	read, write *sql.DB
 	// stmts are the writer's per-operation statements, prepared once:
 	// parsing them for every operation costs more than running them.
-	stmts struct{ load, insert, update *sql.Stmt }
+	stmts struct{ load, insert, update, putLease, deleteLease *sql.Stmt }
 	// reads are the read statements, prepared once on the read pool for
 	// the same reason (SQLite spends most of a point read parsing SQL).
-	reads        struct{ get, revision, compacted, changes, listAll, listKind *sql.Stmt }
+	reads        struct{ get, revision, compacted, changes, listAll, listKind, leasesAll, leasesPrefix *sql.Stmt }
 	now          func() time.Time
 	notifier     *store.Notifier
 	writeTimeout time.Duration
@@ -86,7 +86,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	for _, p := range []struct {
 		stmt  **sql.Stmt
 		query string
-	}{{&s.stmts.load, s.q.load}, {&s.stmts.insert, s.q.insert}, {&s.stmts.update, s.q.update}} {
+	}{{&s.stmts.load, s.q.load}, {&s.stmts.insert, s.q.insert}, {&s.stmts.update, s.q.update},
+		{&s.stmts.putLease, s.q.putLease}, {&s.stmts.deleteLease, s.q.deleteLease}} {
 		var err error
 		if *p.stmt, err = s.write.PrepareContext(ctx, p.query); err != nil {
 			_ = s.closeDBs() // closes the statements prepared so far
@@ -97,7 +98,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		stmt  **sql.Stmt
 		query string
 	}{{&s.reads.get, s.q.get}, {&s.reads.revision, s.q.revision}, {&s.reads.compacted, s.q.compacted},
-		{&s.reads.changes, s.q.changes}, {&s.reads.listAll, s.q.listAll}, {&s.reads.listKind, s.q.listKind}} {
+		{&s.reads.changes, s.q.changes}, {&s.reads.listAll, s.q.listAll}, {&s.reads.listKind, s.q.listKind},
+		{&s.reads.leasesAll, s.q.leasesAll}, {&s.reads.leasesPrefix, s.q.leasesPrefix}} {
 		var err error
 		if *p.stmt, err = s.read.PrepareContext(ctx, p.query); err != nil {
 			_ = s.closeDBs()
@@ -135,8 +137,9 @@ func (s *Store) Close() error {
 
 func (s *Store) closeDBs() error {
 	var err error
-	for _, stmt := range []*sql.Stmt{s.stmts.load, s.stmts.insert, s.stmts.update,
-		s.reads.get, s.reads.revision, s.reads.compacted, s.reads.changes, s.reads.listAll, s.reads.listKind} {
+	for _, stmt := range []*sql.Stmt{s.stmts.load, s.stmts.insert, s.stmts.update, s.stmts.putLease, s.stmts.deleteLease,
+		s.reads.get, s.reads.revision, s.reads.compacted, s.reads.changes, s.reads.listAll, s.reads.listKind,
+		s.reads.leasesAll, s.reads.leasesPrefix} {
 		if stmt != nil {
 			err = errors.Join(err, stmt.Close())
 		}

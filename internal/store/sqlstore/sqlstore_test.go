@@ -16,15 +16,24 @@ import (
 	"github.com/meshnames/meshnames/internal/store"
 )
 
-// schema is the SQLite backend's schema, so that these tests run on the
-// real tables; extra migrations are added per test.
+// schema is the SQLite backend's schema (every migration of it), so that
+// these tests run on the real tables; extra migrations, numbered from
+// 0100, are added per test.
 func schema(t *testing.T, extra fstest.MapFS) fstest.MapFS {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "sqlite", "migrations", "0001_init.sql"))
-	if err != nil {
-		t.Fatal(err)
+	dir := filepath.Join("..", "sqlite", "migrations")
+	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("read %s: %d files, %v", dir, len(files), err)
 	}
-	fsys := fstest.MapFS{"0001_init.sql": {Data: b}}
+	fsys := fstest.MapFS{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fsys[filepath.Base(f)] = &fstest.MapFile{Data: b}
+	}
 	for name, f := range extra {
 		fsys[name] = f
 	}
@@ -58,7 +67,7 @@ func zoneOp(name string) store.Op {
 // fail inside the database (a trigger) and checks that the other batches
 // of the group still commit, with consecutive revisions.
 func TestCommit_StatementFailureFailsOnlyItsBatch(t *testing.T) {
-	s, err := openSQLite(t, t.TempDir(), schema(t, fstest.MapFS{"0002_poison.sql": {Data: []byte(`
+	s, err := openSQLite(t, t.TempDir(), schema(t, fstest.MapFS{"0100_poison.sql": {Data: []byte(`
 		CREATE TRIGGER poison BEFORE INSERT ON resources WHEN NEW.name = 'poison'
 		BEGIN SELECT RAISE(ABORT, 'poisoned'); END;`)}}))
 	if err != nil {
@@ -91,7 +100,7 @@ func TestMigrate_RefusesNewerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.write.Exec(`INSERT INTO schema_migrations (version, name) VALUES (9, '0009_future.sql')`); err != nil {
+	if _, err := s.write.Exec(`INSERT INTO schema_migrations (version, name) VALUES (9999, '9999_future.sql')`); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -117,13 +126,14 @@ func TestMigrate_AppliesOnlyNewMigrations(t *testing.T) {
 	}
 	// Reopening with one more migration applies only that one: 0001
 	// would fail (its tables exist) if it ran again.
-	s, err = openSQLite(t, dir, schema(t, fstest.MapFS{"0002_extra.sql": {Data: []byte(`CREATE TABLE extra (x BIGINT);`)}}))
+	base := len(schema(t, nil))
+	s, err = openSQLite(t, dir, schema(t, fstest.MapFS{"0100_extra.sql": {Data: []byte(`CREATE TABLE extra (x BIGINT);`)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n int
-	if err := s.write.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != 2 {
-		t.Errorf("schema_migrations rows = %d, %v; want 2", n, err)
+	if err := s.write.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != base+1 {
+		t.Errorf("schema_migrations rows = %d, %v; want %d", n, err, base+1)
 	}
 	if _, err := s.Get(t.Context(), resource.Key{Kind: resource.Zone, Name: "east"}); err != nil {
 		t.Errorf("Get after migration = %v", err)

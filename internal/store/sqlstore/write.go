@@ -206,11 +206,16 @@ type writeTx struct {
 	revision int64 // the last revision given out
 
 	loadStmt, insertStmt, updateStmt *sql.Stmt // Store.stmts bound to tx
+	// putLeaseStmt and deleteLeaseStmt are bound on first use (leaseStmt).
+	putLeaseStmt, deleteLeaseStmt *sql.Stmt
 }
 
 // apply executes one operation. A failure of the operation is in the
 // Result; an error is a failure of the transaction.
 func (w *writeTx) apply(op store.Op) (store.Result, error) {
+	if op.Type == store.OpPutLease || op.Type == store.OpDeleteLease {
+		return w.applyLease(op)
+	}
 	key, d, err := check(op)
 	if err != nil {
 		return store.Result{Err: err}, nil

@@ -47,6 +47,15 @@ func Run(t *testing.T, open Opener) {
 		{"ReturnsCopies", testReturnsCopies},
 		{"UseAfterClose", testUseAfterClose},
 		{"SurvivesReopen", testSurvivesReopen},
+		{"LeaseRoundTrip", testLeaseRoundTrip},
+		{"LeaseReplaceAndDelete", testLeaseReplaceAndDelete},
+		{"LeasePrefix", testLeasePrefix},
+		{"LeasesWithStatusInOneApply", testLeasesWithStatusInOneApply},
+		{"LeaseAndResourceFailuresIndependent", testLeaseAndResourceFailuresIndependent},
+		{"LeasesOutsideChangeFeed", testLeasesOutsideChangeFeed},
+		{"InvalidLeases", testInvalidLeases},
+		{"ConcurrentLeaseWrites", testConcurrentLeaseWrites},
+		{"LeasesSurviveReopen", testLeasesSurviveReopen},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -851,6 +860,7 @@ func testReturnsCopies(t *testing.T, e *env) {
 
 func testUseAfterClose(t *testing.T, e *env) {
 	e.create(t, meshService(mesh, "before"))
+	e.applyOK(t, putLease(store.Lease{Name: "before"}))
 	ch := e.s.Changed()
 	if err := e.s.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
@@ -868,6 +878,7 @@ func testUseAfterClose(t *testing.T, e *env) {
 	wantErr(t, "Apply", err, store.ErrClosed)
 	_, err = e.s.Changes(e.ctx, 0, 0)
 	wantErr(t, "Changes", err, store.ErrClosed)
+	leaseUseAfterClose(t, e)
 	if c, ok := e.s.(store.Compacter); ok {
 		_, err = c.Compact(e.ctx, time.Hour)
 		wantErr(t, "Compact", err, store.ErrClosed)
