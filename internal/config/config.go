@@ -12,6 +12,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ type Config struct {
 	DNS      DNSConfig      `json:"dns"`
 	Log      LogConfig      `json:"log"`
 	Defaults DefaultsConfig `json:"defaults"`
+	VIPs     VIPsConfig     `json:"vips"`
 }
 
 // StoreConfig selects and tunes the store.
@@ -62,6 +64,27 @@ type APIConfig struct {
 // DNSConfig configures the DNS server.
 type DNSConfig struct {
 	Addr string `json:"addr"`
+	// TTL of answers; the VIP quarantine is never shorter than it plus 5 s.
+	TTL Duration `json:"ttl"`
+}
+
+// VIPsConfig configures virtual IP allocation (ARCHITECTURE.md section 5).
+type VIPsConfig struct {
+	// Quarantine is how long a released VIP is not handed out again: at
+	// least the DNS TTL plus 5 s, so that no client still resolving the
+	// old service reaches a new one.
+	Quarantine           Duration   `json:"quarantine"`
+	MeshService          PoolConfig `json:"meshService"`
+	MeshExternalService  PoolConfig `json:"meshExternalService"`
+	MeshMultiZoneService PoolConfig `json:"meshMultiZoneService"`
+}
+
+// PoolConfig is the address pool of one kind. All meshes share it.
+type PoolConfig struct {
+	// CIDR is the IPv4 pool.
+	CIDR string `json:"cidr"`
+	// CIDRv6, when set, is an IPv6 pool: services then get one VIP of each family.
+	CIDRv6 string `json:"cidrV6"`
 }
 
 // LogConfig configures structured logging.
@@ -89,7 +112,13 @@ func Default() Config {
 			TombstoneRetention: Duration(24 * time.Hour),
 		},
 		API: APIConfig{Addr: "127.0.0.1:5681", ShutdownTimeout: Duration(10 * time.Second)},
-		DNS: DNSConfig{Addr: "127.0.0.1:5653"},
+		DNS: DNSConfig{Addr: "127.0.0.1:5653", TTL: Duration(10 * time.Second)},
+		VIPs: VIPsConfig{
+			Quarantine:           Duration(60 * time.Second),
+			MeshService:          PoolConfig{CIDR: "241.0.0.0/8"},
+			MeshExternalService:  PoolConfig{CIDR: "242.0.0.0/8"},
+			MeshMultiZoneService: PoolConfig{CIDR: "243.0.0.0/8"},
+		},
 		Log: LogConfig{Level: "info", Format: "text"},
 	}
 }
@@ -120,9 +149,69 @@ func (c *Config) Validate() validate.Errors {
 	if c.API.ShutdownTimeout <= 0 {
 		errs.Add("api.shutdownTimeout", "must be positive")
 	}
+	if c.DNS.TTL < Duration(time.Second) || c.DNS.TTL > Duration(time.Hour) {
+		errs.Addf("dns.ttl", "must be between 1s and 1h, got %s", c.DNS.TTL)
+	}
+	c.validateVIPs(&errs)
 	errs.Check("log.level", validate.OneOf(c.Log.Level, "debug", "info", "warn", "error"))
 	errs.Check("log.format", validate.OneOf(c.Log.Format, "text", "json"))
 	return errs
+}
+
+// validateVIPs checks the pools (parse, family, size, no overlap) and that
+// the quarantine outlasts what DNS clients may have cached.
+func (c *Config) validateVIPs(errs *validate.Errors) {
+	if min := c.DNS.TTL + Duration(5*time.Second); c.VIPs.Quarantine < min {
+		errs.Addf("vips.quarantine", "must be at least dns.ttl + 5s (%s), got %s: a released VIP must not be reused while clients may still resolve the old service to it", min, c.VIPs.Quarantine)
+	}
+	type pool struct {
+		field  string
+		prefix netip.Prefix
+	}
+	var pools []pool
+	for _, p := range []struct {
+		field string
+		cfg   PoolConfig
+	}{{"vips.meshService", c.VIPs.MeshService}, {"vips.meshExternalService", c.VIPs.MeshExternalService}, {"vips.meshMultiZoneService", c.VIPs.MeshMultiZoneService}} {
+		if prefix, ok := checkPool(errs, p.field+".cidr", p.cfg.CIDR, false); ok {
+			pools = append(pools, pool{p.field + ".cidr", prefix})
+		}
+		if p.cfg.CIDRv6 != "" {
+			if prefix, ok := checkPool(errs, p.field+".cidrV6", p.cfg.CIDRv6, true); ok {
+				pools = append(pools, pool{p.field + ".cidrV6", prefix})
+			}
+		}
+	}
+	for i, a := range pools {
+		for _, b := range pools[i+1:] {
+			if a.prefix.Overlaps(b.prefix) {
+				errs.Addf(validate.Path(b.field), "%s overlaps %s (%s): the pools of the kinds must not overlap, so that a VIP names one service", b.prefix, a.field, a.prefix)
+			}
+		}
+	}
+}
+
+// checkPool parses a pool: a masked prefix of the right family with at
+// least two usable addresses (network and broadcast are never handed out).
+func checkPool(errs *validate.Errors, field, cidr string, v6 bool) (netip.Prefix, bool) {
+	family, maxBits := "IPv4", 30
+	if v6 {
+		family, maxBits = "IPv6", 126
+	}
+	p, err := netip.ParsePrefix(cidr)
+	switch {
+	case err != nil:
+		errs.Addf(validate.Path(field), "must be an %s CIDR such as %s, got %q", family, map[bool]string{false: "241.0.0.0/8", true: "fd00:241::/64"}[v6], cidr)
+	case p.Addr().Is4() == v6 || p.Addr().Is4In6():
+		errs.Addf(validate.Path(field), "must be an %s CIDR, got %s", family, cidr)
+	case p.Masked() != p:
+		errs.Addf(validate.Path(field), "must be a network address: %s, not %s", p.Masked(), cidr)
+	case p.Bits() > maxBits:
+		errs.Addf(validate.Path(field), "is too small: /%d or larger is needed (network and broadcast are never handed out), got %s", maxBits, cidr)
+	default:
+		return p, true
+	}
+	return netip.Prefix{}, false
 }
 
 func checkAddr(errs *validate.Errors, field validate.Path, addr string) {

@@ -180,3 +180,40 @@ func TestRedacted_MasksPassword(t *testing.T) {
 		t.Errorf("YAML() = %s, %v", out, err)
 	}
 }
+
+func TestValidate_VIPs(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		fields []string
+	}{
+		{name: "defaults", mutate: func(c *Config) {}},
+		{name: "dual-stack", mutate: func(c *Config) {
+			c.VIPs.MeshService.CIDRv6 = "fd00:241::/64"
+			c.VIPs.MeshExternalService.CIDRv6 = "fd00:242::/64"
+		}},
+		{name: "not-a-cidr", mutate: func(c *Config) { c.VIPs.MeshService.CIDR = "241.0.0.0" }, fields: []string{"vips.meshService.cidr"}},
+		{name: "v6-in-v4-field", mutate: func(c *Config) { c.VIPs.MeshService.CIDR = "fd00::/64" }, fields: []string{"vips.meshService.cidr"}},
+		{name: "v4-in-v6-field", mutate: func(c *Config) { c.VIPs.MeshService.CIDRv6 = "10.0.0.0/8" }, fields: []string{"vips.meshService.cidrV6"}},
+		{name: "unmasked", mutate: func(c *Config) { c.VIPs.MeshExternalService.CIDR = "242.1.2.3/8" }, fields: []string{"vips.meshExternalService.cidr"}},
+		{name: "too-small", mutate: func(c *Config) { c.VIPs.MeshMultiZoneService.CIDR = "243.0.0.0/31" }, fields: []string{"vips.meshMultiZoneService.cidr"}},
+		{name: "smallest-allowed", mutate: func(c *Config) { c.VIPs.MeshMultiZoneService.CIDR = "243.0.0.0/30" }},
+		{name: "overlap", mutate: func(c *Config) { c.VIPs.MeshExternalService.CIDR = "241.1.0.0/16" }, fields: []string{"vips.meshExternalService.cidr"}},
+		{name: "overlap-v6", mutate: func(c *Config) {
+			c.VIPs.MeshService.CIDRv6 = "fd00::/16"
+			c.VIPs.MeshMultiZoneService.CIDRv6 = "fd00:243::/64"
+		}, fields: []string{"vips.meshMultiZoneService.cidrV6"}},
+		{name: "quarantine-shorter-than-ttl", mutate: func(c *Config) { c.VIPs.Quarantine = Duration(14 * time.Second) }, fields: []string{"vips.quarantine"}},
+		{name: "quarantine-follows-ttl", mutate: func(c *Config) { c.DNS.TTL = Duration(time.Minute) }, fields: []string{"vips.quarantine"}},
+		{name: "ttl-range", mutate: func(c *Config) { c.DNS.TTL = 0 }, fields: []string{"dns.ttl"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mutate(&c)
+			if d := cmp.Diff(tt.fields, fields(c.Validate().Err())); d != "" {
+				t.Errorf("Validate() fields mismatch (-want +got):\n%s\n%v", d, c.Validate())
+			}
+		})
+	}
+}
