@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/vips"
 )
 
 // Server is a running control plane.
@@ -154,16 +156,48 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		// than keep it as idle heap.
 		Settled: debug.FreeOSMemory,
 	})
+	pools, err := vipPools(s.cfg.VIPs)
+	if err != nil {
+		return err
+	}
+	addresses := vips.New(vips.Options{
+		Cache: c, Store: st, Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(),
+		Log: s.log.With("component", "vips"), Registerer: reg,
+	})
 	var elector leader.Elector = leader.Local{}
 	if s.cfg.Postgres() {
 		elector = leader.PostgresLock{URL: s.cfg.Store.URL, Log: s.log.With("component", "leader")}
 	}
 	return elector.Run(ctx, func(ctx context.Context) {
 		s.log.Info("leading: starting controllers")
-		if err := names.Run(ctx); err != nil {
-			s.log.Error("hostnames controller stopped", "err", err)
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return names.Run(ctx) })
+		g.Go(func() error { return addresses.Run(ctx) })
+		if err := g.Wait(); err != nil {
+			s.log.Error("a controller stopped", "err", err)
 		}
 	})
+}
+
+// vipPools turns the validated configuration into the pools of each kind.
+func vipPools(c config.VIPsConfig) (map[resource.Kind]vips.Prefixes, error) {
+	out := map[resource.Kind]vips.Prefixes{}
+	for k, p := range map[resource.Kind]config.PoolConfig{
+		resource.MeshService: c.MeshService, resource.MeshExternalService: c.MeshExternalService, resource.MeshMultiZoneService: c.MeshMultiZoneService,
+	} {
+		var prefixes vips.Prefixes
+		var err error
+		if prefixes.V4, err = netip.ParsePrefix(p.CIDR); err != nil {
+			return nil, fmt.Errorf("vips pool of %s: %w", k, err)
+		}
+		if p.CIDRv6 != "" {
+			if prefixes.V6, err = netip.ParsePrefix(p.CIDRv6); err != nil {
+				return nil, fmt.Errorf("vips v6 pool of %s: %w", k, err)
+			}
+		}
+		out[k] = prefixes
+	}
+	return out, nil
 }
 
 // createDefaults creates the mesh "default", the way Kuma does, unless

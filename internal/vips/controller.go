@@ -1,0 +1,635 @@
+// Package vips is the controller that gives services virtual IPs (seeds 000,
+// 002, 003; ARCHITECTURE.md section 5): one address per family from the
+// pool of the service's kind for MeshServices and MeshMultiZoneServices, and
+// one per InternalVIP match (carrying its hostname) for
+// MeshExternalServices, written into status.vips.
+//
+// Pools are shared by all meshes, so a VIP names one service in a zone. A
+// VIP never changes while its service exists; an address already in status
+// (a Kubernetes ClusterIP, or a VIP from a pool since reconfigured) is kept.
+// A released VIP is quarantined: it is not handed out again for the
+// quarantine period, so that no client still resolving the old name reaches
+// a new service.
+//
+// Both allocations and quarantines are recorded as store leases named
+// "vip/<ip>", written in the same transaction as the status that shows the
+// VIP, so they survive restarts and leader changes. When the controller
+// starts it rebuilds its pools from statuses and leases; an allocation lease
+// whose service is gone (deleted while no controller ran) is quarantined
+// from that moment, never shorter.
+//
+// Exhaustion is a condition on the services that could not get an address
+// and a metric; the controller retries when addresses are released or
+// leave quarantine, and never spins.
+//
+// It runs only on the leader. It imports resource, store, cache, ipam and
+// reconcile.
+package vips
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/ipam"
+	"github.com/meshnames/meshnames/internal/reconcile"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// LeasePrefix starts the name of every VIP lease.
+const LeasePrefix = "vip/"
+
+// Condition reported on services that could not get every VIP.
+const (
+	ConditionAllocated = "VIPsAllocated"
+	ReasonExhausted    = "PoolExhausted"
+)
+
+const retryDelay = 50 * time.Millisecond
+
+var serviceKinds = []resource.Kind{resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService}
+
+// Prefixes are the pools of one kind: an IPv4 prefix and, optionally, an
+// IPv6 one (invalid when not configured).
+type Prefixes struct {
+	V4, V6 netip.Prefix
+}
+
+// Options configures a Controller.
+type Options struct {
+	Cache *cache.Cache
+	Store store.Store
+	// Pools by kind; every service kind must have a V4 pool.
+	Pools      map[resource.Kind]Prefixes
+	Quarantine time.Duration
+	// Now is the clock (time.Now when nil).
+	Now        func() time.Time
+	Log        *slog.Logger
+	Registerer prometheus.Registerer
+	// BatchSize bounds the services written in one transaction.
+	BatchSize int
+	// ExpiryInterval is how often ended quarantines are looked for, so
+	// that services waiting for an address get one soon after (1 s when 0;
+	// the check costs a heap peek per pool).
+	ExpiryInterval time.Duration
+}
+
+// Controller writes status.vips.
+type Controller struct {
+	o Options
+
+	allocations *prometheus.CounterVec
+	failures    *prometheus.CounterVec
+	poolGauge   *prometheus.GaugeVec
+	writes      *prometheus.CounterVec
+}
+
+// New returns a controller; it does no I/O.
+func New(o Options) *Controller {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 500
+	}
+	if o.ExpiryInterval <= 0 {
+		o.ExpiryInterval = time.Second
+	}
+	c := &Controller{
+		o: o,
+		allocations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnames_vips_allocations_total", Help: "VIPs handed out, by pool.",
+		}, []string{"pool"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnames_vips_allocation_failures_total", Help: "VIPs that could not be handed out because the pool was exhausted, by pool.",
+		}, []string{"pool"}),
+		poolGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshnames_vips_pool_addresses", Help: "Addresses of each pool: size, used, quarantined.",
+		}, []string{"pool", "state"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnames_vips_status_writes_total", Help: "Status writes by result (ok, conflict, error).",
+		}, []string{"result"}),
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(c.allocations, c.failures, c.poolGauge, c.writes)
+	}
+	return c
+}
+
+// family is one pool of one kind.
+type family struct {
+	name string // the pool's prefix, for metrics and messages
+	v6   bool
+	pool *ipam.Pool
+}
+
+// vip is one address held by a service.
+type vip struct {
+	ip       netip.Addr
+	typ      string
+	hostname string
+	// pool is the family it came from, or nil for an address outside
+	// every pool (kept, not managed).
+	pool *family
+}
+
+// state is what one leadership term knows.
+type state struct {
+	now      func() time.Time
+	q        time.Duration
+	families map[resource.Kind][]*family
+	// owned are the VIPs of each service: what its status shows, or what
+	// a status write that has not landed yet will show.
+	owned map[resource.Key][]vip
+	// owner of each managed address that is in use.
+	owner map[netip.Addr]resource.Key
+	// waiting are services that lack a VIP because a pool is exhausted.
+	waiting map[resource.Key]struct{}
+}
+
+// leaseValue is what a VIP lease records.
+type leaseValue struct {
+	Owner    string `json:"owner"` // Kind/mesh/name
+	Hostname string `json:"hostname,omitempty"`
+	Released bool   `json:"released,omitempty"`
+}
+
+func ownerString(k resource.Key) string { return string(k.Kind) + "/" + k.Mesh + "/" + k.Name }
+
+func leaseName(ip netip.Addr) string { return LeasePrefix + ip.String() }
+
+// Run keeps VIPs allocated until ctx ends. Call it only while leading.
+func (c *Controller) Run(ctx context.Context) error {
+	q := reconcile.New[resource.Key]()
+	defer q.Close()
+	cancel := c.o.Cache.Subscribe(func(keys []resource.Key) {
+		for _, k := range keys {
+			if slices.Contains(serviceKinds, k.Kind) {
+				q.Add(k)
+			}
+		}
+	})
+	defer cancel()
+	for {
+		if synced, _ := c.o.Cache.Status(); synced {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	st, err := c.newState()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	keys, err := c.rebuild(ctx, st)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("vips: rebuild: %w", err)
+	}
+	c.process(ctx, st, q, keys)
+	c.o.Log.Info("vips controller started", "services", len(keys), "dur", time.Since(start))
+
+	expiry := time.NewTicker(c.o.ExpiryInterval)
+	defer expiry.Stop()
+	next := make(chan []resource.Key)
+	go func() {
+		defer close(next)
+		for {
+			keys := q.Next(ctx)
+			if keys == nil {
+				return
+			}
+			select {
+			case next <- keys:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-expiry.C:
+			c.expire(ctx, st, q)
+		case keys, ok := <-next:
+			if !ok {
+				return nil
+			}
+			c.process(ctx, st, q, keys)
+		}
+	}
+}
+
+func (c *Controller) newState() (*state, error) {
+	st := &state{
+		now: c.o.Now, q: c.o.Quarantine,
+		families: map[resource.Kind][]*family{},
+		owned:    map[resource.Key][]vip{},
+		owner:    map[netip.Addr]resource.Key{},
+		waiting:  map[resource.Key]struct{}{},
+	}
+	for _, k := range serviceKinds {
+		prefixes, ok := c.o.Pools[k]
+		if !ok || !prefixes.V4.IsValid() {
+			return nil, fmt.Errorf("vips: no IPv4 pool for %s", k)
+		}
+		for _, p := range []netip.Prefix{prefixes.V4, prefixes.V6} {
+			if !p.IsValid() {
+				continue
+			}
+			pool, err := ipam.NewPool(p)
+			if err != nil {
+				return nil, fmt.Errorf("vips: pool %s of %s: %w", p, k, err)
+			}
+			st.families[k] = append(st.families[k], &family{name: p.String(), v6: p.Addr().Is6(), pool: pool})
+		}
+	}
+	return st, nil
+}
+
+// findFamily returns the managed pool holding ip, if any.
+func (st *state) findFamily(ip netip.Addr) *family {
+	for _, fams := range st.families {
+		for _, f := range fams {
+			if f.pool.Contains(ip) {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// rebuild loads what is allocated and quarantined, and returns every
+// service to reconcile.
+func (c *Controller) rebuild(ctx context.Context, st *state) ([]resource.Key, error) {
+	now := st.now()
+	var keys []resource.Key
+	for _, k := range serviceKinds {
+		objs, _ := c.o.Cache.List(cache.Query{Kind: k})
+		for _, obj := range objs {
+			keys = append(keys, obj.Key())
+			for _, v := range statusVIPs(obj) {
+				ip, err := netip.ParseAddr(v.IP)
+				if err != nil {
+					continue // reconcile drops it
+				}
+				f := st.findFamily(ip)
+				if f != nil {
+					if other, taken := st.owner[ip]; taken {
+						c.o.Log.Warn("two services show the same VIP; the second will get a new one", "ip", ip, "name", obj.Name, "kind", obj.Kind, "mesh", obj.Mesh, "holder", other.String())
+						continue
+					}
+					if err := f.pool.Reserve(ip); err != nil {
+						c.o.Log.Warn("cannot reserve a VIP shown in status", "ip", ip, "name", obj.Name, "err", err)
+						continue
+					}
+					st.owner[ip] = obj.Key()
+				}
+				st.owned[obj.Key()] = append(st.owned[obj.Key()], vip{ip: ip, typ: v.Type, hostname: v.Hostname, pool: f})
+			}
+		}
+	}
+	leases, err := c.o.Store.Leases(ctx, LeasePrefix)
+	if err != nil {
+		return nil, err
+	}
+	var ops []store.Op
+	for _, l := range leases {
+		ip, err := netip.ParseAddr(l.Name[len(LeasePrefix):])
+		if err != nil {
+			ops = append(ops, store.Op{Type: store.OpDeleteLease, Lease: &store.Lease{Name: l.Name}})
+			continue
+		}
+		if _, live := st.owner[ip]; live {
+			continue // in use; its allocation lease stays
+		}
+		f := st.findFamily(ip)
+		until := l.ExpiresAt
+		if until.IsZero() {
+			// An allocation whose service is gone: it was released while
+			// no controller ran, at a moment we do not know. Quarantine
+			// from now, which is never shorter than required.
+			until = now.Add(st.q)
+			var val leaseValue
+			_ = json.Unmarshal(l.Value, &val)
+			val.Released = true
+			ops = append(ops, putLease(ip, val, until))
+		}
+		if !until.After(now) || f == nil {
+			ops = append(ops, store.Op{Type: store.OpDeleteLease, Lease: &store.Lease{Name: l.Name}})
+			continue
+		}
+		if err := f.pool.Quarantine(ip, until); err != nil {
+			c.o.Log.Warn("cannot restore a quarantined VIP", "ip", ip, "err", err)
+		}
+	}
+	if len(ops) > 0 {
+		if _, err := c.o.Store.Apply(ctx, ops...); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+func putLease(ip netip.Addr, v leaseValue, until time.Time) store.Op {
+	b, _ := json.Marshal(v)
+	return store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: leaseName(ip), Value: b, ExpiresAt: until}}
+}
+
+func statusVIPs(obj *resource.Object) []resource.VIP {
+	if st, ok := obj.Status.(resource.ServiceStatusOf); ok && st != nil {
+		return st.Service().VIPs
+	}
+	return nil
+}
+
+// slot is one VIP a service should have.
+type slot struct {
+	hostname string
+	v6       bool
+}
+
+// slots lists the VIPs obj should have: one per family for MeshService and
+// MeshMultiZoneService, one per family and InternalVIP match for
+// MeshExternalService (seed 003).
+func (st *state) slots(obj *resource.Object) []slot {
+	var hosts []string
+	if obj.Kind == resource.MeshExternalService {
+		for _, m := range obj.Spec.(*resource.MeshExternalServiceSpec).Match {
+			if m.Type == resource.MatchInternalVIP && !slices.Contains(hosts, m.Value) {
+				hosts = append(hosts, m.Value)
+			}
+		}
+	} else {
+		hosts = []string{""}
+	}
+	var out []slot
+	for _, h := range hosts {
+		for _, f := range st.families[obj.Kind] {
+			out = append(out, slot{hostname: h, v6: f.v6})
+		}
+	}
+	return out
+}
+
+// process reconciles keys and writes what changed.
+func (c *Controller) process(ctx context.Context, st *state, q *reconcile.Queue[resource.Key], keys []resource.Key) {
+	var ops []store.Op
+	for _, k := range keys {
+		ops = append(ops, c.reconcile(st, k)...)
+	}
+	c.write(ctx, q, ops)
+	c.updateGauges(st)
+}
+
+// reconcile computes the VIPs of service k and returns the writes: its
+// status (when it changes) and the leases of what it took and released.
+func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
+	obj, ok := c.o.Cache.Get(k)
+	now := st.now()
+	if !ok {
+		// Deleted: quarantine everything it held.
+		var ops []store.Op
+		for _, v := range st.owned[k] {
+			ops = append(ops, c.release(st, k, v, now)...)
+		}
+		delete(st.owned, k)
+		delete(st.waiting, k)
+		return ops
+	}
+	var ops []store.Op
+	have := st.owned[k]
+	// Addresses the status shows that we did not know (someone else wrote
+	// them, such as a Kubernetes ClusterIP): keep them.
+	for _, v := range statusVIPs(obj) {
+		ip, err := netip.ParseAddr(v.IP)
+		if err != nil || slices.ContainsFunc(have, func(h vip) bool { return h.ip == ip }) {
+			continue
+		}
+		f := st.findFamily(ip)
+		if f != nil {
+			if other, taken := st.owner[ip]; taken && other != k {
+				continue // held by another service: not ours to keep
+			}
+			if _, taken := st.owner[ip]; !taken {
+				if err := f.pool.Reserve(ip); err != nil {
+					continue
+				}
+				st.owner[ip] = k
+				ops = append(ops, putLease(ip, leaseValue{Owner: ownerString(k), Hostname: v.Hostname}, time.Time{}))
+			}
+		}
+		have = append(have, vip{ip: ip, typ: v.Type, hostname: v.Hostname, pool: f})
+	}
+	// Keep what fills a slot; release managed VIPs that no longer do
+	// (a MeshExternalService InternalVIP match that was removed).
+	slots := st.slots(obj)
+	var want []vip
+	free := slices.Clone(slots)
+	for _, v := range have {
+		i := slices.IndexFunc(free, func(s slot) bool { return s.hostname == v.hostname && s.v6 == v.ip.Is6() })
+		switch {
+		case i >= 0:
+			want = append(want, v)
+			free = slices.Delete(free, i, i+1)
+		case obj.Kind != resource.MeshExternalService && v.hostname == "":
+			// A second address of a family (such as a ClusterIP next to a
+			// Kuma VIP) is kept: a VIP never changes while its service exists.
+			want = append(want, v)
+		default:
+			ops = append(ops, c.release(st, k, v, now)...)
+		}
+	}
+	exhausted := ""
+	for _, s := range free {
+		f := st.familyOf(obj.Kind, s.v6)
+		ip, err := f.pool.Allocate(now)
+		if err != nil {
+			c.failures.WithLabelValues(f.name).Inc()
+			exhausted = fmt.Sprintf("the %s pool %s has no free address: %v", obj.Kind, f.name, err)
+			continue
+		}
+		c.allocations.WithLabelValues(f.name).Inc()
+		st.owner[ip] = k
+		v := vip{ip: ip, typ: resource.VIPKuma, hostname: s.hostname, pool: f}
+		want = append(want, v)
+		ops = append(ops, putLease(ip, leaseValue{Owner: ownerString(k), Hostname: s.hostname}, time.Time{}))
+	}
+	st.owned[k] = want
+	if exhausted != "" {
+		st.waiting[k] = struct{}{}
+	} else {
+		delete(st.waiting, k)
+	}
+
+	// Write the status when it differs.
+	status := serviceStatus(obj)
+	svc := status.Service()
+	vips := toStatus(want)
+	conds := withCondition(svc.Conditions, exhausted)
+	if slices.Equal(svc.VIPs, vips) && slices.Equal(svc.Conditions, conds) {
+		return ops
+	}
+	svc.VIPs, svc.Conditions = vips, conds
+	obj.Status = status
+	return append(ops, store.Op{Type: store.OpUpdateStatus, Object: obj})
+}
+
+func (st *state) familyOf(k resource.Kind, v6 bool) *family {
+	for _, f := range st.families[k] {
+		if f.v6 == v6 {
+			return f
+		}
+	}
+	return nil
+}
+
+// release frees a managed VIP of service k into quarantine.
+func (c *Controller) release(st *state, k resource.Key, v vip, now time.Time) []store.Op {
+	if v.pool == nil || st.owner[v.ip] != k {
+		return nil
+	}
+	until := now.Add(st.q)
+	if err := v.pool.pool.Release(v.ip, until); err != nil {
+		c.o.Log.Warn("releasing a VIP", "ip", v.ip, "err", err)
+	}
+	delete(st.owner, v.ip)
+	return []store.Op{putLease(v.ip, leaseValue{Owner: ownerString(k), Hostname: v.hostname, Released: true}, until)}
+}
+
+func toStatus(vs []vip) []resource.VIP {
+	if len(vs) == 0 {
+		return nil
+	}
+	out := make([]resource.VIP, len(vs))
+	for i, v := range vs {
+		out[i] = resource.VIP{IP: v.ip.String(), Type: v.typ, Hostname: v.hostname}
+	}
+	return out
+}
+
+// withCondition sets or clears the exhaustion condition, leaving others.
+func withCondition(conds []resource.Condition, exhausted string) []resource.Condition {
+	out := slices.DeleteFunc(slices.Clone(conds), func(c resource.Condition) bool { return c.Type == ConditionAllocated })
+	if exhausted != "" {
+		out = append(out, resource.Condition{Type: ConditionAllocated, Status: resource.ConditionFalse, Reason: ReasonExhausted, Message: exhausted})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func serviceStatus(obj *resource.Object) resource.ServiceStatusOf {
+	if st, ok := obj.Status.(resource.ServiceStatusOf); ok && st != nil {
+		return st
+	}
+	return resource.MustLookup(obj.Kind).NewStatus().(resource.ServiceStatusOf)
+}
+
+// write commits ops in batches: each batch holds whole services (their
+// status write and its leases together).
+func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key], ops []store.Op) {
+	for len(ops) > 0 {
+		n, statuses := 0, 0
+		for n < len(ops) && (statuses < c.o.BatchSize || ops[n].Type != store.OpUpdateStatus) {
+			if ops[n].Type == store.OpUpdateStatus {
+				statuses++
+			}
+			n++
+		}
+		batch := ops[:n]
+		ops = ops[n:]
+		results, err := c.o.Store.Apply(ctx, batch...)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.o.Log.Warn("writing VIPs failed; will retry", "ops", len(batch), "err", err)
+			for _, op := range batch {
+				if op.Type == store.OpUpdateStatus {
+					c.writes.WithLabelValues("error").Inc()
+					q.AddAfter(time.Second, op.Object.Key())
+				}
+			}
+			continue
+		}
+		for i, r := range results {
+			op := batch[i]
+			switch {
+			case r.Err == nil:
+				if op.Type == store.OpUpdateStatus {
+					c.writes.WithLabelValues("ok").Inc()
+				}
+			case op.Type != store.OpUpdateStatus:
+				c.o.Log.Warn("writing a VIP lease failed", "lease", op.Lease.Name, "err", r.Err)
+			case errors.Is(r.Err, store.ErrNotFound):
+				// deleted meanwhile; its deletion event releases the VIPs
+			case errors.Is(r.Err, store.ErrConflict):
+				c.writes.WithLabelValues("conflict").Inc()
+				q.AddAfter(retryDelay, op.Object.Key())
+			default:
+				c.writes.WithLabelValues("error").Inc()
+				c.o.Log.Warn("writing VIPs failed; will retry", "kind", op.Object.Kind, "mesh", op.Object.Mesh, "name", op.Object.Name, "err", r.Err)
+				q.AddAfter(time.Second, op.Object.Key())
+			}
+		}
+	}
+}
+
+// expire ends quarantines, deletes their leases, and retries the services
+// that were waiting for an address.
+func (c *Controller) expire(ctx context.Context, st *state, q *reconcile.Queue[resource.Key]) {
+	now := st.now()
+	var ops []store.Op
+	for _, fams := range st.families {
+		for _, f := range fams {
+			for _, ip := range f.pool.Expire(now) {
+				ops = append(ops, store.Op{Type: store.OpDeleteLease, Lease: &store.Lease{Name: leaseName(ip)}})
+			}
+		}
+	}
+	if len(ops) > 0 {
+		if _, err := c.o.Store.Apply(ctx, ops...); err != nil && ctx.Err() == nil {
+			c.o.Log.Warn("deleting ended quarantines", "err", err)
+		}
+	}
+	if len(st.waiting) > 0 && len(ops) > 0 {
+		waiting := make([]resource.Key, 0, len(st.waiting))
+		for k := range st.waiting {
+			waiting = append(waiting, k)
+		}
+		slices.SortFunc(waiting, func(a, b resource.Key) int { return cmp.Compare(a.String(), b.String()) })
+		q.Add(waiting...)
+	}
+	c.updateGauges(st)
+}
+
+func (c *Controller) updateGauges(st *state) {
+	now := st.now()
+	for _, fams := range st.families {
+		for _, f := range fams {
+			size, used, quarantined := f.pool.Stats(now)
+			c.poolGauge.WithLabelValues(f.name, "size").Set(float64(size))
+			c.poolGauge.WithLabelValues(f.name, "used").Set(float64(used))
+			c.poolGauge.WithLabelValues(f.name, "quarantined").Set(float64(quarantined))
+		}
+	}
+}

@@ -1,0 +1,456 @@
+package vips
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/sqlite"
+)
+
+// clock is a fake clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+const quarantine = time.Minute
+
+type env struct {
+	t     *testing.T
+	dir   string
+	st    store.Store
+	clock *clock
+	pools map[resource.Kind]Prefixes
+	stop  func()
+}
+
+func defaultPools() map[resource.Kind]Prefixes {
+	return map[resource.Kind]Prefixes{
+		resource.MeshService:          {V4: netip.MustParsePrefix("241.0.0.0/8")},
+		resource.MeshExternalService:  {V4: netip.MustParsePrefix("242.0.0.0/8")},
+		resource.MeshMultiZoneService: {V4: netip.MustParsePrefix("243.0.0.0/8")},
+	}
+}
+
+func newEnv(t *testing.T, pools map[resource.Kind]Prefixes) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), clock: &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, pools: pools}
+	e.open()
+	e.create(&resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}})
+	e.start()
+	t.Cleanup(func() { e.halt(); e.st.Close() })
+	return e
+}
+
+func (e *env) open() {
+	st, err := sqlite.Open(e.dir, sqlite.WithClock(e.clock.Now))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.st = st
+}
+
+// start runs a cache and a controller, as a new leader would.
+func (e *env) start() {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ch := cache.New(e.st, log, nil)
+	ctl := New(Options{Cache: ch, Store: e.st, Pools: e.pools, Quarantine: quarantine, Now: e.clock.Now, Log: log, Registerer: prometheus.NewRegistry(),
+		ExpiryInterval: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { ch.Run(ctx); done <- struct{}{} }()
+	go func() {
+		if err := ctl.Run(ctx); err != nil {
+			e.t.Errorf("controller: %v", err)
+		}
+		done <- struct{}{}
+	}()
+	var once sync.Once
+	e.stop = func() { once.Do(func() { cancel(); <-done; <-done }) }
+}
+
+func (e *env) halt() { e.stop() }
+
+// restart stops the controller and starts a new one on the same store.
+func (e *env) restart() {
+	e.halt()
+	e.start()
+}
+
+// crash stops the controller and reopens the store, as after kill -9.
+func (e *env) crash() {
+	e.halt()
+	e.st.Close()
+	e.open()
+	e.start()
+}
+
+func (e *env) create(o *resource.Object) {
+	e.t.Helper()
+	if o.Spec != nil {
+		o.Spec.Default()
+	}
+	if _, err := store.Create(context.Background(), e.st, o); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) delete(k resource.Key) {
+	e.t.Helper()
+	if _, err := store.Delete(context.Background(), e.st, k, 0); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) vips(k resource.Key) []resource.VIP {
+	o, err := e.st.Get(context.Background(), k)
+	if err != nil {
+		return nil
+	}
+	return statusVIPs(o)
+}
+
+// waitVIPs waits until k's VIPs, as "ip hostname", equal want.
+func (e *env) waitVIPs(k resource.Key, want ...string) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var got []string
+	for time.Now().Before(deadline) {
+		got = got[:0]
+		for _, v := range e.vips(k) {
+			got = append(got, v.IP+" "+v.Hostname)
+		}
+		if cmp.Equal(want, got, cmpEmpty) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.t.Fatalf("VIPs of %s = %v, want %v", k, got, want)
+}
+
+var cmpEmpty = cmp.FilterValues(func(a, b []string) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore())
+
+func (e *env) condition(k resource.Key) string {
+	o, err := e.st.Get(context.Background(), k)
+	if err != nil {
+		return ""
+	}
+	st, ok := o.Status.(resource.ServiceStatusOf)
+	if !ok || st == nil {
+		return ""
+	}
+	for _, c := range st.Service().Conditions {
+		if c.Type == ConditionAllocated {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+func (e *env) waitCondition(k resource.Key, want string) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.condition(k) != want {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("condition of %s = %q, want %q", k, e.condition(k), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (e *env) lease(ip string) (store.Lease, bool) {
+	ls, err := e.st.Leases(context.Background(), LeasePrefix+ip)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.Name == LeasePrefix+ip {
+			return l, true
+		}
+	}
+	return store.Lease{}, false
+}
+
+func ms(name string) *resource.Object {
+	return &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: name, Spec: &resource.MeshServiceSpec{}}
+}
+
+func key(kind resource.Kind, name string) resource.Key {
+	return resource.Key{Kind: kind, Mesh: "default", Name: name}
+}
+
+func TestController_AllocatesPerKind(t *testing.T) {
+	e := newEnv(t, defaultPools())
+	e.create(ms("a"))
+	e.create(ms("b"))
+	e.create(&resource.Object{Kind: resource.MeshExternalService, Mesh: "default", Name: "db", Spec: &resource.MeshExternalServiceSpec{
+		Match: []resource.ExternalMatch{
+			{Type: resource.MatchInternalVIP, Value: "db.ext.local", Port: 5432, Protocol: "tcp"},
+			{Type: resource.MatchDomain, Value: "db.example.com", Port: 443, Protocol: "tls"},
+			{Type: resource.MatchInternalVIP, Value: "db-ro.ext.local", Port: 5432, Protocol: "tcp"},
+		}}})
+	e.create(&resource.Object{Kind: resource.MeshMultiZoneService, Mesh: "default", Name: "m", Spec: &resource.MeshMultiZoneServiceSpec{
+		Selector: resource.MultiZoneSelector{MeshService: &resource.LabelSelector{MatchLabels: map[string]string{"app": "a"}}}}})
+
+	// Network addresses are never handed out; each kind has its pool; one
+	// VIP per InternalVIP match, carrying its hostname (seed 003).
+	e.waitVIPs(key(resource.MeshService, "a"), "241.0.0.1 ")
+	e.waitVIPs(key(resource.MeshService, "b"), "241.0.0.2 ")
+	e.waitVIPs(key(resource.MeshExternalService, "db"), "242.0.0.1 db.ext.local", "242.0.0.2 db-ro.ext.local")
+	e.waitVIPs(key(resource.MeshMultiZoneService, "m"), "243.0.0.1 ")
+	if l, ok := e.lease("241.0.0.1"); !ok || !l.ExpiresAt.IsZero() {
+		t.Errorf("allocation lease of 241.0.0.1 = %+v, %v; want one without expiry", l, ok)
+	}
+}
+
+func TestController_QuarantineSurvivesRestartAndCrash(t *testing.T) {
+	pools := defaultPools()
+	pools[resource.MeshService] = Prefixes{V4: netip.MustParsePrefix("10.0.0.0/29")} // 6 usable
+	e := newEnv(t, pools)
+	for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
+		e.create(ms(n))
+	}
+	e.waitVIPs(key(resource.MeshService, "f"), "10.0.0.6 ")
+	e.delete(key(resource.MeshService, "c")) // frees 10.0.0.3 into quarantine
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if l, ok := e.lease("10.0.0.3"); ok && l.ExpiresAt.Equal(e.clock.Now().Add(quarantine)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no quarantine lease for 10.0.0.3")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// The pool is full but for the quarantined address: a new service
+	// waits, across a restart and a crash.
+	e.create(ms("g"))
+	e.waitCondition(key(resource.MeshService, "g"), ReasonExhausted)
+	e.restart()
+	e.create(ms("h"))
+	e.waitCondition(key(resource.MeshService, "h"), ReasonExhausted)
+	e.crash()
+	e.clock.Advance(quarantine - time.Second)
+	time.Sleep(300 * time.Millisecond) // several expiry ticks, still inside the quarantine
+	if v := e.vips(key(resource.MeshService, "g")); len(v) != 0 {
+		t.Fatalf("g got %v inside the quarantine", v)
+	}
+	// After the quarantine one of the waiting services gets the address.
+	e.clock.Advance(2 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
+	for len(e.vips(key(resource.MeshService, "g")))+len(e.vips(key(resource.MeshService, "h"))) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no waiting service got the address after its quarantine")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestController_ReleaseWhileNoControllerRuns(t *testing.T) {
+	pools := defaultPools()
+	pools[resource.MeshService] = Prefixes{V4: netip.MustParsePrefix("10.0.0.0/30")} // 2 usable
+	e := newEnv(t, pools)
+	e.create(ms("a"))
+	e.create(ms("b"))
+	e.waitVIPs(key(resource.MeshService, "b"), "10.0.0.2 ")
+	e.halt()
+	e.delete(key(resource.MeshService, "a")) // nobody sees this happen
+	e.clock.Advance(10 * time.Minute)
+	e.start()
+	e.create(ms("c"))
+	// The allocation lease of the deleted service is quarantined from the
+	// moment the new controller found it, not from an unknown past.
+	e.waitCondition(key(resource.MeshService, "c"), ReasonExhausted)
+	l, ok := e.lease("10.0.0.1")
+	if !ok || !l.ExpiresAt.Equal(e.clock.Now().Add(quarantine)) {
+		t.Fatalf("lease of 10.0.0.1 = %+v, %v; want quarantine until now+%s", l, ok, quarantine)
+	}
+	e.clock.Advance(quarantine + time.Second)
+	e.waitVIPs(key(resource.MeshService, "c"), "10.0.0.1 ")
+	e.waitCondition(key(resource.MeshService, "c"), "")
+}
+
+func TestController_KeepsForeignAndOutOfPoolAddresses(t *testing.T) {
+	e := newEnv(t, defaultPools())
+	// A service that already has an address (a Kubernetes ClusterIP) keeps
+	// it and gets no Kuma VIP.
+	o := ms("kube")
+	o.Status = &resource.ServiceStatus{VIPs: []resource.VIP{{IP: "10.96.0.10", Type: resource.VIPKubernetes}}}
+	e.create(o)
+	cur, _ := e.st.Get(context.Background(), o.Key())
+	cur.Status = &resource.ServiceStatus{VIPs: []resource.VIP{{IP: "10.96.0.10", Type: resource.VIPKubernetes}}}
+	if _, err := store.UpdateStatus(context.Background(), e.st, cur); err != nil {
+		t.Fatal(err)
+	}
+	e.create(ms("a"))
+	e.waitVIPs(key(resource.MeshService, "a"), "241.0.0.1 ")
+	e.waitVIPs(key(resource.MeshService, "kube"), "10.96.0.10 ")
+
+	// The pool changes: a's VIP is now outside it, and a keeps it.
+	e.halt()
+	e.pools[resource.MeshService] = Prefixes{V4: netip.MustParsePrefix("250.0.0.0/8")}
+	e.start()
+	e.create(ms("b"))
+	e.waitVIPs(key(resource.MeshService, "b"), "250.0.0.1 ")
+	e.waitVIPs(key(resource.MeshService, "a"), "241.0.0.1 ")
+}
+
+func TestController_RemovedInternalVIPIsQuarantined(t *testing.T) {
+	e := newEnv(t, defaultPools())
+	spec := &resource.MeshExternalServiceSpec{Match: []resource.ExternalMatch{
+		{Type: resource.MatchInternalVIP, Value: "one.ext.local", Port: 80, Protocol: "http"},
+		{Type: resource.MatchInternalVIP, Value: "two.ext.local", Port: 80, Protocol: "http"},
+	}}
+	e.create(&resource.Object{Kind: resource.MeshExternalService, Mesh: "default", Name: "x", Spec: spec})
+	k := key(resource.MeshExternalService, "x")
+	e.waitVIPs(k, "242.0.0.1 one.ext.local", "242.0.0.2 two.ext.local")
+	cur, _ := e.st.Get(context.Background(), k)
+	cur.Spec.(*resource.MeshExternalServiceSpec).Match = cur.Spec.(*resource.MeshExternalServiceSpec).Match[1:]
+	if _, err := store.Update(context.Background(), e.st, cur); err != nil {
+		t.Fatal(err)
+	}
+	e.waitVIPs(k, "242.0.0.2 two.ext.local")
+	if l, ok := e.lease("242.0.0.1"); !ok || l.ExpiresAt.IsZero() {
+		t.Errorf("the removed match's VIP is not quarantined: %+v, %v", l, ok)
+	}
+}
+
+// TestController_Random applies random sequences of creations, deletions,
+// clock moves, restarts and crashes (a leader change looks the same to the
+// controller) to a small pool, and checks after each settled step that no
+// two live services share a VIP, that no VIP was handed out inside its
+// quarantine, and that every service has a VIP while the pool has room.
+func TestController_Random(t *testing.T) {
+	for seed := range 3 {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			pools := defaultPools()
+			pools[resource.MeshService] = Prefixes{V4: netip.MustParsePrefix("10.0.0.0/29")} // 6 usable
+			e := newEnv(t, pools)
+			rng := rand.New(rand.NewPCG(uint64(seed), 7))
+			live := map[string]bool{}
+			released := map[string]time.Time{} // ip -> end of its quarantine
+			holder := map[string]string{}      // service -> ip it was seen with
+			next := 0
+			for step := range 40 {
+				switch op := rng.IntN(10); {
+				case op < 5:
+					name := fmt.Sprintf("s%d", next)
+					next++
+					e.create(ms(name))
+					live[name] = true
+				case op < 7 && len(live) > 0:
+					names := slices.Sorted(mapsKeys(live))
+					name := names[rng.IntN(len(names))]
+					e.delete(key(resource.MeshService, name))
+					delete(live, name)
+					if ip, ok := holder[name]; ok {
+						released[ip] = e.clock.Now().Add(quarantine)
+						delete(holder, name)
+					}
+				case op < 8:
+					e.clock.Advance(time.Duration(rng.IntN(90)) * time.Second)
+				case op < 9:
+					e.restart()
+				default:
+					e.crash()
+				}
+				e.settle(live)
+				now := e.clock.Now()
+				seen := map[string]string{}
+				withVIP := 0
+				for name := range live {
+					vs := e.vips(key(resource.MeshService, name))
+					if len(vs) == 0 {
+						continue
+					}
+					withVIP++
+					ip := vs[0].IP
+					if other, dup := seen[ip]; dup {
+						t.Fatalf("step %d: %s and %s share %s", step, other, name, ip)
+					}
+					seen[ip] = name
+					if prev, ok := holder[name]; ok && prev != ip {
+						t.Fatalf("step %d: %s changed VIP from %s to %s", step, name, prev, ip)
+					}
+					if _, ok := holder[name]; !ok {
+						if until, q := released[ip]; q && now.Before(until) {
+							t.Fatalf("step %d: %s got %s inside its quarantine (until %s, now %s)", step, name, ip, until, now)
+						}
+						holder[name] = ip
+					}
+				}
+				free := 6 - len(seen)
+				for ip, until := range released {
+					if _, used := seen[ip]; !used && now.Before(until) {
+						free--
+					}
+				}
+				if withVIP < len(live) && free > 0 {
+					t.Fatalf("step %d: %d of %d services lack a VIP while %d addresses are free", step, len(live)-withVIP, len(live), free)
+				}
+			}
+		})
+	}
+}
+
+func mapsKeys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// settle waits until the controller has dealt with every live service:
+// each has a VIP or the exhaustion condition, and expired quarantines were
+// noticed.
+func (e *env) settle(live map[string]bool) {
+	e.t.Helper()
+	time.Sleep(100 * time.Millisecond) // several expiry ticks
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		done := true
+		for name := range live {
+			k := key(resource.MeshService, name)
+			if len(e.vips(k)) == 0 && e.condition(k) != ReasonExhausted {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal("controller did not settle")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
