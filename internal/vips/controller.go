@@ -46,8 +46,12 @@ import (
 	"github.com/meshnames/meshnames/internal/store"
 )
 
-// LeasePrefix starts the name of every VIP lease.
-const LeasePrefix = "vip/"
+// LeasePrefix starts the name of every VIP lease; CursorLeasePrefix the
+// lease holding each pool's allocation cursor.
+const (
+	LeasePrefix       = "vip/"
+	CursorLeasePrefix = "vipcursor/"
+)
 
 // Condition reported on services that could not get every VIP.
 const (
@@ -131,6 +135,10 @@ type family struct {
 	name string // the pool's prefix, for metrics and messages
 	v6   bool
 	pool *ipam.Pool
+	// cursor is the cursor last persisted; next-fit must continue where it
+	// was after a restart, or addresses freed just before it would be the
+	// first handed out again once their quarantine ends.
+	cursor netip.Addr
 }
 
 // vip is one address held by a service.
@@ -306,6 +314,20 @@ func (c *Controller) rebuild(ctx context.Context, st *state) ([]resource.Key, er
 			}
 		}
 	}
+	cursors, err := c.o.Store.Leases(ctx, CursorLeasePrefix)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range cursors {
+		for _, fams := range st.families {
+			for _, f := range fams {
+				ip, err := netip.ParseAddr(string(l.Value))
+				if l.Name == CursorLeasePrefix+f.name && err == nil && f.pool.SetCursor(ip) == nil {
+					f.cursor = ip
+				}
+			}
+		}
+	}
 	leases, err := c.o.Store.Leases(ctx, LeasePrefix)
 	if err != nil {
 		return nil, err
@@ -394,6 +416,14 @@ func (c *Controller) process(ctx context.Context, st *state, q *reconcile.Queue[
 	var ops []store.Op
 	for _, k := range keys {
 		ops = append(ops, c.reconcile(st, k)...)
+	}
+	for _, fams := range st.families {
+		for _, f := range fams {
+			if cur := f.pool.Cursor(); cur != f.cursor {
+				f.cursor = cur
+				ops = append(ops, store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: CursorLeasePrefix + f.name, Value: []byte(cur.String())}})
+			}
+		}
 	}
 	c.write(ctx, q, ops)
 	c.updateGauges(st)

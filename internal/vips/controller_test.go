@@ -355,8 +355,8 @@ func TestController_Random(t *testing.T) {
 			e := newEnv(t, pools)
 			rng := rand.New(rand.NewPCG(uint64(seed), 7))
 			live := map[string]bool{}
-			released := map[string]time.Time{} // ip -> end of its quarantine
-			holder := map[string]string{}      // service -> ip it was seen with
+			released := map[string]string{} // ip -> end of its quarantine (RFC 3339)
+			holder := map[string]string{}   // service -> ip it was seen with
 			next := 0
 			for step := range 40 {
 				switch op := rng.IntN(10); {
@@ -371,7 +371,7 @@ func TestController_Random(t *testing.T) {
 					e.delete(key(resource.MeshService, name))
 					delete(live, name)
 					if ip, ok := holder[name]; ok {
-						released[ip] = e.clock.Now().Add(quarantine)
+						released[ip] = e.clock.Now().Add(quarantine).Format(time.RFC3339Nano)
 						delete(holder, name)
 					}
 				case op < 8:
@@ -381,43 +381,74 @@ func TestController_Random(t *testing.T) {
 				default:
 					e.crash()
 				}
-				e.settle(live)
-				now := e.clock.Now()
-				seen := map[string]string{}
-				withVIP := 0
-				for name := range live {
-					vs := e.vips(key(resource.MeshService, name))
-					if len(vs) == 0 {
-						continue
+				// Safety (no shared VIP, no reuse inside a quarantine, no VIP
+				// change) must hold on every look; liveness (a VIP for every
+				// service while the pool has room) eventually.
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					lacking, free := e.check(t, step, live, holder, released)
+					if lacking == 0 || free <= 0 {
+						break
 					}
-					withVIP++
-					ip := vs[0].IP
-					if other, dup := seen[ip]; dup {
-						t.Fatalf("step %d: %s and %s share %s", step, other, name, ip)
+					if time.Now().After(deadline) {
+						t.Fatalf("step %d: %d of %d services lack a VIP while %d addresses are free", step, lacking, len(live), free)
 					}
-					seen[ip] = name
-					if prev, ok := holder[name]; ok && prev != ip {
-						t.Fatalf("step %d: %s changed VIP from %s to %s", step, name, prev, ip)
-					}
-					if _, ok := holder[name]; !ok {
-						if until, q := released[ip]; q && now.Before(until) {
-							t.Fatalf("step %d: %s got %s inside its quarantine (until %s, now %s)", step, name, ip, until, now)
-						}
-						holder[name] = ip
-					}
-				}
-				free := 6 - len(seen)
-				for ip, until := range released {
-					if _, used := seen[ip]; !used && now.Before(until) {
-						free--
-					}
-				}
-				if withVIP < len(live) && free > 0 {
-					t.Fatalf("step %d: %d of %d services lack a VIP while %d addresses are free", step, len(live)-withVIP, len(live), free)
+					time.Sleep(5 * time.Millisecond)
 				}
 			}
 		})
 	}
+}
+
+// check verifies the safety properties and returns how many live services
+// lack a VIP and how many addresses of the 6 are free (not used, not in
+// quarantine).
+func (e *env) check(t *testing.T, step int, live map[string]bool, holder, released map[string]string) (lacking, free int) {
+	t.Helper()
+	now := e.clock.Now()
+	seen := map[string]string{}
+	for name := range live {
+		vs := e.vips(key(resource.MeshService, name))
+		if len(vs) == 0 {
+			lacking++
+			continue
+		}
+		ip := vs[0].IP
+		if other, dup := seen[ip]; dup {
+			t.Fatalf("step %d: %s and %s share %s", step, other, name, ip)
+		}
+		seen[ip] = name
+		if prev, ok := holder[name]; ok && prev != ip {
+			t.Fatalf("step %d: %s changed VIP from %s to %s", step, name, prev, ip)
+		}
+		if _, ok := holder[name]; !ok {
+			if until, q := released[ip]; q && now.Before(parseTime(until)) {
+				t.Fatalf("step %d: %s got %s inside its quarantine (until %s, now %s)", step, name, ip, until, now)
+			}
+			holder[name] = ip
+		}
+	}
+	// Free by the controller's own record: a deletion it only learns of
+	// after a crash is quarantined from then, later than the test's
+	// release time (on purpose: never shorter). The test's release times
+	// above are the minimum the quarantine must last.
+	leases, err := e.st.Leases(context.Background(), LeasePrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free = 6 - len(seen)
+	for _, l := range leases {
+		ip := l.Name[len(LeasePrefix):]
+		if _, used := seen[ip]; !used && l.ExpiresAt.After(now) {
+			free--
+		}
+	}
+	return lacking, free
+}
+
+func parseTime(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
 }
 
 func mapsKeys(m map[string]bool) func(func(string) bool) {
@@ -427,30 +458,5 @@ func mapsKeys(m map[string]bool) func(func(string) bool) {
 				return
 			}
 		}
-	}
-}
-
-// settle waits until the controller has dealt with every live service:
-// each has a VIP or the exhaustion condition, and expired quarantines were
-// noticed.
-func (e *env) settle(live map[string]bool) {
-	e.t.Helper()
-	time.Sleep(100 * time.Millisecond) // several expiry ticks
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		done := true
-		for name := range live {
-			k := key(resource.MeshService, name)
-			if len(e.vips(k)) == 0 && e.condition(k) != ReasonExhausted {
-				done = false
-			}
-		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatal("controller did not settle")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
