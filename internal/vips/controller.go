@@ -493,7 +493,7 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 		ip, err := f.pool.Allocate(now)
 		if err != nil {
 			c.failures.WithLabelValues(f.name).Inc()
-			exhausted = fmt.Sprintf("the %s pool %s has no free address: %v", obj.Kind, f.name, err)
+			exhausted = exhaustedMessage(obj.Kind, f.name, err)
 			continue
 		}
 		c.allocations.WithLabelValues(f.name).Inc()
@@ -520,6 +520,19 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 	svc.VIPs, svc.Conditions = vips, conds
 	obj.Status = status
 	return append(ops, store.Op{Type: store.OpUpdateStatus, Object: obj})
+}
+
+// exhaustedMessage says which pool is full and when it may have room.
+func exhaustedMessage(k resource.Kind, pool string, err error) string {
+	var ex *ipam.ExhaustedError
+	if !errors.As(err, &ex) {
+		return fmt.Sprintf("cannot allocate from the %s pool %s: %v", k, pool, err)
+	}
+	if ex.Quarantined == 0 {
+		return fmt.Sprintf("the %s pool %s is exhausted: all %d addresses are in use", k, pool, ex.Size)
+	}
+	return fmt.Sprintf("the %s pool %s is exhausted: %d of its %d addresses are in quarantine, the first until %s",
+		k, pool, ex.Quarantined, ex.Size, ex.NextExpiry.UTC().Format(time.RFC3339))
 }
 
 func (st *state) familyOf(k resource.Kind, v6 bool) *family {

@@ -180,3 +180,5 @@ func run(t *testing.T, ctx context.Context, stdin []byte, args ...string) (stdou
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func writeFile(path, body string) error { return os.WriteFile(path, []byte(body), 0o600) }
