@@ -142,6 +142,9 @@ func TestFields_EnvNames(t *testing.T) {
 		"store.dataDir":            "MESHNAMES_STORE_DATA_DIR",
 		"store.tombstoneRetention": "MESHNAMES_STORE_TOMBSTONE_RETENTION",
 		"defaults.skipMesh":        "MESHNAMES_DEFAULTS_SKIP_MESH",
+		"vips.meshService.cidrV6":  "MESHNAMES_VIPS_MESH_SERVICE_CIDR_V6",
+		"vips.quarantine":          "MESHNAMES_VIPS_QUARANTINE",
+		"dns.ttl":                  "MESHNAMES_DNS_TTL",
 	} {
 		if got[path] != want {
 			t.Errorf("env name of %s = %q, want %q", path, got[path], want)
