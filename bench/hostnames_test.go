@@ -119,7 +119,7 @@ func BenchmarkPutToHostname(b *testing.B) {
 				ready.Sub(p.started).Round(time.Millisecond), n, named.Sub(p.started).Round(time.Millisecond),
 				ctrl.Round(time.Millisecond), okWrites, conflicts)
 
-			var lat, put []time.Duration
+			var lat, latName, latVIP, put []time.Duration
 			i := 0
 			for b.Loop() {
 				name := fmt.Sprintf("new-%06d", i)
@@ -130,10 +130,19 @@ func BenchmarkPutToHostname(b *testing.B) {
 					b.Fatal(err)
 				}
 				put = append(put, time.Since(t0))
+				var sawName, sawVIP bool
 				for {
 					s, err := getService(c, p.api, name)
 					if err != nil {
 						b.Fatal(err)
+					}
+					if !sawName && s.hasName() {
+						sawName = true
+						latName = append(latName, time.Since(t0))
+					}
+					if !sawVIP && s.hasVIP() {
+						sawVIP = true
+						latVIP = append(latVIP, time.Since(t0))
 					}
 					if s.named() {
 						break
@@ -146,9 +155,15 @@ func BenchmarkPutToHostname(b *testing.B) {
 				lat = append(lat, time.Since(t0))
 			}
 			slices.Sort(lat)
+			slices.Sort(latName)
+			slices.Sort(latVIP)
 			slices.Sort(put)
 			b.ReportMetric(ms(percentile(lat, 0.5)), "p50-ms")
 			b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+			b.ReportMetric(ms(percentile(latName, 0.5)), "hostname-p50-ms")
+			b.ReportMetric(ms(percentile(latName, 0.99)), "hostname-p99-ms")
+			b.ReportMetric(ms(percentile(latVIP, 0.5)), "vip-p50-ms")
+			b.ReportMetric(ms(percentile(latVIP, 0.99)), "vip-p99-ms")
 			b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
 			b.ReportMetric(ms(percentile(put, 0.5)), "put-p50-ms")
 			b.ReportMetric(named.Sub(p.started).Seconds(), "initial-naming-s")

@@ -255,11 +255,14 @@ type serviceView struct {
 			Hostname string `json:"hostname"`
 			Status   string `json:"status"`
 		} `json:"addresses"`
+		VIPs []struct {
+			IP string `json:"ip"`
+		} `json:"vips"`
 	} `json:"status"`
 }
 
-// named reports whether s has its default hostname, Available.
-func (s *serviceView) named() bool {
+// hasName reports whether s has its default hostname, Available.
+func (s *serviceView) hasName() bool {
 	want := s.Name + ".svc.mesh.local"
 	for _, a := range s.Status.Addresses {
 		if a.Hostname == want && a.Status == resource.AddressAvailable {
@@ -268,6 +271,13 @@ func (s *serviceView) named() bool {
 	}
 	return false
 }
+
+// hasVIP reports whether s has a VIP.
+func (s *serviceView) hasVIP() bool { return len(s.Status.VIPs) > 0 }
+
+// named reports whether s is ready to be called: its default hostname
+// Available and a VIP (issue 4: "all named and with VIPs").
+func (s *serviceView) named() bool { return s.hasName() && s.hasVIP() }
 
 // getService reads MeshService name through the API.
 func getService(c *http.Client, api, name string) (*serviceView, error) {
