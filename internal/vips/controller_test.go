@@ -460,3 +460,21 @@ func mapsKeys(m map[string]bool) func(func(string) bool) {
 		}
 	}
 }
+
+// TestController_DualStack gives services one VIP of each family when their
+// kind has an IPv6 pool too, and a MeshExternalService one of each per
+// InternalVIP match.
+func TestController_DualStack(t *testing.T) {
+	pools := defaultPools()
+	pools[resource.MeshService] = Prefixes{V4: netip.MustParsePrefix("241.0.0.0/8"), V6: netip.MustParsePrefix("fd00:241::/64")}
+	pools[resource.MeshExternalService] = Prefixes{V4: netip.MustParsePrefix("242.0.0.0/8"), V6: netip.MustParsePrefix("fd00:242::/64")}
+	e := newEnv(t, pools)
+	e.create(ms("a"))
+	e.create(&resource.Object{Kind: resource.MeshExternalService, Mesh: "default", Name: "x", Spec: &resource.MeshExternalServiceSpec{
+		Match: []resource.ExternalMatch{{Type: resource.MatchInternalVIP, Value: "x.ext.local", Port: 80, Protocol: "http"}}}})
+	e.create(&resource.Object{Kind: resource.MeshMultiZoneService, Mesh: "default", Name: "m", Spec: &resource.MeshMultiZoneServiceSpec{
+		Selector: resource.MultiZoneSelector{MeshService: &resource.LabelSelector{MatchLabels: map[string]string{"app": "a"}}}}})
+	e.waitVIPs(key(resource.MeshService, "a"), "241.0.0.1 ", "fd00:241::1 ")
+	e.waitVIPs(key(resource.MeshExternalService, "x"), "242.0.0.1 x.ext.local", "fd00:242::1 x.ext.local")
+	e.waitVIPs(key(resource.MeshMultiZoneService, "m"), "243.0.0.1 ") // no IPv6 pool for this kind
+}
