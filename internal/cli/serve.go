@@ -31,6 +31,14 @@ var configFlags = []struct {
 	{"log-level", "log.level", "debug, info, warn or error", false},
 	{"log-format", "log.format", "text or json", false},
 	{"skip-default-generators", "defaults.skipHostnameGenerators", "do not create the default HostnameGenerators", true},
+	{"vip-quarantine", "vips.quarantine", "how long a released VIP is not handed out again", false},
+	{"vip-cidr-mesh-service", "vips.meshService.cidr", "IPv4 VIP pool of MeshServices", false},
+	{"vip-cidr-v6-mesh-service", "vips.meshService.cidrV6", "IPv6 VIP pool of MeshServices (optional)", false},
+	{"vip-cidr-mesh-external-service", "vips.meshExternalService.cidr", "IPv4 VIP pool of MeshExternalServices", false},
+	{"vip-cidr-v6-mesh-external-service", "vips.meshExternalService.cidrV6", "IPv6 VIP pool of MeshExternalServices (optional)", false},
+	{"vip-cidr-mesh-multi-zone-service", "vips.meshMultiZoneService.cidr", "IPv4 VIP pool of MeshMultiZoneServices", false},
+	{"vip-cidr-v6-mesh-multi-zone-service", "vips.meshMultiZoneService.cidrV6", "IPv6 VIP pool of MeshMultiZoneServices (optional)", false},
+	{"dns-ttl", "dns.ttl", "TTL of DNS answers", false},
 }
 
 func addConfigFlags(fs *pflag.FlagSet) *string {
