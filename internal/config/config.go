@@ -66,6 +66,20 @@ type DNSConfig struct {
 	Addr string `json:"addr"`
 	// TTL of answers; the VIP quarantine is never shorter than it plus 5 s.
 	TTL Duration `json:"ttl"`
+	// Domains the server is authoritative for: unknown names under them
+	// are NXDOMAIN rather than forwarded.
+	Domains []string `json:"domains"`
+	// ServiceTagDomain is the domain of service-tag names (seed 004:
+	// frontend_default_svc_80.mesh).
+	ServiceTagDomain string `json:"serviceTagDomain"`
+	// Upstreams receive the queries for other names (host:port); with
+	// none, such queries are refused.
+	Upstreams []string `json:"upstreams"`
+	// UpstreamTimeout bounds a forwarded query.
+	UpstreamTimeout Duration `json:"upstreamTimeout"`
+	// DefaultMesh answers queries from addresses that are not a
+	// Dataplane's; empty refuses them.
+	DefaultMesh string `json:"defaultMesh"`
 }
 
 // VIPsConfig configures virtual IP allocation (ARCHITECTURE.md section 5).
@@ -112,7 +126,11 @@ func Default() Config {
 			TombstoneRetention: Duration(24 * time.Hour),
 		},
 		API: APIConfig{Addr: "127.0.0.1:5681", ShutdownTimeout: Duration(10 * time.Second)},
-		DNS: DNSConfig{Addr: "127.0.0.1:5653", TTL: Duration(10 * time.Second)},
+		DNS: DNSConfig{
+			Addr: "127.0.0.1:5653", TTL: Duration(10 * time.Second),
+			Domains: []string{"mesh.local", "mesh"}, ServiceTagDomain: "mesh",
+			UpstreamTimeout: Duration(2 * time.Second), DefaultMesh: "default",
+		},
 		VIPs: VIPsConfig{
 			Quarantine:           Duration(60 * time.Second),
 			MeshService:          PoolConfig{CIDR: "241.0.0.0/8"},
@@ -151,6 +169,22 @@ func (c *Config) Validate() validate.Errors {
 	}
 	if c.DNS.TTL < Duration(time.Second) || c.DNS.TTL > Duration(time.Hour) {
 		errs.Addf("dns.ttl", "must be between 1s and 1h, got %s", c.DNS.TTL)
+	}
+	if len(c.DNS.Domains) == 0 {
+		errs.Add("dns.domains", "must name at least one domain, such as mesh.local")
+	}
+	for i, d := range c.DNS.Domains {
+		errs.Check(validate.Path("dns.domains").Index(i), validate.DNS1123Subdomain(d))
+	}
+	errs.Check("dns.serviceTagDomain", validate.DNS1123Subdomain(c.DNS.ServiceTagDomain))
+	for i, u := range c.DNS.Upstreams {
+		checkAddr(&errs, validate.Path("dns.upstreams").Index(i), u)
+	}
+	if c.DNS.UpstreamTimeout <= 0 {
+		errs.Add("dns.upstreamTimeout", "must be positive")
+	}
+	if c.DNS.DefaultMesh != "" {
+		errs.Check("dns.defaultMesh", validate.DNS1123Subdomain(c.DNS.DefaultMesh))
 	}
 	c.validateVIPs(&errs)
 	errs.Check("log.level", validate.OneOf(c.Log.Level, "debug", "info", "warn", "error"))

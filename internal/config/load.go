@@ -138,6 +138,15 @@ func (f Field) set(c *Config, v string) string {
 			return fmt.Sprintf("must be true or false, got %q", v)
 		}
 		fv.SetBool(b)
+	case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.String:
+		// A list in the environment or a flag: comma-separated.
+		var items []string
+		for _, item := range strings.Split(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				items = append(items, item)
+			}
+		}
+		fv.Set(reflect.ValueOf(items))
 	case fv.Kind() == reflect.Int:
 		n, err := strconv.Atoi(v)
 		if err != nil {

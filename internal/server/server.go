@@ -25,6 +25,7 @@ import (
 	"github.com/meshnames/meshnames/internal/apiserver"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/hostnames"
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -45,6 +46,8 @@ type Server struct {
 	// NoControllers keeps the controllers from running, so that tests of
 	// the API and the command line see no asynchronous status writes.
 	NoControllers bool
+
+	dns *dnsserver.Server
 }
 
 // New returns a server for cfg; cfg must be valid. It does no I/O.
@@ -113,6 +116,17 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	g.Go(func() error { return compactLoop(gctx, st, s.cfg.Store.TombstoneRetention.D(), s.log) })
 	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
+	// Every instance answers DNS from its own table, leader or not.
+	dnsSrv := dnsserver.New(dnsserver.Options{
+		Addr: s.cfg.DNS.Addr, DefaultMesh: s.cfg.DNS.DefaultMesh, Upstreams: s.cfg.DNS.Upstreams,
+		UpstreamTimeout: s.cfg.DNS.UpstreamTimeout.D(), Log: s.log.With("component", "dns"), Registerer: reg,
+	})
+	s.dns = dnsSrv
+	builder := dnsserver.NewBuilder(c, dnsSrv, dnsserver.TableOptions{
+		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain,
+	})
+	g.Go(func() error { return dnsSrv.Run(gctx) })
+	g.Go(func() error { return builder.Run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		s.log.Info("shutting down: finishing requests in flight")

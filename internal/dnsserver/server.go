@@ -1,0 +1,335 @@
+// Package dnsserver answers the names of a mesh over DNS (seeds 000 and 004,
+// ARCHITECTURE.md section 6), on UDP and TCP, with github.com/miekg/dns.
+//
+// It answers from an immutable Table swapped atomically: queries never wait
+// for a rebuild and never touch the store. The table holds one view per
+// mesh; a query is answered from the view of the mesh of the Dataplane
+// whose address it comes from, or of the default mesh.
+//
+// For the names it knows it answers A, AAAA and SRV with authority; for
+// unknown names under the configured domains it answers NXDOMAIN, and for
+// known names without the asked type NODATA, both with an SOA. Other names
+// are forwarded to the configured upstreams or refused.
+//
+// It imports resource and cache only; it must not import the store.
+package dnsserver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configures a Server.
+type Options struct {
+	Addr string
+	// DefaultMesh answers sources that are not a Dataplane; empty refuses.
+	DefaultMesh     string
+	Upstreams       []string
+	UpstreamTimeout time.Duration
+	Log             *slog.Logger
+	Registerer      prometheus.Registerer
+}
+
+// Server is the DNS server.
+type Server struct {
+	o      Options
+	table  atomic.Pointer[Table]
+	client *dns.Client
+
+	queries  *prometheus.CounterVec
+	duration prometheus.Histogram
+	names    prometheus.Gauge
+
+	mu        sync.Mutex
+	servers   []*dns.Server
+	listening chan struct{}
+	addrs     []string
+}
+
+// udpSize is the largest UDP answer we send when a client asks for more.
+const udpSize = 1232
+
+// New returns a server answering from an empty table until SetTable.
+func New(o Options) *Server {
+	s := &Server{
+		o:         o,
+		client:    &dns.Client{Timeout: o.UpstreamTimeout},
+		listening: make(chan struct{}),
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnames_dns_queries_total", Help: "DNS queries by question type and response code.",
+		}, []string{"type", "rcode"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "meshnames_dns_query_duration_seconds", Help: "Time to answer a DNS query (forwarded ones included).",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
+		}),
+		names: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshnames_dns_names", Help: "Names the DNS table answers, over all meshes.",
+		}),
+	}
+	s.table.Store(&Table{Views: map[string]*View{}, Sources: map[netip.Addr]string{}})
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(s.queries, s.duration, s.names)
+	}
+	return s
+}
+
+// SetTable replaces the table queries are answered from.
+func (s *Server) SetTable(t *Table) {
+	n := 0
+	for _, v := range t.Views {
+		n += len(v.Names)
+	}
+	s.names.Set(float64(n))
+	s.table.Store(t)
+}
+
+// Table returns the table in use.
+func (s *Server) Table() *Table { return s.table.Load() }
+
+// Run serves UDP and TCP on Options.Addr until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	pc, err := net.ListenPacket("udp", s.o.Addr)
+	if err != nil {
+		return fmt.Errorf("dns.addr: cannot listen on %s (udp): %w", s.o.Addr, err)
+	}
+	// TCP on the same port as UDP (which may have been chosen by the system).
+	ln, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		pc.Close()
+		return fmt.Errorf("dns.addr: cannot listen on %s (tcp): %w", pc.LocalAddr(), err)
+	}
+	udp := &dns.Server{PacketConn: pc, Handler: s, UDPSize: udpSize}
+	tcp := &dns.Server{Listener: ln, Handler: s, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}
+	s.mu.Lock()
+	s.servers = []*dns.Server{udp, tcp}
+	s.addrs = []string{pc.LocalAddr().String()}
+	close(s.listening)
+	s.mu.Unlock()
+	s.o.Log.Info("serving DNS", "addr", pc.LocalAddr().String())
+	errs := make(chan error, 2)
+	go func() { errs <- udp.ActivateAndServe() }()
+	go func() { errs <- tcp.ActivateAndServe() }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = udp.ShutdownContext(sctx)
+		_ = tcp.ShutdownContext(sctx)
+		return nil
+	case err := <-errs:
+		_ = udp.Shutdown()
+		_ = tcp.Shutdown()
+		return fmt.Errorf("dns server: %w", err)
+	}
+}
+
+// Addr waits until the server listens and returns its address (tests).
+func (s *Server) Addr(ctx context.Context) (string, error) {
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-s.listening:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.addrs[0], nil
+	}
+}
+
+// ServeDNS implements dns.Handler.
+func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	start := time.Now()
+	m := s.answer(w.RemoteAddr(), w.LocalAddr().Network(), r)
+	qtype := "none"
+	if len(r.Question) > 0 {
+		qtype = dns.TypeToString[r.Question[0].Qtype]
+		if qtype == "" {
+			qtype = "other"
+		}
+	}
+	if err := w.WriteMsg(m); err != nil {
+		s.o.Log.Debug("writing a DNS answer", "err", err)
+	}
+	s.queries.WithLabelValues(qtype, dns.RcodeToString[m.Rcode]).Inc()
+	s.duration.Observe(time.Since(start).Seconds())
+	if s.o.Log.Enabled(context.Background(), slog.LevelDebug) && len(r.Question) > 0 {
+		s.o.Log.Debug("dns query", "from", w.RemoteAddr().String(), "name", r.Question[0].Name, "type", qtype,
+			"rcode", dns.RcodeToString[m.Rcode], "answers", len(m.Answer), "dur", time.Since(start))
+	}
+}
+
+// answer computes the reply to r from source over network ("udp" or "tcp").
+func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetReply(r)
+	m.RecursionAvailable = false
+	if r.Opcode != dns.OpcodeQuery {
+		m.SetRcode(r, dns.RcodeNotImplemented)
+		return m
+	}
+	if len(r.Question) != 1 || r.Response {
+		m.SetRcode(r, dns.RcodeFormatError)
+		return m
+	}
+	q := r.Question[0]
+	bufsize := uint16(dns.MinMsgSize)
+	if opt := r.IsEdns0(); opt != nil {
+		if opt.Version() != 0 {
+			m.SetRcode(r, dns.RcodeBadVers)
+			m.SetEdns0(udpSize, false)
+			return m
+		}
+		bufsize = max(opt.UDPSize(), dns.MinMsgSize)
+		m.SetEdns0(udpSize, false)
+	}
+	defer func() {
+		if network == "udp" {
+			m.Truncate(int(min(bufsize, udpSize)))
+		}
+	}()
+	if q.Qclass != dns.ClassINET {
+		m.SetRcode(r, dns.RcodeNotImplemented)
+		return m
+	}
+
+	t := s.table.Load()
+	name := strings.ToLower(q.Name)
+	zone := t.zoneOf(name)
+	view, mesh := s.view(t, source)
+
+	if view != nil {
+		if target, ok := view.PTR[name]; ok && (q.Qtype == dns.TypePTR || q.Qtype == dns.TypeANY) {
+			m.Authoritative = true
+			m.Answer = append(m.Answer, &dns.PTR{Hdr: hdr(q.Name, dns.TypePTR, t.TTL), Ptr: target})
+			return m
+		}
+		if e, ok := view.Names[name]; ok {
+			m.Authoritative = true
+			m.Answer = records(e, q, t.TTL)
+			if len(m.Answer) == 0 {
+				m.Ns = []dns.RR{soa(zoneOr(zone, name), t.TTL)} // NODATA
+			}
+			return m
+		}
+	}
+	if zone != "" {
+		m.Authoritative = true
+		if name == zone {
+			// The apex exists: SOA and NS are answered, the rest is NODATA.
+			switch q.Qtype {
+			case dns.TypeSOA:
+				m.Answer = []dns.RR{soaNamed(q.Name, zone, t.TTL)}
+			case dns.TypeNS:
+				m.Answer = []dns.RR{&dns.NS{Hdr: hdr(q.Name, dns.TypeNS, t.TTL), Ns: "ns." + zone}}
+			default:
+				m.Ns = []dns.RR{soa(zone, t.TTL)}
+			}
+			return m
+		}
+		if view == nil && mesh == "" {
+			m.SetRcode(r, dns.RcodeRefused) // a source with no mesh to answer from
+			return m
+		}
+		m.SetRcode(r, dns.RcodeNameError)
+		m.Ns = []dns.RR{soa(zone, t.TTL)}
+		return m
+	}
+	return s.forward(r, m)
+}
+
+// view picks the view of the source's mesh. mesh is "" when the source has
+// no mesh (not a Dataplane and no default mesh).
+func (s *Server) view(t *Table, source net.Addr) (*View, string) {
+	mesh := s.o.DefaultMesh
+	if ap, err := netip.ParseAddrPort(source.String()); err == nil {
+		if m, ok := t.Sources[ap.Addr().Unmap()]; ok {
+			mesh = m
+		}
+	}
+	if mesh == "" {
+		return nil, ""
+	}
+	return t.Views[mesh], mesh
+}
+
+// zoneOf returns the authoritative zone name belongs to, or "".
+func (t *Table) zoneOf(name string) string {
+	best := ""
+	for _, z := range t.Zones {
+		if (name == z || strings.HasSuffix(name, "."+z)) && len(z) > len(best) {
+			best = z
+		}
+	}
+	return best
+}
+
+func zoneOr(zone, name string) string {
+	if zone != "" {
+		return zone
+	}
+	return name
+}
+
+func hdr(name string, rrtype uint16, ttl uint32) dns.RR_Header {
+	return dns.RR_Header{Name: name, Rrtype: rrtype, Class: dns.ClassINET, Ttl: ttl}
+}
+
+// records answers q from e, echoing the question's case.
+func records(e *Entry, q dns.Question, ttl uint32) []dns.RR {
+	var out []dns.RR
+	switch q.Qtype {
+	case dns.TypeA:
+		for _, ip := range e.A {
+			out = append(out, &dns.A{Hdr: hdr(q.Name, dns.TypeA, ttl), A: ip.AsSlice()})
+		}
+	case dns.TypeAAAA:
+		for _, ip := range e.AAAA {
+			out = append(out, &dns.AAAA{Hdr: hdr(q.Name, dns.TypeAAAA, ttl), AAAA: ip.AsSlice()})
+		}
+	case dns.TypeSRV:
+		for _, s := range e.SRV {
+			out = append(out, &dns.SRV{Hdr: hdr(q.Name, dns.TypeSRV, ttl), Priority: 0, Weight: 0, Port: s.Port, Target: s.Target})
+		}
+	case dns.TypeANY:
+		// RFC 8482: a minimal answer to ANY.
+		out = append(out, &dns.HINFO{Hdr: hdr(q.Name, dns.TypeHINFO, ttl), Cpu: "RFC8482"})
+	}
+	return out
+}
+
+// soa is the SOA of zone, for authority sections.
+func soa(zone string, ttl uint32) dns.RR { return soaNamed(zone, zone, ttl) }
+
+func soaNamed(owner, zone string, ttl uint32) dns.RR {
+	return &dns.SOA{Hdr: hdr(owner, dns.TypeSOA, ttl), Ns: "ns." + zone, Mbox: "hostmaster." + zone,
+		Serial: 1, Refresh: 3600, Retry: 600, Expire: 86400, Minttl: ttl}
+}
+
+// forward sends r to the upstreams, or refuses when there are none.
+func (s *Server) forward(r, m *dns.Msg) *dns.Msg {
+	if len(s.o.Upstreams) == 0 {
+		m.SetRcode(r, dns.RcodeRefused)
+		return m
+	}
+	var last error
+	for _, u := range s.o.Upstreams {
+		resp, _, err := s.client.Exchange(r, u)
+		if err == nil && resp != nil {
+			resp.Id = r.Id
+			return resp
+		}
+		last = err
+	}
+	s.o.Log.Debug("forwarding failed", "name", r.Question[0].Name, "err", last)
+	m.SetRcode(r, dns.RcodeServerFailure)
+	return m
+}
