@@ -47,6 +47,9 @@ type Options struct {
 	Ready func() error
 	// WriteWait bounds how long a write waits for the cache to reflect it.
 	WriteWait time.Duration
+	// DNS lists what this instance's DNS server answers in a mesh; nil
+	// when it serves no DNS.
+	DNS func(mesh string) DNSListing
 }
 
 // Server is the REST API.
@@ -142,6 +145,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 	case len(seg) == 1 && seg[0] == "metrics":
 		s.metrics.ServeHTTP(w, r)
 		return "/metrics"
+	}
+	if len(seg) == 3 && seg[0] == "meshes" && seg[2] == "_dns" {
+		if allow(w, r, http.MethodGet) {
+			s.dnsListing(w, seg[1])
+		}
+		return "/meshes/{mesh}/_dns"
 	}
 	if len(seg) == 5 && seg[4] == "_hostnames" {
 		req, ok := parsePath(seg[:4])

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -58,6 +59,63 @@ order, including the generators that do not select it and why.`,
 	hostnames.Flags().StringVarP(&mesh, "mesh", "m", defaultMesh, "mesh to inspect")
 	hostnames.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	cmd.AddCommand(hostnames)
+
+	var dnsMesh, dnsOutput string
+	dnsCmd := &cobra.Command{
+		Use:   "dns",
+		Short: "List every name the DNS server answers in a mesh",
+		Long: `List every name the server's DNS answers in the mesh: generated hostnames,
+MeshExternalService InternalVIP values, service-tag names and their
+DNS-compliant aliases (seed 004), with the record types, the addresses and the
+service each belongs to. Then list the names that are not answered and why: a
+hostname lost to another service, a service with no VIP yet, an alias that
+would collide with another service's name.`,
+		Example: `  meshnames inspect dns
+  meshnames inspect dns -m prod -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dnsOutput != "table" && dnsOutput != "json" {
+				return fmt.Errorf("invalid --output %q: use table or json", dnsOutput)
+			}
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			l, err := c.DNS(cmd.Context(), dnsMesh)
+			if err != nil {
+				return err
+			}
+			if dnsOutput == "json" {
+				return printJSON(env, l)
+			}
+			if len(l.Names) == 0 {
+				fmt.Fprintf(env.Err, "No names are answered in mesh %s.\n", dnsMesh)
+			} else {
+				tw := tabwriter.NewWriter(env.Out, 0, 8, 3, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tTYPES\tANSWER\tSERVICE\tSOURCE")
+				for _, n := range l.Names {
+					answer := append(append(append([]string{}, n.A...), n.AAAA...), n.SRV...)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s\n", n.Name, strings.Join(n.Types, ","), strings.Join(answer, ","), n.Kind, n.Service, n.Source)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
+			if len(l.NotAnswered) > 0 {
+				fmt.Fprintln(env.Out, "\nNot answered:")
+				tw := tabwriter.NewWriter(env.Out, 0, 8, 3, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tSERVICE\tSOURCE\tREASON")
+				for _, n := range l.NotAnswered {
+					fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\n", n.Name, n.Kind, n.Service, orNone(n.Source), n.Reason)
+				}
+				return tw.Flush()
+			}
+			return nil
+		},
+	}
+	dnsCmd.Flags().StringVarP(&dnsMesh, "mesh", "m", defaultMesh, "mesh to inspect")
+	dnsCmd.Flags().StringVarP(&dnsOutput, "output", "o", "table", "output format: table or json")
+	cmd.AddCommand(dnsCmd)
 	return cmd
 }
 

@@ -356,3 +356,39 @@ func (c *Client) Hostnames(ctx context.Context, d *resource.Descriptor, mesh, na
 	}
 	return report.Items, nil
 }
+
+// DNSListing is what the server's DNS answers in a mesh.
+type DNSListing struct {
+	Mesh  string `json:"mesh"`
+	Names []struct {
+		Name    string   `json:"name"`
+		Types   []string `json:"types"`
+		A       []string `json:"a"`
+		AAAA    []string `json:"aaaa"`
+		SRV     []string `json:"srv"`
+		Kind    string   `json:"kind"`
+		Service string   `json:"service"`
+		Source  string   `json:"source"`
+	} `json:"names"`
+	NotAnswered []struct {
+		Name    string `json:"name"`
+		Kind    string `json:"kind"`
+		Service string `json:"service"`
+		Source  string `json:"source"`
+		Reason  string `json:"reason"`
+	} `json:"notAnswered"`
+}
+
+// DNS returns the names the server's DNS answers in mesh, and those it
+// does not answer with the reason.
+func (c *Client) DNS(ctx context.Context, mesh string) (*DNSListing, error) {
+	r, err := c.do(ctx, http.MethodGet, "/meshes/"+url.PathEscape(mesh)+"/_dns", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var l DNSListing
+	if err := json.Unmarshal(r.body, &l); err != nil {
+		return nil, fmt.Errorf("decode DNS listing: %w", err)
+	}
+	return &l, nil
+}

@@ -46,8 +46,6 @@ type Server struct {
 	// NoControllers keeps the controllers from running, so that tests of
 	// the API and the command line see no asynchronous status writes.
 	NoControllers bool
-
-	dns *dnsserver.Server
 }
 
 // New returns a server for cfg; cfg must be valid. It does no I/O.
@@ -81,10 +79,19 @@ func (s *Server) Run(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	c := cache.New(st, s.log.With("component", "cache"), reg)
+	// Every instance answers DNS from its own table, leader or not.
+	dnsSrv := dnsserver.New(dnsserver.Options{
+		Addr: s.cfg.DNS.Addr, DefaultMesh: s.cfg.DNS.DefaultMesh, Upstreams: s.cfg.DNS.Upstreams,
+		UpstreamTimeout: s.cfg.DNS.UpstreamTimeout.D(), Log: s.log.With("component", "dns"), Registerer: reg,
+	})
+	builder := dnsserver.NewBuilder(c, dnsSrv, dnsserver.TableOptions{
+		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain,
+	})
 	api := apiserver.New(apiserver.Options{
 		Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone,
 		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error { return ready(c) },
+		DNS:   func(mesh string) apiserver.DNSListing { return dnsListing(dnsSrv, mesh) },
 	})
 	ln, err := net.Listen("tcp", s.cfg.API.Addr)
 	if err != nil {
@@ -116,15 +123,6 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	g.Go(func() error { return compactLoop(gctx, st, s.cfg.Store.TombstoneRetention.D(), s.log) })
 	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
-	// Every instance answers DNS from its own table, leader or not.
-	dnsSrv := dnsserver.New(dnsserver.Options{
-		Addr: s.cfg.DNS.Addr, DefaultMesh: s.cfg.DNS.DefaultMesh, Upstreams: s.cfg.DNS.Upstreams,
-		UpstreamTimeout: s.cfg.DNS.UpstreamTimeout.D(), Log: s.log.With("component", "dns"), Registerer: reg,
-	})
-	s.dns = dnsSrv
-	builder := dnsserver.NewBuilder(c, dnsSrv, dnsserver.TableOptions{
-		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain,
-	})
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
 	g.Go(func() error {
@@ -191,6 +189,46 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 			s.log.Error("a controller stopped", "err", err)
 		}
 	})
+}
+
+// dnsListing converts the DNS table's view of mesh for the API.
+func dnsListing(srv *dnsserver.Server, mesh string) apiserver.DNSListing {
+	var l apiserver.DNSListing
+	if srv == nil {
+		return l
+	}
+	v := srv.Table().Views[mesh]
+	if v == nil {
+		return l
+	}
+	for _, e := range v.Names {
+		n := apiserver.DNSName{Name: e.Name, Kind: e.Service.Kind, Service: e.Service.Name, Source: e.Source}
+		for _, ip := range e.A {
+			n.A = append(n.A, ip.String())
+		}
+		for _, ip := range e.AAAA {
+			n.AAAA = append(n.AAAA, ip.String())
+		}
+		for _, r := range e.SRV {
+			n.SRV = append(n.SRV, fmt.Sprintf("%d %s", r.Port, r.Target))
+		}
+		switch {
+		case len(n.SRV) > 0:
+			n.Types = []string{"SRV"}
+		default:
+			if len(n.A) > 0 {
+				n.Types = append(n.Types, "A")
+			}
+			if len(n.AAAA) > 0 {
+				n.Types = append(n.Types, "AAAA")
+			}
+		}
+		l.Names = append(l.Names, n)
+	}
+	for _, r := range v.Rejected {
+		l.NotAnswered = append(l.NotAnswered, apiserver.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason})
+	}
+	return l
 }
 
 // vipPools turns the validated configuration into the pools of each kind.

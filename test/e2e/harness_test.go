@@ -83,6 +83,7 @@ type proc struct {
 	cmd  *exec.Cmd
 	log  *syncBuffer
 	api  string // http://127.0.0.1:port
+	dns  string // 127.0.0.1:port (UDP and TCP)
 	done chan struct{}
 	err  error
 }
@@ -91,8 +92,9 @@ type proc struct {
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	api := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	args = append([]string{"serve", "--api-addr", api, "--dns-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--log-level", "debug"}, args...)
-	p := &proc{t: t, name: name, log: &syncBuffer{}, api: "http://" + api, done: make(chan struct{})}
+	dnsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	args = append([]string{"serve", "--api-addr", api, "--dns-addr", dnsAddr, "--log-level", "debug"}, args...)
+	p := &proc{t: t, name: name, log: &syncBuffer{}, api: "http://" + api, dns: dnsAddr, done: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {

@@ -1,0 +1,86 @@
+package apiserver
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+// DNSListing is the body of GET /meshes/{mesh}/_dns: every name this
+// instance's DNS server answers in the mesh, and the names a service would
+// have but that are not answered, with the reason (seed 004's listing).
+type DNSListing struct {
+	Mesh        string         `json:"mesh"`
+	Names       []DNSName      `json:"names"`
+	NotAnswered []DNSNotAnswer `json:"notAnswered"`
+}
+
+// DNSName is one answered name.
+type DNSName struct {
+	Name    string        `json:"name"`
+	Types   []string      `json:"types"`
+	A       []string      `json:"a,omitempty"`
+	AAAA    []string      `json:"aaaa,omitempty"`
+	SRV     []string      `json:"srv,omitempty"`
+	Kind    resource.Kind `json:"kind"`
+	Service string        `json:"service"`
+	// Source is hostname, internalVIP, serviceTag or alias.
+	Source string `json:"source"`
+}
+
+// DNSNotAnswer is a name that is not answered.
+type DNSNotAnswer struct {
+	Name    string        `json:"name"`
+	Kind    resource.Kind `json:"kind"`
+	Service string        `json:"service"`
+	Source  string        `json:"source,omitempty"`
+	Reason  string        `json:"reason"`
+}
+
+// dnsListing answers GET /meshes/{mesh}/_dns.
+func (s *Server) dnsListing(w http.ResponseWriter, mesh string) {
+	if _, ok := s.opts.Cache.Get(resource.Key{Kind: resource.Mesh, Name: mesh}); !ok {
+		writeError(w, notFound(resource.Key{Kind: resource.Mesh, Name: mesh}))
+		return
+	}
+	if s.opts.DNS == nil {
+		writeError(w, newError(http.StatusNotFound, "Not found", "this control plane serves no DNS"))
+		return
+	}
+	l := s.opts.DNS(mesh)
+	l.Mesh = mesh
+	// What the table cannot know: names held by no one yet.
+	for _, k := range []resource.Kind{resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService} {
+		objs, _ := s.opts.Cache.List(cache.Query{Kind: k, Mesh: mesh})
+		for _, o := range objs {
+			st, ok := o.Status.(resource.ServiceStatusOf)
+			if !ok || st == nil {
+				continue
+			}
+			svc := st.Service()
+			for _, a := range svc.Addresses {
+				switch {
+				case a.Hostname == "":
+				case a.Status != resource.AddressAvailable:
+					l.NotAnswered = append(l.NotAnswered, DNSNotAnswer{Name: a.Hostname + ".", Kind: o.Kind, Service: o.Name, Source: "hostname", Reason: a.Reason})
+				case len(svc.VIPs) == 0:
+					l.NotAnswered = append(l.NotAnswered, DNSNotAnswer{Name: a.Hostname + ".", Kind: o.Kind, Service: o.Name, Source: "hostname", Reason: "the service has no VIP yet"})
+				}
+			}
+		}
+	}
+	slices.SortFunc(l.Names, func(a, b DNSName) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(l.NotAnswered, func(a, b DNSNotAnswer) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Service, b.Service))
+	})
+	if l.Names == nil {
+		l.Names = []DNSName{}
+	}
+	if l.NotAnswered == nil {
+		l.NotAnswered = []DNSNotAnswer{}
+	}
+	writeJSON(w, http.StatusOK, l)
+}

@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+func query(t *testing.T, addr, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	c := &dns.Client{Timeout: time.Second}
+	r, _, err := c.Exchange(m, addr)
+	if err != nil {
+		t.Fatalf("query %s: %v", name, err)
+	}
+	return r
+}
+
+func answerA(r *dns.Msg) string {
+	for _, rr := range r.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			return a.A.String()
+		}
+	}
+	return ""
+}
+
+const dnsInput = `type: HostnameGenerator
+name: teams
+spec:
+  selector:
+    meshService:
+      matchLabels:
+        tier: web
+  template: '{{ label "team" }}.web.mesh.local'
+---
+type: MeshService
+name: shop
+mesh: default
+labels:
+  tier: web
+  team: retail
+spec:
+  identities:
+  - type: ServiceTag
+    value: shop_default_svc_80
+  ports:
+  - name: http
+    port: 80
+    appProtocol: http
+`
+
+// TestDNS_AnswersWithinMillisecondsOfStatus applies a generator and a
+// service with meshnames apply against a real server, waits until the API
+// shows the service's hostname and VIP, and checks that the DNS server
+// answers the generated name, the service-tag name and its aliases with
+// that VIP within 100 ms of that moment; once the service is deleted, the
+// names are NXDOMAIN.
+func TestDNS_AnswersWithinMillisecondsOfStatus(t *testing.T) {
+	p := start(t, "server", "--data-dir", t.TempDir())
+	p.waitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, stderr, err := run(t, ctx, []byte(dnsInput), "apply", "-f", "-", "--server", p.api); err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr)
+	}
+	// The moment the status shows the name and the VIP.
+	var vip string
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		addrs, _ := addresses(t, p.api, "meshservices", "shop")
+		ips, _ := serviceVIPs(p.api, "shop")
+		if len(ips) == 1 && len(addrs) == 2 && addrs[1].Hostname == "retail.web.mesh.local" && addrs[1].Status == "Available" {
+			vip = ips[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shop never got its hostname and VIP (%v, %v)", addrs, ips)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	seen := time.Now()
+	for _, name := range []string{"retail.web.mesh.local", "shop.svc.mesh.local", "shop_default_svc_80.mesh", "shop-default-svc-80.mesh", "shop.default.svc.80.mesh"} {
+		for {
+			r := query(t, p.dns, name, dns.TypeA)
+			if got := answerA(r); got == vip && r.Authoritative {
+				break
+			}
+			if time.Since(seen) > 100*time.Millisecond {
+				t.Fatalf("%s not answered with %s within 100 ms of the status (last: %v)", name, vip, r)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	t.Logf("all names answered %s after the status showed the VIP", time.Since(seen))
+	srv := query(t, p.dns, "_http._tcp.retail.web.mesh.local", dns.TypeSRV)
+	if len(srv.Answer) != 1 || srv.Answer[0].(*dns.SRV).Port != 80 {
+		t.Errorf("SRV answer = %v", srv.Answer)
+	}
+
+	if _, stderr, err := run(t, ctx, nil, "delete", "meshservice", "shop", "--server", p.api); err != nil {
+		t.Fatalf("delete: %v\n%s", err, stderr)
+	}
+	gone := time.Now()
+	for _, name := range []string{"retail.web.mesh.local", "shop_default_svc_80.mesh"} {
+		for {
+			r := query(t, p.dns, name, dns.TypeA)
+			if r.Rcode == dns.RcodeNameError && len(r.Ns) == 1 {
+				break
+			}
+			if time.Since(gone) > 5*time.Second {
+				t.Fatalf("%s still answered after the service was deleted: %v", name, r)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	// Names outside the mesh domains are refused (no upstream configured).
+	if r := query(t, p.dns, "example.com", dns.TypeA); r.Rcode != dns.RcodeRefused {
+		t.Errorf("example.com: rcode %s, want REFUSED", dns.RcodeToString[r.Rcode])
+	}
+}
