@@ -45,6 +45,9 @@ type Server struct {
 	o      Options
 	table  atomic.Pointer[Table]
 	client *dns.Client
+	// tcpClient asks again over TCP when an upstream truncates its UDP
+	// answer to a query that came over TCP.
+	tcpClient *dns.Client
 
 	queries  *prometheus.CounterVec
 	duration prometheus.Histogram
@@ -64,6 +67,7 @@ func New(o Options) *Server {
 	s := &Server{
 		o:         o,
 		client:    &dns.Client{Timeout: o.UpstreamTimeout},
+		tcpClient: &dns.Client{Net: "tcp", Timeout: o.UpstreamTimeout},
 		listening: make(chan struct{}),
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshnames_dns_queries_total", Help: "DNS queries by question type and response code.",
@@ -222,8 +226,8 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 		}
 	}
 	if zone != "" {
-		m.Authoritative = true
 		if name == zone {
+			m.Authoritative = true
 			// The apex exists: SOA and NS are answered, the rest is NODATA.
 			switch q.Qtype {
 			case dns.TypeSOA:
@@ -239,11 +243,21 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 			m.SetRcode(r, dns.RcodeRefused) // a source with no mesh to answer from
 			return m
 		}
+		m.Authoritative = true
+		if view != nil {
+			if _, ok := view.Parents[name]; ok {
+				m.Ns = []dns.RR{soa(zone, t.TTL)} // NODATA: an empty non-terminal
+				return m
+			}
+		}
 		m.SetRcode(r, dns.RcodeNameError)
 		m.Ns = []dns.RR{soa(zone, t.TTL)}
 		return m
 	}
-	return s.forward(r, m)
+	// The forwarded answer obeys the same UDP limits as ours (the deferred
+	// Truncate applies to m).
+	m = s.forward(r, m, network)
+	return m
 }
 
 // view picks the view of the source's mesh. mesh is "" when the source has
@@ -314,8 +328,10 @@ func soaNamed(owner, zone string, ttl uint32) dns.RR {
 		Serial: 1, Refresh: 3600, Retry: 600, Expire: 86400, Minttl: ttl}
 }
 
-// forward sends r to the upstreams, or refuses when there are none.
-func (s *Server) forward(r, m *dns.Msg) *dns.Msg {
+// forward sends r to the upstreams, or refuses when there are none. A
+// query that came over TCP gets the whole answer: a truncated UDP answer is
+// asked again over TCP.
+func (s *Server) forward(r, m *dns.Msg, network string) *dns.Msg {
 	if len(s.o.Upstreams) == 0 {
 		m.SetRcode(r, dns.RcodeRefused)
 		return m
@@ -323,6 +339,9 @@ func (s *Server) forward(r, m *dns.Msg) *dns.Msg {
 	var last error
 	for _, u := range s.o.Upstreams {
 		resp, _, err := s.client.Exchange(r, u)
+		if err == nil && resp != nil && resp.Truncated && network == "tcp" {
+			resp, _, err = s.tcpClient.Exchange(r, u)
+		}
 		if err == nil && resp != nil {
 			resp.Id = r.Id
 			return resp

@@ -29,6 +29,11 @@ type Table struct {
 type View struct {
 	// Names by lower case fully qualified name.
 	Names map[string]*Entry
+	// Parents are the names that own no record but have names below them
+	// (empty non-terminals such as svc.mesh.local. or _tcp.web.mesh.):
+	// they exist, so they get NODATA rather than NXDOMAIN, which resolvers
+	// take for "no name below" (RFC 8020, QNAME minimisation).
+	Parents map[string]struct{}
 	// PTR maps reverse names (7.0.0.241.in-addr.arpa.) to a service's
 	// first hostname.
 	PTR map[string]string
@@ -181,7 +186,9 @@ func BuildView(svcs []ServiceNames) *View {
 	for _, c := range cands {
 		key := svcs[c.svc].Key
 		if prev, taken := v.Names[c.n.Name]; taken {
-			if prev.Service != key || prev.Source != c.n.Source {
+			// A name the service already holds under another source (its
+			// hostname equal to its own alias) is answered: not rejected.
+			if prev.Service != key {
 				v.Rejected = append(v.Rejected, Rejection{Name: c.n.Name, Service: key, Source: c.n.Source,
 					Reason: fmt.Sprintf("the name is answered for %s (%s)", prev.Service, prev.Source)})
 			}
@@ -203,6 +210,7 @@ func BuildView(svcs []ServiceNames) *View {
 			}
 		}
 	}
+	v.Parents = parents(v.Names)
 	// PTR: each VIP names the first of its service's names the view answers.
 	for _, svc := range svcs {
 		first := ""
@@ -227,6 +235,32 @@ func BuildView(svcs []ServiceNames) *View {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Service.String(), b.Service.String()))
 	})
 	return v
+}
+
+// parents returns the ancestors of names that are not names themselves.
+func parents(names map[string]*Entry) map[string]struct{} {
+	out := map[string]struct{}{}
+	for n := range names {
+		for p := parent(n); p != ""; p = parent(p) {
+			if _, done := out[p]; done {
+				break // and so are its ancestors
+			}
+			if _, isName := names[p]; !isName {
+				out[p] = struct{}{}
+			}
+		}
+	}
+	return out
+}
+
+// parent strips the first label of a fully qualified name; "" above the
+// top-level label.
+func parent(name string) string {
+	off, end := dns.NextLabel(name, 0)
+	if end {
+		return ""
+	}
+	return name[off:]
 }
 
 func serviceStatus(obj *resource.Object) *resource.ServiceStatus {

@@ -1,0 +1,192 @@
+package dnsserver
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+// Helpers shared by the tests of this package: services and Dataplanes
+// built in code, and a deterministic text form of a table.
+
+// t0 is the creation time of the oldest object in tests; objects are
+// created "age" minutes after it.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// testOpts are the defaults of the configuration (dns.domains and
+// dns.serviceTagDomain) with a TTL that is easy to spot.
+var testOpts = TableOptions{TTL: 10, Domains: []string{"mesh.local", "mesh"}, ServiceTagDomain: "mesh"}
+
+type svcOpt func(*resource.Object)
+
+// svc returns a service of kind in mesh, created minute minutes after t0,
+// with an empty status that the options fill.
+func svc(kind resource.Kind, mesh, name string, minute int, opts ...svcOpt) *resource.Object {
+	o := &resource.Object{Kind: kind, Mesh: mesh, Name: name, CreationTime: t0.Add(time.Duration(minute) * time.Minute)}
+	switch kind {
+	case resource.MeshService:
+		o.Spec, o.Status = &resource.MeshServiceSpec{}, &resource.ServiceStatus{}
+	case resource.MeshExternalService:
+		o.Spec, o.Status = &resource.MeshExternalServiceSpec{}, &resource.ServiceStatus{}
+	case resource.MeshMultiZoneService:
+		o.Spec, o.Status = &resource.MeshMultiZoneServiceSpec{}, &resource.MultiZoneServiceStatus{}
+	default:
+		panic("svc: not a service kind: " + kind)
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
+
+func status(o *resource.Object) *resource.ServiceStatus {
+	return o.Status.(resource.ServiceStatusOf).Service()
+}
+
+// hosts adds Available generated hostnames.
+func hosts(hs ...string) svcOpt {
+	return func(o *resource.Object) {
+		for _, h := range hs {
+			status(o).Addresses = append(status(o).Addresses, resource.Address{Hostname: h, Status: resource.AddressAvailable,
+				Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "gen"}})
+		}
+	}
+}
+
+// lostHosts adds NotAvailable generated hostnames (held by another service).
+func lostHosts(hs ...string) svcOpt {
+	return func(o *resource.Object) {
+		for _, h := range hs {
+			status(o).Addresses = append(status(o).Addresses, resource.Address{Hostname: h, Status: resource.AddressNotAvailable,
+				Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "gen"}, Reason: "taken"})
+		}
+	}
+}
+
+// vips adds VIPs of the service as a whole.
+func vips(ips ...string) svcOpt {
+	return func(o *resource.Object) {
+		for _, ip := range ips {
+			status(o).VIPs = append(status(o).VIPs, resource.VIP{IP: ip, Type: resource.VIPKuma})
+		}
+	}
+}
+
+// internalVIP adds the VIP of a MeshExternalService InternalVIP match.
+func internalVIP(host string, ips ...string) svcOpt {
+	return func(o *resource.Object) {
+		spec := o.Spec.(*resource.MeshExternalServiceSpec)
+		spec.Match = append(spec.Match, resource.ExternalMatch{Type: resource.MatchInternalVIP, Value: host, Port: 443, Protocol: resource.ProtocolTCP})
+		for _, ip := range ips {
+			status(o).VIPs = append(status(o).VIPs, resource.VIP{IP: ip, Type: resource.VIPKuma, Hostname: host})
+		}
+	}
+}
+
+// ports sets the service's ports from "name:port" or "port".
+func ports(ps ...string) svcOpt {
+	return func(o *resource.Object) {
+		var out []resource.Port
+		for _, p := range ps {
+			var rp resource.Port
+			name, num, ok := strings.Cut(p, ":")
+			if !ok {
+				name, num = "", p
+			}
+			rp.Name = name
+			if _, err := fmt.Sscan(num, &rp.Port); err != nil {
+				panic(err)
+			}
+			rp.AppProtocol = resource.ProtocolTCP
+			out = append(out, rp)
+		}
+		switch spec := o.Spec.(type) {
+		case *resource.MeshServiceSpec:
+			spec.Ports = out
+		case *resource.MeshMultiZoneServiceSpec:
+			spec.Ports = out
+		default:
+			panic("ports: kind without ports")
+		}
+	}
+}
+
+// tags adds ServiceTag identities (seed 004) to a MeshService.
+func tags(ts ...string) svcOpt {
+	return func(o *resource.Object) {
+		spec := o.Spec.(*resource.MeshServiceSpec)
+		for _, t := range ts {
+			spec.Identities = append(spec.Identities, resource.Identity{Type: resource.IdentityServiceTag, Value: t})
+		}
+	}
+}
+
+// dataplane returns a Dataplane at addr.
+func dataplane(mesh, name string, minute int, addr string) *resource.Object {
+	return &resource.Object{Kind: resource.Dataplane, Mesh: mesh, Name: name, CreationTime: t0.Add(time.Duration(minute) * time.Minute),
+		Spec: &resource.DataplaneSpec{Networking: resource.DataplaneNetworking{Address: addr,
+			Inbound: []resource.Inbound{{Port: 8080, Tags: map[string]string{"kuma.io/service": name}}}}}}
+}
+
+func addrs(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
+// render writes a table as text, deterministically: zones, TTL, sources,
+// then per mesh every name with its records, the empty non-terminals, the
+// PTR records and the rejected names, all sorted.
+func render(t *Table) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ttl %d\nzones %s\n", t.TTL, strings.Join(t.Zones, " "))
+	for _, ip := range slices.SortedFunc(mapKeysAddr(t.Sources), netip.Addr.Compare) {
+		fmt.Fprintf(&b, "source %s -> mesh %s\n", ip, t.Sources[ip])
+	}
+	for _, mesh := range slices.Sorted(mapKeys(t.Views)) {
+		v := t.Views[mesh]
+		fmt.Fprintf(&b, "\nview %s\n", mesh)
+		for _, n := range slices.Sorted(mapKeys(v.Names)) {
+			e := v.Names[n]
+			if e.Name != n {
+				fmt.Fprintf(&b, "  !! key %s holds entry %s\n", n, e.Name)
+			}
+			fmt.Fprintf(&b, "  %s  [%s %s]\n", n, e.Service, e.Source)
+			for _, ip := range e.A {
+				fmt.Fprintf(&b, "    A %s\n", ip)
+			}
+			for _, ip := range e.AAAA {
+				fmt.Fprintf(&b, "    AAAA %s\n", ip)
+			}
+			for _, s := range e.SRV {
+				fmt.Fprintf(&b, "    SRV %d %s\n", s.Port, s.Target)
+			}
+		}
+		for _, n := range slices.Sorted(mapKeys(v.Parents)) {
+			fmt.Fprintf(&b, "  parent %s\n", n)
+		}
+		for _, r := range slices.Sorted(mapKeys(v.PTR)) {
+			fmt.Fprintf(&b, "  PTR %s -> %s\n", r, v.PTR[r])
+		}
+		for _, r := range v.Rejected {
+			fmt.Fprintf(&b, "  rejected %s  [%s %s]: %s\n", r.Name, r.Service, r.Source, r.Reason)
+		}
+	}
+	return b.String()
+}
+
+func mapKeysAddr[V any](m map[netip.Addr]V) func(func(netip.Addr) bool) {
+	return func(yield func(netip.Addr) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
