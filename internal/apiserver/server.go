@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/meshservices"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 )
@@ -50,6 +51,9 @@ type Options struct {
 	// DNS lists what this instance's DNS server answers in a mesh; nil
 	// when it serves no DNS.
 	DNS func(mesh string) DNSListing
+	// ServiceTags, when set, are the settings of MeshService synthesis, for
+	// GET /meshes/{mesh}/_servicetags.
+	ServiceTags *meshservices.Options
 }
 
 // Server is the REST API.
@@ -151,6 +155,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 			s.dnsListing(w, seg[1])
 		}
 		return "/meshes/{mesh}/_dns"
+	}
+	if len(seg) == 3 && seg[0] == "meshes" && seg[2] == "_servicetags" {
+		if allow(w, r, http.MethodGet) {
+			s.serviceTags(w, seg[1])
+		}
+		return "/meshes/{mesh}/_servicetags"
 	}
 	if len(seg) == 5 && seg[4] == "_hostnames" {
 		req, ok := parsePath(seg[:4])

@@ -277,6 +277,21 @@ func (c *Cache) Status() (synced bool, err error) {
 	return c.synced, c.lastErr
 }
 
+// WaitSynced blocks until the cache has listed the store; it returns false
+// when ctx ends first. Controllers call it before their first pass.
+func (c *Cache) WaitSynced(ctx context.Context) bool {
+	for {
+		if synced, _ := c.Status(); synced {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // WaitFor blocks until the cache reflects revision rev or ctx ends. The API
 // calls it after a write so that a client reads its own writes.
 func (c *Cache) WaitFor(ctx context.Context, rev int64) error {

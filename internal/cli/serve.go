@@ -39,6 +39,8 @@ var configFlags = []struct {
 	{"vip-cidr-mesh-multi-zone-service", "vips.meshMultiZoneService.cidr", "IPv4 VIP pool of MeshMultiZoneServices", false},
 	{"vip-cidr-v6-mesh-multi-zone-service", "vips.meshMultiZoneService.cidrV6", "IPv6 VIP pool of MeshMultiZoneServices (optional)", false},
 	{"dns-ttl", "dns.ttl", "TTL of DNS answers", false},
+	{"services-export-default", "services.exportDefault", "spec.export.mode (All or None) of MeshServices synthesised from Dataplanes without a kuma.io/export-mode tag", false},
+	{"services-deletion-grace-period", "services.deletionGracePeriod", "how long a MeshService synthesised from Dataplanes outlives its last Dataplane", false},
 }
 
 func addConfigFlags(fs *pflag.FlagSet) *string {

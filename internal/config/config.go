@@ -41,6 +41,18 @@ type Config struct {
 	Log      LogConfig      `json:"log"`
 	Defaults DefaultsConfig `json:"defaults"`
 	VIPs     VIPsConfig     `json:"vips"`
+	Services ServicesConfig `json:"services"`
+}
+
+// ServicesConfig configures the MeshServices synthesised from Dataplanes
+// (universal mode; seeds 002 and 004).
+type ServicesConfig struct {
+	// ExportDefault is spec.export.mode of a synthesised MeshService whose
+	// Dataplanes carry no kuma.io/export-mode tag: All or None.
+	ExportDefault string `json:"exportDefault"`
+	// DeletionGracePeriod is how long a synthesised MeshService outlives
+	// its last Dataplane, so that a restarting workload keeps its VIP.
+	DeletionGracePeriod Duration `json:"deletionGracePeriod"`
 }
 
 // StoreConfig selects and tunes the store.
@@ -137,7 +149,8 @@ func Default() Config {
 			MeshExternalService:  PoolConfig{CIDR: "242.0.0.0/8"},
 			MeshMultiZoneService: PoolConfig{CIDR: "243.0.0.0/8"},
 		},
-		Log: LogConfig{Level: "info", Format: "text"},
+		Services: ServicesConfig{ExportDefault: "All", DeletionGracePeriod: Duration(time.Hour)},
+		Log:      LogConfig{Level: "info", Format: "text"},
 	}
 }
 
@@ -187,6 +200,10 @@ func (c *Config) Validate() validate.Errors {
 		errs.Check("dns.defaultMesh", validate.DNS1123Subdomain(c.DNS.DefaultMesh))
 	}
 	c.validateVIPs(&errs)
+	errs.Check("services.exportDefault", validate.OneOf(c.Services.ExportDefault, "All", "None"))
+	if c.Services.DeletionGracePeriod < 0 {
+		errs.Addf("services.deletionGracePeriod", "must not be negative, got %s", c.Services.DeletionGracePeriod)
+	}
 	errs.Check("log.level", validate.OneOf(c.Log.Level, "debug", "info", "warn", "error"))
 	errs.Check("log.format", validate.OneOf(c.Log.Format, "text", "json"))
 	return errs

@@ -137,14 +137,15 @@ func TestFields_EnvNames(t *testing.T) {
 		got[f.Path] = f.Env
 	}
 	for path, want := range map[string]string{
-		"mode":                     "MESHNAMES_MODE",
-		"api.addr":                 "MESHNAMES_API_ADDR",
-		"store.dataDir":            "MESHNAMES_STORE_DATA_DIR",
-		"store.tombstoneRetention": "MESHNAMES_STORE_TOMBSTONE_RETENTION",
-		"defaults.skipMesh":        "MESHNAMES_DEFAULTS_SKIP_MESH",
-		"vips.meshService.cidrV6":  "MESHNAMES_VIPS_MESH_SERVICE_CIDR_V6",
-		"vips.quarantine":          "MESHNAMES_VIPS_QUARANTINE",
-		"dns.ttl":                  "MESHNAMES_DNS_TTL",
+		"mode":                         "MESHNAMES_MODE",
+		"api.addr":                     "MESHNAMES_API_ADDR",
+		"store.dataDir":                "MESHNAMES_STORE_DATA_DIR",
+		"store.tombstoneRetention":     "MESHNAMES_STORE_TOMBSTONE_RETENTION",
+		"defaults.skipMesh":            "MESHNAMES_DEFAULTS_SKIP_MESH",
+		"vips.meshService.cidrV6":      "MESHNAMES_VIPS_MESH_SERVICE_CIDR_V6",
+		"vips.quarantine":              "MESHNAMES_VIPS_QUARANTINE",
+		"dns.ttl":                      "MESHNAMES_DNS_TTL",
+		"services.deletionGracePeriod": "MESHNAMES_SERVICES_DELETION_GRACE_PERIOD",
 	} {
 		if got[path] != want {
 			t.Errorf("env name of %s = %q, want %q", path, got[path], want)
@@ -209,6 +210,8 @@ func TestValidate_VIPs(t *testing.T) {
 		{name: "quarantine-shorter-than-ttl", mutate: func(c *Config) { c.VIPs.Quarantine = Duration(14 * time.Second) }, fields: []string{"vips.quarantine"}},
 		{name: "quarantine-follows-ttl", mutate: func(c *Config) { c.DNS.TTL = Duration(time.Minute) }, fields: []string{"vips.quarantine"}},
 		{name: "ttl-range", mutate: func(c *Config) { c.DNS.TTL = 0 }, fields: []string{"dns.ttl"}},
+		{name: "export-default", mutate: func(c *Config) { c.Services.ExportDefault = "all" }, fields: []string{"services.exportDefault"}},
+		{name: "grace-negative", mutate: func(c *Config) { c.Services.DeletionGracePeriod = Duration(-time.Second) }, fields: []string{"services.deletionGracePeriod"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

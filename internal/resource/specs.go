@@ -184,6 +184,9 @@ type DataplaneNetworking struct {
 
 // Inbound is one service endpoint of a proxy.
 type Inbound struct {
+	// Name names the port of the MeshService synthesised from it (Kuma
+	// 2.9+); without it the port has no name and no SRV record.
+	Name           string            `json:"name,omitempty"`
 	Port           int               `json:"port"`
 	ServicePort    int               `json:"servicePort,omitempty"`
 	ServiceAddress string            `json:"serviceAddress,omitempty"`

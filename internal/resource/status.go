@@ -110,3 +110,12 @@ type ServiceStatusOf interface {
 	Status
 	Service() *ServiceStatus
 }
+
+// ServiceStatusOrNew returns the status of a service object, or a new empty
+// one of its kind when it has none yet.
+func ServiceStatusOrNew(obj *Object) ServiceStatusOf {
+	if st, ok := obj.Status.(ServiceStatusOf); ok && st != nil {
+		return st
+	}
+	return MustLookup(obj.Kind).NewStatus().(ServiceStatusOf)
+}

@@ -267,9 +267,13 @@ func (s *DataplaneSpec) Validate(p validate.Path) validate.Errors {
 	if !checkCount(&errs, ip, len(s.Networking.Inbound), MaxInbounds) {
 		return errs
 	}
+	ports := map[int]int{} // port -> first inbound
 	for i, in := range s.Networking.Inbound {
 		pp := ip.Index(i)
 		errs.Check(pp.Field("port"), validate.Port(in.Port))
+		if in.Name != "" {
+			errs.Check(pp.Field("name"), portName(in.Name))
+		}
 		if in.ServicePort != 0 {
 			errs.Check(pp.Field("servicePort"), validate.Port(in.ServicePort))
 		}
@@ -277,18 +281,39 @@ func (s *DataplaneSpec) Validate(p validate.Path) validate.Errors {
 			_, msg := checkIP(in.ServiceAddress)
 			errs.Check(pp.Field("serviceAddress"), msg)
 		}
-		tp := pp.Field("tags")
-		checkLabels(&errs, tp, in.Tags)
-		if v, ok := in.Tags[TagService]; !ok {
-			errs.Addf(tp, "must contain the %s tag", TagService)
-		} else if v == "" {
-			errs.Add(tp.Key(TagService), "must not be empty")
+		if j, dup := ports[in.Port]; dup && in.Port != 0 {
+			errs.Addf(pp.Field("port"), "must be unique: inbound[%d] listens on %d too", j, in.Port)
+		} else {
+			ports[in.Port] = i
 		}
-		if v, ok := in.Tags[TagProtocol]; ok {
-			errs.Check(tp.Key(TagProtocol), validate.OneOf(v, appProtocols...))
-		}
+		checkTags(&errs, pp.Field("tags"), in.Tags)
 	}
 	return errs
+}
+
+// checkTags checks an inbound's tags: label keys, Kuma's tag values, the
+// kuma.io/service tag present, and the values of the tags meshnames reads.
+func checkTags(errs *validate.Errors, tp validate.Path, tags map[string]string) {
+	if !checkCount(errs, tp, len(tags), MaxLabels) {
+		return
+	}
+	for _, k := range sortedKeys(tags) {
+		if msg := validate.LabelKey(k); msg != "" {
+			errs.Add(tp.Key(k), "key: "+msg)
+		}
+		if msg := validate.TagValue(tags[k]); msg != "" {
+			errs.Add(tp.Key(k), "value: "+msg)
+		}
+	}
+	if _, ok := tags[TagService]; !ok {
+		errs.Addf(tp, "must contain the %s tag", TagService)
+	}
+	if v, ok := tags[TagProtocol]; ok {
+		errs.Check(tp.Key(TagProtocol), validate.OneOf(v, appProtocols...))
+	}
+	if v, ok := tags[LabelExportMode]; ok {
+		errs.Check(tp.Key(LabelExportMode), validate.OneOf(v, ExportAll, ExportNone))
+	}
 }
 
 // ---- MeshService ----

@@ -28,6 +28,7 @@ import (
 	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/hostnames"
 	"github.com/meshnames/meshnames/internal/leader"
+	"github.com/meshnames/meshnames/internal/meshservices"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/vips"
@@ -87,12 +88,17 @@ func (s *Server) Run(ctx context.Context) error {
 	builder := dnsserver.NewBuilder(c, dnsSrv, dnsserver.TableOptions{
 		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain,
 	})
-	api := apiserver.New(apiserver.Options{
+	apiOpts := apiserver.Options{
 		Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone,
 		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error { return ready(c) },
 		DNS:   func(mesh string) apiserver.DNSListing { return dnsListing(dnsSrv, mesh) },
-	})
+	}
+	if s.cfg.Mode != config.ModeGlobal {
+		o := s.serviceOptions()
+		apiOpts.ServiceTags = &o
+	}
+	api := apiserver.New(apiOpts)
 	ln, err := net.Listen("tcp", s.cfg.API.Addr)
 	if err != nil {
 		return fmt.Errorf("api.addr: cannot listen on %s: %w", s.cfg.API.Addr, err)
@@ -176,6 +182,10 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		Cache: c, Store: st, Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(),
 		Log: s.log.With("component", "vips"), Registerer: reg,
 	})
+	services := meshservices.New(meshservices.ControllerOptions{
+		Options: s.serviceOptions(), Cache: c, Store: st,
+		Log: s.log.With("component", "meshservices"), Registerer: reg,
+	})
 	var elector leader.Elector = leader.Local{}
 	if s.cfg.Postgres() {
 		elector = leader.PostgresLock{URL: s.cfg.Store.URL, Log: s.log.With("component", "leader")}
@@ -185,10 +195,18 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		g, ctx := errgroup.WithContext(ctx)
 		g.Go(func() error { return names.Run(ctx) })
 		g.Go(func() error { return addresses.Run(ctx) })
+		g.Go(func() error { return services.Run(ctx) })
 		if err := g.Wait(); err != nil {
 			s.log.Error("a controller stopped", "err", err)
 		}
 	})
+}
+
+// serviceOptions are the settings of MeshService synthesis.
+func (s *Server) serviceOptions() meshservices.Options {
+	return meshservices.Options{
+		Zone: s.cfg.Zone, ExportDefault: s.cfg.Services.ExportDefault, GracePeriod: s.cfg.Services.DeletionGracePeriod.D(),
+	}
 }
 
 // dnsListing converts the DNS table's view of mesh for the API.

@@ -123,6 +123,25 @@ func LabelValue(v string) string {
 	return ""
 }
 
+// TagValue checks v is a valid Dataplane tag value: 1 to 253 characters of
+// letters, digits, '-', '_', '.' and ':' (Kuma's tag alphabet). Tags are
+// longer than label values because kuma.io/service values built from
+// Kubernetes names (name_namespace_svc_port) often pass 63 characters.
+func TagValue(v string) string {
+	if v == "" {
+		return "must not be empty"
+	}
+	if len(v) > MaxSubdomainLength {
+		return fmt.Sprintf("must be no more than %d characters", MaxSubdomainLength)
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' && c != ':' {
+			return fmt.Sprintf("must consist of letters, digits, '-', '_', '.' or ':', got %q at offset %d", c, i)
+		}
+	}
+	return ""
+}
+
 func labelChars(s string) bool {
 	if !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
 		return false

@@ -188,15 +188,8 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	})
 	defer cancel()
-	for {
-		if synced, _ := c.o.Cache.Status(); synced {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !c.o.Cache.WaitSynced(ctx) {
+		return nil
 	}
 	st, err := c.newState()
 	if err != nil {
@@ -510,7 +503,7 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 	}
 
 	// Write the status when it differs.
-	status := serviceStatus(obj)
+	status := resource.ServiceStatusOrNew(obj)
 	svc := status.Service()
 	vips := toStatus(want)
 	conds := withCondition(svc.Conditions, exhausted)
@@ -578,13 +571,6 @@ func withCondition(conds []resource.Condition, exhausted string) []resource.Cond
 		return nil
 	}
 	return out
-}
-
-func serviceStatus(obj *resource.Object) resource.ServiceStatusOf {
-	if st, ok := obj.Status.(resource.ServiceStatusOf); ok && st != nil {
-		return st
-	}
-	return resource.MustLookup(obj.Kind).NewStatus().(resource.ServiceStatusOf)
 }
 
 // write commits ops in batches: each batch holds whole services (their
