@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -116,7 +117,86 @@ would collide with another service's name.`,
 	dnsCmd.Flags().StringVarP(&dnsMesh, "mesh", "m", defaultMesh, "mesh to inspect")
 	dnsCmd.Flags().StringVarP(&dnsOutput, "output", "o", "table", "output format: table or json")
 	cmd.AddCommand(dnsCmd)
+	cmd.AddCommand(newInspectServiceTagsCmd(env, newClient))
 	return cmd
+}
+
+func newInspectServiceTagsCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command {
+	var mesh, output string
+	c := &cobra.Command{
+		Use:   "service-tags",
+		Short: "List the kuma.io/service tags of a mesh's Dataplanes and their MeshServices",
+		Long: `List every kuma.io/service tag on the inbounds of the mesh's Dataplanes with
+the MeshService synthesised for it (universal mode): its name (the tag, or a
+DNS-compliant form of it), the Dataplanes carrying the tag, the ports, the
+export mode and its state. Then explain every problem: a tag whose name is
+held by a MeshService an operator created (it is left alone, so the tag has
+no MeshService), Dataplanes that disagree on ports or export mode, and
+synthesised MeshServices without Dataplanes waiting for their deletion.`,
+		Example: `  meshnames inspect service-tags
+  meshnames inspect service-tags -m prod -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("invalid --output %q: use table or json", output)
+			}
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			r, err := c.ServiceTags(cmd.Context(), mesh)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(env, r)
+			}
+			if len(r.Tags) == 0 {
+				fmt.Fprintf(env.Err, "No Dataplane in mesh %s has a kuma.io/service tag.\n", mesh)
+				return nil
+			}
+			tw := tabwriter.NewWriter(env.Out, 0, 8, 3, ' ', 0)
+			fmt.Fprintln(tw, "TAG\tMESHSERVICE\tDATAPLANES\tPORTS\tEXPORT\tSTATE")
+			var details []string
+			for _, t := range r.Tags {
+				state := "ok"
+				switch {
+				case t.Blocked != "":
+					state = "blocked"
+					details = append(details, fmt.Sprintf("%s: %s", t.Tag, t.Blocked))
+				case !t.DeletionAt.IsZero():
+					state = "deleting at " + t.DeletionAt.UTC().Format(time.RFC3339)
+				case len(t.Conditions) > 0:
+					var reasons []string
+					for _, c := range t.Conditions {
+						reasons = append(reasons, c.Reason)
+					}
+					state = strings.Join(reasons, ",")
+				}
+				for _, c := range t.Conditions {
+					details = append(details, fmt.Sprintf("%s: %s", t.Tag, c.Message))
+				}
+				var ports []string
+				for _, p := range t.Ports {
+					ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.AppProtocol))
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", t.Tag, orNone(t.Name), len(t.Dataplanes), orNone(strings.Join(ports, ",")), orNone(t.ExportMode), state)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(details) > 0 {
+				fmt.Fprintln(env.Out, "\nProblems:")
+				for _, d := range details {
+					fmt.Fprintln(env.Out, "  "+d)
+				}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&mesh, "mesh", "m", defaultMesh, "mesh to inspect")
+	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return c
 }
 
 // HostnameRow is one line of `inspect hostnames`.

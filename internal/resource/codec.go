@@ -66,8 +66,9 @@ func DecodePartial(data []byte) (*Object, validate.Errors) {
 	if _, ok := g.(map[string]any); !ok {
 		return nil, validate.Errors{{Field: DocumentField, Message: "must be an object with type, name and spec"}}
 	}
+	errs := liftLegacySpec(g.(map[string]any))
 	var env envelope
-	errs := decode.Value(g, &env, "")
+	errs.Append(decode.Value(g, &env, ""))
 	if env.Type == "" {
 		if !hasField(errs, "type") {
 			errs.Add("type", "required: one of "+fmt.Sprint(KindNames()))
@@ -84,6 +85,39 @@ func DecodePartial(data []byte) (*Object, validate.Errors) {
 		errs.Append(decode.Value(env.Spec, obj.Spec, "spec"))
 	}
 	return obj, errs
+}
+
+// legacyKinds are written by Kuma with their spec fields at the top level
+// (type: Dataplane, name: dp-1, networking: ...); both shapes are read.
+var legacyKinds = map[string]bool{string(Dataplane): true, string(Mesh): true}
+
+// envelopeFields are the top-level fields of every document.
+var envelopeFields = map[string]bool{"type": true, "mesh": true, "name": true, "labels": true,
+	"creationTime": true, "modificationTime": true, "spec": true, "status": true}
+
+// liftLegacySpec moves the top-level spec fields of a legacy kind's
+// document under spec.
+func liftLegacySpec(doc map[string]any) validate.Errors {
+	if t, _ := doc["type"].(string); !legacyKinds[t] {
+		return nil
+	}
+	var errs validate.Errors
+	spec := map[string]any{}
+	for k, v := range doc {
+		if !envelopeFields[k] {
+			spec[k] = v
+			delete(doc, k)
+		}
+	}
+	if len(spec) == 0 {
+		return nil
+	}
+	if _, both := doc["spec"]; both {
+		errs.Add("spec", "must not be given together with top-level spec fields (Kuma's format): use one or the other")
+		return errs
+	}
+	doc["spec"] = spec
+	return nil
 }
 
 // generic parses a document into its generic form. JSON (what API clients

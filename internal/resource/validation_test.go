@@ -1029,3 +1029,35 @@ func TestValidate_SystemLabelsDoNotCount(t *testing.T) {
 		t.Errorf("Validate after Admit = %v, want no violations", errs)
 	}
 }
+
+// Kuma writes Dataplanes and Meshes with their spec at the top level; both
+// shapes decode to the same object.
+func TestDecode_LegacyShape(t *testing.T) {
+	flat := "type: Dataplane\nmesh: default\nname: dp-1\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - {port: 80, tags: {kuma.io/service: web}}\n"
+	nested := "type: Dataplane\nmesh: default\nname: dp-1\nspec:\n  networking:\n    address: 10.0.0.1\n    inbound:\n    - {port: 80, tags: {kuma.io/service: web}}\n"
+	a, err := Decode([]byte(flat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Decode([]byte(nested))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(b, a); d != "" {
+		t.Errorf("flat and nested differ (-nested +flat):\n%s", d)
+	}
+	for _, tc := range []struct {
+		name, text string
+		want       []v
+	}{
+		{"Both", flat + "spec: {}\n", []v{{"spec", "must not be given together with top-level spec fields"}}},
+		{"UnknownTopLevel", "type: Dataplane\nmesh: default\nname: dp-1\nnetwork: {}\n", []v{{"spec.network", "unknown field"}}},
+		{"MeshFlatLifted", "type: Mesh\nname: prod\nmtls: {}\n", []v{{"spec.mtls", "unknown field"}}},
+		{"NotForNewKinds", "type: MeshService\nmesh: default\nname: web\nports: []\n", []v{{"ports", "unknown field"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs := DecodePartial([]byte(tc.text))
+			checkViolations(t, errs, tc.want)
+		})
+	}
+}
