@@ -177,6 +177,12 @@ func BenchmarkPutToHostname(b *testing.B) {
 // putAll PUTs every service with the given number of workers and returns
 // when the last PUT was acknowledged.
 func putAll(c *http.Client, api string, names []string, bodies [][]byte, workers int) (time.Time, error) {
+	return putAllAt(c, func(name string) string { return servicePath(api, name) }, names, bodies, workers)
+}
+
+// putAllAt PUTs bodies[i] to path(names[i]) with workers concurrent
+// requests and returns when the last PUT was acknowledged.
+func putAllAt(c *http.Client, path func(name string) string, names []string, bodies [][]byte, workers int) (time.Time, error) {
 	var (
 		mu      sync.Mutex
 		lastAck time.Time
@@ -187,7 +193,7 @@ func putAll(c *http.Client, api string, names []string, bodies [][]byte, workers
 	for range workers {
 		wg.Go(func() {
 			for i := range jobs {
-				err := putService(c, api, names[i], bodies[i], true)
+				err := putResource(c, path(names[i]), bodies[i], true)
 				ack := time.Now()
 				mu.Lock()
 				if ack.After(lastAck) {

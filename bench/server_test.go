@@ -227,7 +227,13 @@ func servicePath(api, name string) string {
 
 // putService creates MeshService name and fails unless the API answers 201.
 func putService(c *http.Client, api, name string, body []byte, minimal bool) error {
-	req, err := http.NewRequest(http.MethodPut, servicePath(api, name), bytes.NewReader(body))
+	return putResource(c, servicePath(api, name), body, minimal)
+}
+
+// putResource creates the resource at url and fails unless the API
+// answers 201.
+func putResource(c *http.Client, url string, body []byte, minimal bool) error {
+	req, err := http.NewRequest(http.MethodPut, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -242,7 +248,7 @@ func putService(c *http.Client, api, name string, body []byte, minimal bool) err
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("PUT %s: %s: %s", name, resp.Status, msg)
+		return fmt.Errorf("PUT %s: %s: %s", url, resp.Status, msg)
 	}
 	return nil
 }

@@ -1,0 +1,90 @@
+package dnsserver
+
+import (
+	"fmt"
+	"net"
+	"runtime"
+	"testing"
+
+	"github.com/miekg/dns"
+
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+// benchServices are n MeshServices named like bench/dns's:
+// svc-<i>.ns-<i%100>.svc.mesh.local on 241.0.0.0+1+i; with srv, each has a
+// named port too, so a second name (_http._tcp.<hostname>) and an SRV.
+func benchServices(n int, srv bool) []*resource.Object {
+	out := make([]*resource.Object, n)
+	for i := range n {
+		ip := fmt.Sprintf("241.%d.%d.%d", (i+1)>>16&0xff, (i+1)>>8&0xff, (i+1)&0xff)
+		o := svc(resource.MeshService, "default", fmt.Sprintf("svc-%d", i), 0, vips(ip), hosts(fmt.Sprintf("svc-%d.ns-%d.svc.mesh.local", i, i%100)))
+		if srv {
+			o.Spec = &resource.MeshServiceSpec{Ports: []resource.Port{{Name: "http", Port: 80, AppProtocol: "http"}}}
+		}
+		out[i] = o
+	}
+	return out
+}
+
+// BenchmarkBuildTable builds the table of 100,000 services from scratch,
+// as the builder does at start, and reports the heap the table keeps
+// (ARCHITECTURE.md section 9: under 60 MiB with 100,000 names).
+func BenchmarkBuildTable(b *testing.B) {
+	for _, tc := range []struct {
+		n   int
+		srv bool
+	}{{1000, false}, {100000, false}, {100000, true}} {
+		name := fmt.Sprintf("services=%d", tc.n)
+		if tc.srv {
+			name += "/srv"
+		}
+		n, srv := tc.n, tc.srv
+		b.Run(name, func(b *testing.B) {
+			objs := benchServices(n, srv)
+			for b.Loop() {
+				Build(objs, testOpts)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(tableBytes(n, srv))/(1<<20), "table-MiB")
+		})
+	}
+}
+
+// tableBytes is the live heap of a table of n services, including the
+// strings it shares with the objects it was built from.
+func tableBytes(n int, srv bool) uint64 {
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	t := Build(benchServices(n, srv), testOpts)
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	runtime.KeepAlive(t)
+	return m1.HeapAlloc - m0.HeapAlloc
+}
+
+// BenchmarkAnswer is the in-process cost of answering one A query (known
+// name, 10% unknown) from a table of 100,000 names: the server's work
+// without the network.
+func BenchmarkAnswer(b *testing.B) {
+	s := New(Options{DefaultMesh: "default", Log: discard})
+	s.SetTable(Build(benchServices(100000, false), testOpts))
+	src := &net.UDPAddr{IP: net.IPv4(10, 9, 9, 9), Port: 5353}
+	qs := make([]*dns.Msg, 1000)
+	for i := range qs {
+		n := i * 97
+		if i%10 == 0 {
+			n += 200000 // unknown
+		}
+		qs[i] = question(fmt.Sprintf("svc-%d.ns-%d.svc.mesh.local.", n, n%100), dns.TypeA)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if m := s.answer(src, "udp", qs[i%len(qs)]); m == nil {
+			b.Fatal("no answer")
+		}
+		i++
+	}
+}
