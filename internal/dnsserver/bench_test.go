@@ -88,3 +88,25 @@ func BenchmarkAnswer(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkUpdateOne is the builder's work for one changed service in a
+// mesh of 100,000: a new view sharing every untouched shard.
+func BenchmarkUpdateOne(b *testing.B) {
+	ix := newMeshIndex()
+	all := map[resource.Key]*ServiceNames{}
+	for _, o := range benchServices(100000, true) {
+		n := Extract(o, testOpts)
+		all[o.Key()] = &n
+	}
+	ix.apply(all)
+	objs := benchServices(1000, true)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		o := objs[i%len(objs)]
+		n := Extract(o, testOpts)
+		n.Names[0].Name = fmt.Sprintf("moved-%d-%d.svc.mesh.local.", i%len(objs), i/len(objs)%2) // a renamed service
+		ix.apply(map[resource.Key]*ServiceNames{o.Key(): &n})
+		i++
+	}
+}

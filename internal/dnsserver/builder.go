@@ -15,10 +15,11 @@ import (
 // runs one (not only the leader): each instance answers DNS from its own
 // table.
 //
-// It keeps a compact ServiceNames per service and, when services of a mesh
-// change, rebuilds that mesh's view only, then swaps a new table in; the
-// views of other meshes are shared with the previous table, which is never
-// modified.
+// It keeps a compact ServiceNames per service and an index of every claim
+// on every name per mesh. A change updates only the names, reverse names
+// and ancestors of the services it touches, in a new view that shares
+// every untouched shard with the previous one, and swaps a new table in;
+// no table is ever modified once published.
 type Builder struct {
 	cache  *cache.Cache
 	server *Server
@@ -48,39 +49,35 @@ func (b *Builder) Run(ctx context.Context) error {
 		}
 	})
 	defer cancel()
-	for {
-		if synced, _ := b.cache.Status(); synced {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !b.cache.WaitSynced(ctx) {
+		return nil
 	}
 
-	services := map[string]map[resource.Key]ServiceNames{} // by mesh
-	dataplanes := map[resource.Key]*resource.Object{}
+	meshes := map[string]*meshIndex{}
+	sources := newSourceIndex()
 	t := NewTable(b.opts)
+	initial := map[string]map[resource.Key]*ServiceNames{}
 	for _, k := range watchedKinds[:3] {
 		objs, _ := b.cache.List(cache.Query{Kind: k})
 		for _, o := range objs {
-			m := services[o.Mesh]
-			if m == nil {
-				m = map[resource.Key]ServiceNames{}
-				services[o.Mesh] = m
+			if initial[o.Mesh] == nil {
+				initial[o.Mesh] = map[resource.Key]*ServiceNames{}
 			}
-			m[o.Key()] = Extract(o, b.opts)
+			names := Extract(o, b.opts)
+			initial[o.Mesh][o.Key()] = &names
 		}
 	}
+	for mesh, changes := range initial {
+		ix := newMeshIndex()
+		meshes[mesh] = ix
+		t.Views[mesh] = ix.apply(changes)
+	}
 	dps, _ := b.cache.List(cache.Query{Kind: resource.Dataplane})
+	dpChanges := make(map[resource.Key]*resource.Object, len(dps))
 	for _, dp := range dps {
-		dataplanes[dp.Key()] = dp
+		dpChanges[dp.Key()] = dp
 	}
-	for mesh, m := range services {
-		t.Views[mesh] = BuildView(slices.Collect(maps.Values(m)))
-	}
-	t.Sources = Sources(slices.Collect(maps.Values(dataplanes)))
+	t.Sources = sources.apply(dpChanges)
 	b.swap(t)
 
 	for {
@@ -98,53 +95,54 @@ func (b *Builder) Run(ctx context.Context) error {
 				keys = append(keys, q.Next(ctx)...)
 			}
 		}
-		dirty := map[string]bool{}
-		sourcesDirty := false
+		dirty := map[string]map[resource.Key]*ServiceNames{}
+		dpChanges := map[resource.Key]*resource.Object{}
 		for _, k := range keys {
 			obj, ok := b.cache.Get(k)
 			if k.Kind == resource.Dataplane {
-				if ok {
-					dataplanes[k] = obj
-				} else {
-					delete(dataplanes, k)
-				}
-				sourcesDirty = true
+				dpChanges[k] = obj // nil when deleted
 				continue
 			}
-			m := services[k.Mesh]
-			if !ok {
-				if _, had := m[k]; had {
-					delete(m, k)
-					dirty[k.Mesh] = true
-				}
+			ix := meshes[k.Mesh]
+			var names *ServiceNames
+			if ok {
+				n := Extract(obj, b.opts)
+				names = &n
+			}
+			var prev *ServiceNames
+			if ix != nil {
+				prev = ix.svcs[k]
+			}
+			switch {
+			case prev == nil && names == nil:
 				continue
-			}
-			if m == nil {
-				m = map[resource.Key]ServiceNames{}
-				services[k.Mesh] = m
-			}
-			names := Extract(obj, b.opts)
-			if prev, had := m[k]; had && sameNames(prev, names) {
+			case prev != nil && names != nil && sameNames(*prev, *names):
 				continue // a change that moves no name (a port, a label)
 			}
-			m[k] = names
-			dirty[k.Mesh] = true
+			if dirty[k.Mesh] == nil {
+				dirty[k.Mesh] = map[resource.Key]*ServiceNames{}
+			}
+			dirty[k.Mesh][k] = names
 		}
-		if len(dirty) == 0 && !sourcesDirty {
+		if len(dirty) == 0 && len(dpChanges) == 0 {
 			continue
 		}
 		prev := b.server.Table()
 		next := &Table{TTL: prev.TTL, Zones: prev.Zones, Views: maps.Clone(prev.Views), Sources: prev.Sources}
-		for mesh := range dirty {
-			if len(services[mesh]) == 0 {
-				delete(next.Views, mesh)
-				delete(services, mesh)
-				continue
+		for mesh, changes := range dirty {
+			ix := meshes[mesh]
+			if ix == nil {
+				ix = newMeshIndex()
+				meshes[mesh] = ix
 			}
-			next.Views[mesh] = BuildView(slices.Collect(maps.Values(services[mesh])))
+			next.Views[mesh] = ix.apply(changes)
+			if len(ix.svcs) == 0 {
+				delete(next.Views, mesh)
+				delete(meshes, mesh)
+			}
 		}
-		if sourcesDirty {
-			next.Sources = Sources(slices.Collect(maps.Values(dataplanes)))
+		if len(dpChanges) > 0 {
+			next.Sources = sources.apply(dpChanges)
 		}
 		b.swap(next)
 	}

@@ -2,6 +2,7 @@ package dnsserver
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -146,14 +147,14 @@ func addrs(ss ...string) []netip.Addr {
 func render(t *Table) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ttl %d\nzones %s\n", t.TTL, strings.Join(t.Zones, " "))
-	for _, ip := range slices.SortedFunc(mapKeysAddr(t.Sources), netip.Addr.Compare) {
-		fmt.Fprintf(&b, "source %s -> mesh %s\n", ip, t.Sources[ip])
+	for _, ip := range slices.SortedFunc(mapKeysAddr(sourcesOf(t)), netip.Addr.Compare) {
+		fmt.Fprintf(&b, "source %s -> mesh %s\n", ip, sourcesOf(t)[ip])
 	}
 	for _, mesh := range slices.Sorted(mapKeys(t.Views)) {
 		v := t.Views[mesh]
 		fmt.Fprintf(&b, "\nview %s\n", mesh)
-		for _, n := range slices.Sorted(mapKeys(v.Names)) {
-			e := v.Names[n]
+		for _, n := range slices.Sorted(mapKeys(namesOf(v))) {
+			e := namesOf(v)[n]
 			if e.Name != n {
 				fmt.Fprintf(&b, "  !! key %s holds entry %s\n", n, e.Name)
 			}
@@ -168,18 +169,23 @@ func render(t *Table) string {
 				fmt.Fprintf(&b, "    SRV %d %s\n", s.Port, s.Target)
 			}
 		}
-		for _, n := range slices.Sorted(mapKeys(v.Parents)) {
+		for _, n := range slices.Sorted(mapKeys(parentsOf(v))) {
 			fmt.Fprintf(&b, "  parent %s\n", n)
 		}
-		for _, r := range slices.Sorted(mapKeys(v.PTR)) {
-			fmt.Fprintf(&b, "  PTR %s -> %s\n", r, v.PTR[r])
+		for _, r := range slices.Sorted(mapKeys(ptrOf(v))) {
+			fmt.Fprintf(&b, "  PTR %s -> %s\n", r, ptrOf(v)[r])
 		}
-		for _, r := range v.Rejected {
+		for _, r := range v.Rejections() {
 			fmt.Fprintf(&b, "  rejected %s  [%s %s]: %s\n", r.Name, r.Service, r.Source, r.Reason)
 		}
 	}
 	return b.String()
 }
+
+func namesOf(v *View) map[string]*Entry        { return maps.Collect(v.names.All()) }
+func parentsOf(v *View) map[string]struct{}    { return maps.Collect(v.parents.All()) }
+func ptrOf(v *View) map[string]string          { return maps.Collect(v.ptr.All()) }
+func sourcesOf(t *Table) map[netip.Addr]string { return maps.Collect(t.Sources.All()) }
 
 func mapKeysAddr[V any](m map[netip.Addr]V) func(func(netip.Addr) bool) {
 	return func(yield func(netip.Addr) bool) {

@@ -80,7 +80,7 @@ func New(o Options) *Server {
 			Name: "meshnames_dns_names", Help: "Names the DNS table answers, over all meshes.",
 		}),
 	}
-	s.table.Store(&Table{Views: map[string]*View{}, Sources: map[netip.Addr]string{}})
+	s.table.Store(&Table{Views: map[string]*View{}, Sources: newCowMap[netip.Addr, string](hashAddr)})
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(s.queries, s.duration, s.names)
 	}
@@ -91,7 +91,7 @@ func New(o Options) *Server {
 func (s *Server) SetTable(t *Table) {
 	n := 0
 	for _, v := range t.Views {
-		n += len(v.Names)
+		n += v.Len()
 	}
 	s.names.Set(float64(n))
 	s.table.Store(t)
@@ -211,12 +211,12 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 	view, mesh := s.view(t, source)
 
 	if view != nil {
-		if target, ok := view.PTR[name]; ok && (q.Qtype == dns.TypePTR || q.Qtype == dns.TypeANY) {
+		if target, ok := view.PTR(name); ok && (q.Qtype == dns.TypePTR || q.Qtype == dns.TypeANY) {
 			m.Authoritative = true
 			m.Answer = append(m.Answer, &dns.PTR{Hdr: hdr(q.Name, dns.TypePTR, t.TTL), Ptr: target})
 			return m
 		}
-		if e, ok := view.Names[name]; ok {
+		if e, ok := view.Lookup(name); ok {
 			m.Authoritative = true
 			m.Answer = records(e, q, t.TTL)
 			if len(m.Answer) == 0 {
@@ -245,7 +245,7 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 		}
 		m.Authoritative = true
 		if view != nil {
-			if _, ok := view.Parents[name]; ok {
+			if view.IsParent(name) {
 				m.Ns = []dns.RR{soa(zone, t.TTL)} // NODATA: an empty non-terminal
 				return m
 			}
@@ -265,7 +265,7 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 func (s *Server) view(t *Table, source net.Addr) (*View, string) {
 	mesh := s.o.DefaultMesh
 	if ap, err := netip.ParseAddrPort(source.String()); err == nil {
-		if m, ok := t.Sources[ap.Addr().Unmap()]; ok {
+		if m, ok := t.Sources.Get(ap.Addr().Unmap()); ok {
 			mesh = m
 		}
 	}

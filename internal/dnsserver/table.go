@@ -1,8 +1,6 @@
 package dnsserver
 
 import (
-	"cmp"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -22,23 +20,7 @@ type Table struct {
 	Zones []string
 	Views map[string]*View
 	// Sources maps a Dataplane address to its mesh (per-mesh views).
-	Sources map[netip.Addr]string
-}
-
-// View holds the names of one mesh.
-type View struct {
-	// Names by lower case fully qualified name.
-	Names map[string]*Entry
-	// Parents are the names that own no record but have names below them
-	// (empty non-terminals such as svc.mesh.local. or _tcp.web.mesh.):
-	// they exist, so they get NODATA rather than NXDOMAIN, which resolvers
-	// take for "no name below" (RFC 8020, QNAME minimisation).
-	Parents map[string]struct{}
-	// PTR maps reverse names (7.0.0.241.in-addr.arpa.) to a service's
-	// first hostname.
-	PTR map[string]string
-	// Rejected are names a service would have but does not get.
-	Rejected []Rejection
+	Sources cowMap[netip.Addr, string]
 }
 
 // Entry is the records of one name.
@@ -136,7 +118,7 @@ func Build(objs []*resource.Object, o TableOptions) *Table {
 
 // NewTable returns a table with no names.
 func NewTable(o TableOptions) *Table {
-	t := &Table{TTL: o.TTL, Views: map[string]*View{}, Sources: map[netip.Addr]string{}}
+	t := &Table{TTL: o.TTL, Views: map[string]*View{}, Sources: newCowMap[netip.Addr, string](hashAddr)}
 	for _, d := range o.Domains {
 		t.Zones = append(t.Zones, dns.Fqdn(strings.ToLower(d)))
 	}
@@ -145,122 +127,25 @@ func NewTable(o TableOptions) *Table {
 
 // Sources maps Dataplane addresses to meshes. The oldest Dataplane wins an
 // address shared across meshes (a misconfiguration).
-func Sources(dataplanes []*resource.Object) map[netip.Addr]string {
-	dataplanes = slices.Clone(dataplanes)
-	slices.SortFunc(dataplanes, func(a, b *resource.Object) int {
-		return cmp.Or(a.CreationTime.Compare(b.CreationTime), cmp.Compare(a.Mesh, b.Mesh), cmp.Compare(a.Name, b.Name))
-	})
-	out := map[netip.Addr]string{}
+func Sources(dataplanes []*resource.Object) cowMap[netip.Addr, string] {
+	changes := make(map[resource.Key]*resource.Object, len(dataplanes))
 	for _, dp := range dataplanes {
-		ip, err := netip.ParseAddr(dp.Spec.(*resource.DataplaneSpec).Networking.Address)
-		if err != nil {
-			continue // a DNS name: queries come from addresses
-		}
-		if _, taken := out[ip]; !taken {
-			out[ip] = dp.Mesh
-		}
+		changes[dp.Key()] = dp
 	}
-	return out
+	return newSourceIndex().apply(changes)
 }
 
-// BuildView computes the view of the services of one mesh.
+// BuildView computes the view of the services of one mesh. Each name goes
+// to the service with the best claim: by source (hostname, InternalVIP
+// value, service-tag name, alias), then the oldest service; the others are
+// rejected with the winner named. Each address points (PTR) at the first
+// name its service is answered for.
 func BuildView(svcs []ServiceNames) *View {
-	svcs = slices.Clone(svcs)
-	slices.SortFunc(svcs, func(a, b ServiceNames) int {
-		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.Key.Kind, b.Key.Kind), cmp.Compare(a.Key.Name, b.Key.Name))
-	})
-	type cand struct {
-		svc int
-		n   *Name
+	changes := make(map[resource.Key]*ServiceNames, len(svcs))
+	for _, s := range svcs {
+		changes[s.Key] = &s
 	}
-	var cands []cand
-	for i := range svcs {
-		for j := range svcs[i].Names {
-			cands = append(cands, cand{i, &svcs[i].Names[j]})
-		}
-	}
-	// Precedence: source, then the older service (svcs are sorted, and
-	// the sort is stable).
-	slices.SortStableFunc(cands, func(a, b cand) int { return cmp.Compare(sourceRank[a.n.Source], sourceRank[b.n.Source]) })
-	v := &View{Names: make(map[string]*Entry, len(cands)), PTR: map[string]string{}}
-	for _, c := range cands {
-		key := svcs[c.svc].Key
-		if prev, taken := v.Names[c.n.Name]; taken {
-			// A name the service already holds under another source (its
-			// hostname equal to its own alias) is answered: not rejected.
-			if prev.Service != key {
-				v.Rejected = append(v.Rejected, Rejection{Name: c.n.Name, Service: key, Source: c.n.Source,
-					Reason: fmt.Sprintf("the name is answered for %s (%s)", prev.Service, prev.Source)})
-			}
-			continue
-		}
-		e := &Entry{Name: c.n.Name, Service: key, Source: c.n.Source}
-		for _, a := range c.n.Addrs {
-			if a.Is4() {
-				e.A = append(e.A, a)
-			} else {
-				e.AAAA = append(e.AAAA, a)
-			}
-		}
-		v.Names[c.n.Name] = e
-		for _, p := range c.n.Ports {
-			srvName := "_" + p.Name + "._tcp." + c.n.Name
-			if _, taken := v.Names[srvName]; !taken {
-				v.Names[srvName] = &Entry{Name: srvName, Service: key, Source: c.n.Source, SRV: []SRV{{Target: c.n.Name, Port: p.Port}}}
-			}
-		}
-	}
-	v.Parents = parents(v.Names)
-	// PTR: each VIP names the first of its service's names the view answers.
-	for _, svc := range svcs {
-		first := ""
-		for _, n := range svc.Names {
-			if e, ok := v.Names[n.Name]; ok && e.Service == svc.Key {
-				first = n.Name
-				break
-			}
-		}
-		if first == "" {
-			continue
-		}
-		for _, ip := range svc.VIPs {
-			if rev, err := dns.ReverseAddr(ip.String()); err == nil {
-				if _, taken := v.PTR[rev]; !taken {
-					v.PTR[rev] = first
-				}
-			}
-		}
-	}
-	slices.SortFunc(v.Rejected, func(a, b Rejection) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Service.String(), b.Service.String()))
-	})
-	return v
-}
-
-// parents returns the ancestors of names that are not names themselves.
-func parents(names map[string]*Entry) map[string]struct{} {
-	out := map[string]struct{}{}
-	for n := range names {
-		for p := parent(n); p != ""; p = parent(p) {
-			if _, done := out[p]; done {
-				break // and so are its ancestors
-			}
-			if _, isName := names[p]; !isName {
-				out[p] = struct{}{}
-			}
-		}
-	}
-	return out
-}
-
-// parent strips the first label of a fully qualified name; "" above the
-// top-level label.
-func parent(name string) string {
-	off, end := dns.NextLabel(name, 0)
-	if end {
-		return ""
-	}
-	return name[off:]
+	return newMeshIndex().apply(changes)
 }
 
 func serviceStatus(obj *resource.Object) *resource.ServiceStatus {

@@ -3,6 +3,7 @@ package dnsserver
 import (
 	"encoding/json"
 	"flag"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -170,7 +171,7 @@ func buildView(objs ...*resource.Object) *View {
 // answered returns name -> "service source" of a view, for short diffs.
 func answered(v *View) map[string]string {
 	out := map[string]string{}
-	for n, e := range v.Names {
+	for n, e := range namesOf(v) {
 		out[n] = e.Service.Name + " " + e.Source
 	}
 	return out
@@ -178,7 +179,7 @@ func answered(v *View) map[string]string {
 
 func rejected(v *View) []string {
 	var out []string
-	for _, r := range v.Rejected {
+	for _, r := range v.Rejections() {
 		out = append(out, r.Name+" "+r.Service.Name+" "+r.Source+": "+r.Reason)
 	}
 	return out
@@ -340,11 +341,11 @@ func TestBuildView_Records(t *testing.T) {
 		"kept.tag.mesh.": {Name: "kept.tag.mesh.", Service: resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "loser"},
 			Source: SourceAlias, A: addrs("241.0.0.2")},
 	}
-	if diff := cmp.Diff(want, v.Names, cmpAddr); diff != "" {
+	if diff := cmp.Diff(want, namesOf(v), cmpAddr); diff != "" {
 		t.Errorf("names (-want +got):\n%s", diff)
 	}
 	// No SRV for the unnamed port, nor for aliases.
-	for n := range v.Names {
+	for n := range namesOf(v) {
 		if strings.HasPrefix(n, "_") && (strings.Contains(n, "-default-") || strings.Contains(n, ".default.svc.80.") || strings.Contains(n, "8080")) {
 			t.Errorf("unexpected SRV name %s", n)
 		}
@@ -355,7 +356,7 @@ func TestBuildView_Records(t *testing.T) {
 		"mesh.": {}, "80.mesh.": {}, "svc.80.mesh.": {}, "default.svc.80.mesh.": {}, "_tcp.frontend_default_svc_80.mesh.": {},
 		"tag.mesh.": {},
 	}
-	if diff := cmp.Diff(wantParents, v.Parents); diff != "" {
+	if diff := cmp.Diff(wantParents, parentsOf(v)); diff != "" {
 		t.Errorf("Parents (-want +got):\n%s", diff)
 	}
 	// PTR: each VIP names the first name its service answers; loser lost
@@ -366,7 +367,7 @@ func TestBuildView_Records(t *testing.T) {
 		"9.0.0.241.in-addr.arpa.": "lost_tag.mesh.",
 		"2.0.0.241.in-addr.arpa.": "kept_tag.mesh.",
 	}
-	if diff := cmp.Diff(wantPTR, v.PTR); diff != "" {
+	if diff := cmp.Diff(wantPTR, ptrOf(v)); diff != "" {
 		t.Errorf("PTR (-want +got):\n%s", diff)
 	}
 	wantRejected := []string{
@@ -386,19 +387,19 @@ func TestBuildView_NoAnsweredNameNoPTR(t *testing.T) {
 		svc(resource.MeshService, "default", "old", 0, vips("241.0.0.1"), tags("shared")),
 		svc(resource.MeshService, "default", "young", 5, vips("241.0.0.2"), tags("shared")),
 	)
-	if diff := cmp.Diff(map[string]string{"1.0.0.241.in-addr.arpa.": "shared.mesh."}, v.PTR); diff != "" {
+	if diff := cmp.Diff(map[string]string{"1.0.0.241.in-addr.arpa.": "shared.mesh."}, ptrOf(v)); diff != "" {
 		t.Errorf("PTR (-want +got):\n%s", diff)
 	}
 }
 
 func TestSources(t *testing.T) {
-	got := Sources([]*resource.Object{
+	got := maps.Collect(Sources([]*resource.Object{
 		dataplane("b", "young", 5, "10.0.0.1"),
 		dataplane("a", "old", 0, "10.0.0.1"),       // the oldest wins a shared address
 		dataplane("c", "byname", 0, "backend.svc"), // a DNS name: ignored
 		dataplane("c", "v6", 0, "fd00::1"),
 		dataplane("b", "other", 1, "10.0.0.2"),
-	})
+	}).All())
 	want := map[netip.Addr]string{
 		netip.MustParseAddr("10.0.0.1"): "a",
 		netip.MustParseAddr("10.0.0.2"): "b",

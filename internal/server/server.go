@@ -219,7 +219,7 @@ func dnsListing(srv *dnsserver.Server, mesh string) apiserver.DNSListing {
 	if v == nil {
 		return l
 	}
-	for _, e := range v.Names {
+	for e := range v.Entries() {
 		n := apiserver.DNSName{Name: e.Name, Kind: e.Service.Kind, Service: e.Service.Name, Source: e.Source}
 		for _, ip := range e.A {
 			n.A = append(n.A, ip.String())
@@ -243,7 +243,7 @@ func dnsListing(srv *dnsserver.Server, mesh string) apiserver.DNSListing {
 		}
 		l.Names = append(l.Names, n)
 	}
-	for _, r := range v.Rejected {
+	for _, r := range v.Rejections() {
 		l.NotAnswered = append(l.NotAnswered, apiserver.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason})
 	}
 	return l

@@ -1,0 +1,392 @@
+package dnsserver
+
+import (
+	"cmp"
+	"fmt"
+	"iter"
+	"net/netip"
+	"slices"
+
+	"github.com/miekg/dns"
+
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+// View holds the names of one mesh. It is immutable: the builder derives
+// the next view from it, sharing every shard a change does not touch.
+type View struct {
+	names cowMap[string, *Entry]
+	// parents are the names that own no record but have names below them
+	// (empty non-terminals such as svc.mesh.local. or _tcp.web.mesh.):
+	// they exist, so they get NODATA rather than NXDOMAIN, which resolvers
+	// take for "no name below" (RFC 8020, QNAME minimisation).
+	parents cowMap[string, struct{}]
+	// ptr maps reverse names (7.0.0.241.in-addr.arpa.) to a service's
+	// first answered name.
+	ptr cowMap[string, string]
+	// rejected are, by name, the services that want it and do not get it.
+	rejected cowMap[string, []Rejection]
+}
+
+func newView() *View {
+	return &View{
+		names:    newCowMap[string, *Entry](hashString),
+		parents:  newCowMap[string, struct{}](hashString),
+		ptr:      newCowMap[string, string](hashString),
+		rejected: newCowMap[string, []Rejection](hashString),
+	}
+}
+
+// Lookup returns the records of a lower case fully qualified name.
+func (v *View) Lookup(name string) (*Entry, bool) { return v.names.Get(name) }
+
+// IsParent reports whether name is an empty non-terminal.
+func (v *View) IsParent(name string) bool { _, ok := v.parents.Get(name); return ok }
+
+// PTR returns the name a reverse name points to.
+func (v *View) PTR(rev string) (string, bool) { return v.ptr.Get(rev) }
+
+// Len returns the number of names with records.
+func (v *View) Len() int { return v.names.Len() }
+
+// Entries yields every name with records, in no particular order.
+func (v *View) Entries() iter.Seq[*Entry] {
+	return func(yield func(*Entry) bool) {
+		for _, e := range v.names.All() {
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}
+
+// Parents yields the empty non-terminals, in no particular order.
+func (v *View) Parents() iter.Seq2[string, struct{}] { return v.parents.All() }
+
+// PTRs yields reverse names and their targets, in no particular order.
+func (v *View) PTRs() iter.Seq2[string, string] { return v.ptr.All() }
+
+// Rejections returns the names services want and do not get, sorted by
+// name, service and source.
+func (v *View) Rejections() []Rejection {
+	var out []Rejection
+	for _, rs := range v.rejected.All() {
+		out = append(out, rs...)
+	}
+	slices.SortFunc(out, func(a, b Rejection) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Service.String(), b.Service.String()), cmp.Compare(a.Source, b.Source))
+	})
+	return out
+}
+
+// viewEdit is a change being made to a view.
+type viewEdit struct {
+	names    *cowEdit[string, *Entry]
+	parents  *cowEdit[string, struct{}]
+	ptr      *cowEdit[string, string]
+	rejected *cowEdit[string, []Rejection]
+}
+
+func (v *View) edit() *viewEdit {
+	return &viewEdit{names: v.names.edit(), parents: v.parents.edit(), ptr: v.ptr.edit(), rejected: v.rejected.edit()}
+}
+
+func (e *viewEdit) done() *View {
+	return &View{names: e.names.done(), parents: e.parents.done(), ptr: e.ptr.done(), rejected: e.rejected.done()}
+}
+
+// claim is one service wanting one name.
+type claim struct {
+	svc *ServiceNames
+	idx int // into svc.Names
+}
+
+func (c claim) name() *Name { return &c.svc.Names[c.idx] }
+
+// precedence orders claims on a name: by source (a generated hostname
+// beats an InternalVIP value, which beats a service-tag name, which beats
+// its aliases), then the older service, then kind and name, then the
+// service's own order.
+func precedence(a, b claim) int {
+	return cmp.Or(cmp.Compare(sourceRank[a.name().Source], sourceRank[b.name().Source]), serviceOrder(a.svc, b.svc), cmp.Compare(a.idx, b.idx))
+}
+
+func serviceOrder(a, b *ServiceNames) int {
+	return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.Key.Kind, b.Key.Kind), cmp.Compare(a.Key.Name, b.Key.Name))
+}
+
+// meshIndex is what the builder keeps of one mesh to update its view
+// incrementally: every claim on every name, so that the winner of a name
+// is known without looking at other services. It is not safe for
+// concurrent use; the views it publishes are.
+type meshIndex struct {
+	svcs   map[resource.Key]*ServiceNames
+	claims map[string][]claim
+	// ptrClaims are the services holding each reverse name's address, in
+	// service order.
+	ptrClaims map[string][]*ServiceNames
+	// children counts the answered names below each name.
+	children map[string]int
+	// srv are the SRV names published for each answered name.
+	srv  map[string][]string
+	view *View
+}
+
+func newMeshIndex() *meshIndex {
+	return &meshIndex{
+		svcs: map[resource.Key]*ServiceNames{}, claims: map[string][]claim{}, ptrClaims: map[string][]*ServiceNames{},
+		children: map[string]int{}, srv: map[string][]string{}, view: newView(),
+	}
+}
+
+// apply replaces the services in changes (nil removes one) and returns
+// the new view. Only the names, reverse names and ancestors the changed
+// services touch are looked at.
+func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
+	ed := ix.view.edit()
+	names := map[string]struct{}{}
+	revs := map[string]struct{}{}
+	touched := map[resource.Key]struct{}{}
+	for key, next := range changes {
+		if old := ix.svcs[key]; old != nil {
+			for _, n := range old.Names {
+				names[n.Name] = struct{}{}
+				ix.claims[n.Name] = slices.DeleteFunc(ix.claims[n.Name], func(c claim) bool { return c.svc == old })
+				if len(ix.claims[n.Name]) == 0 {
+					delete(ix.claims, n.Name)
+				}
+			}
+			for _, rev := range reverseNames(old.VIPs) {
+				revs[rev] = struct{}{}
+				ix.ptrClaims[rev] = slices.DeleteFunc(ix.ptrClaims[rev], func(s *ServiceNames) bool { return s == old })
+				if len(ix.ptrClaims[rev]) == 0 {
+					delete(ix.ptrClaims, rev)
+				}
+			}
+			delete(ix.svcs, key)
+		}
+		touched[key] = struct{}{}
+		if next == nil {
+			continue
+		}
+		ix.svcs[key] = next
+		for i, n := range next.Names {
+			names[n.Name] = struct{}{}
+			c := claim{next, i}
+			cs := ix.claims[n.Name]
+			at, _ := slices.BinarySearchFunc(cs, c, precedence)
+			ix.claims[n.Name] = slices.Insert(cs, at, c)
+		}
+		for _, rev := range reverseNames(next.VIPs) {
+			revs[rev] = struct{}{}
+			ss := ix.ptrClaims[rev]
+			at, _ := slices.BinarySearchFunc(ss, next, serviceOrder)
+			ix.ptrClaims[rev] = slices.Insert(ss, at, next)
+		}
+	}
+	for name := range names {
+		ix.resolve(ed, name, touched)
+	}
+	// A service that won or lost a name may have a new first name.
+	for key := range touched {
+		if s := ix.svcs[key]; s != nil {
+			for _, rev := range reverseNames(s.VIPs) {
+				revs[rev] = struct{}{}
+			}
+		}
+	}
+	for rev := range revs {
+		ix.resolvePTR(ed, rev)
+	}
+	ix.view = ed.done()
+	return ix.view
+}
+
+// resolve publishes the winner of name (or removes it) with its SRV
+// names and rejections, and adds the previous and new winners to touched.
+func (ix *meshIndex) resolve(ed *viewEdit, name string, touched map[resource.Key]struct{}) {
+	cur, had := ed.names.Get(name)
+	if had {
+		touched[cur.Service] = struct{}{}
+	}
+	for _, s := range ix.srv[name] {
+		ed.names.Delete(s)
+		ix.unpublished(ed, s)
+	}
+	delete(ix.srv, name)
+	cs := ix.claims[name]
+	if len(cs) == 0 {
+		ed.rejected.Delete(name)
+		if had {
+			ed.names.Delete(name)
+			ix.unpublished(ed, name)
+		}
+		return
+	}
+	w := cs[0]
+	wn := w.name()
+	touched[w.svc.Key] = struct{}{}
+	e := &Entry{Name: name, Service: w.svc.Key, Source: wn.Source}
+	for _, a := range wn.Addrs {
+		if a.Is4() {
+			e.A = append(e.A, a)
+		} else {
+			e.AAAA = append(e.AAAA, a)
+		}
+	}
+	ed.names.Set(name, e)
+	if !had {
+		ix.published(ed, name)
+	}
+	for _, p := range wn.Ports {
+		srvName := "_" + p.Name + "._tcp." + name
+		if _, taken := ed.names.Get(srvName); taken {
+			continue
+		}
+		ed.names.Set(srvName, &Entry{Name: srvName, Service: w.svc.Key, Source: wn.Source, SRV: []SRV{{Target: name, Port: p.Port}}})
+		ix.published(ed, srvName)
+		ix.srv[name] = append(ix.srv[name], srvName)
+	}
+	var rej []Rejection
+	for _, c := range cs[1:] {
+		// A name the winner also wants under another source (its hostname
+		// equal to its own alias) is answered: not rejected.
+		if c.svc.Key != w.svc.Key {
+			rej = append(rej, Rejection{Name: name, Service: c.svc.Key, Source: c.name().Source,
+				Reason: fmt.Sprintf("the name is answered for %s (%s)", w.svc.Key, wn.Source)})
+		}
+	}
+	if len(rej) > 0 {
+		ed.rejected.Set(name, rej)
+	} else {
+		ed.rejected.Delete(name)
+	}
+}
+
+// published counts a new answered name in its ancestors.
+func (ix *meshIndex) published(ed *viewEdit, name string) {
+	ix.updateParent(ed, name)
+	for p := parent(name); p != ""; p = parent(p) {
+		ix.children[p]++
+		if ix.children[p] == 1 {
+			ix.updateParent(ed, p)
+		}
+	}
+}
+
+// unpublished forgets a removed answered name in its ancestors.
+func (ix *meshIndex) unpublished(ed *viewEdit, name string) {
+	ix.updateParent(ed, name)
+	for p := parent(name); p != ""; p = parent(p) {
+		ix.children[p]--
+		if ix.children[p] == 0 {
+			delete(ix.children, p)
+			ix.updateParent(ed, p)
+		}
+	}
+}
+
+func (ix *meshIndex) updateParent(ed *viewEdit, name string) {
+	_, isName := ed.names.Get(name)
+	if ix.children[name] > 0 && !isName {
+		ed.parents.Set(name, struct{}{})
+	} else {
+		ed.parents.Delete(name)
+	}
+}
+
+// resolvePTR points a reverse name at the first answered name of the first
+// service (in service order) holding the address that has one.
+func (ix *meshIndex) resolvePTR(ed *viewEdit, rev string) {
+	for _, s := range ix.ptrClaims[rev] {
+		for _, n := range s.Names {
+			if e, ok := ed.names.Get(n.Name); ok && e.Service == s.Key {
+				ed.ptr.Set(rev, n.Name)
+				return
+			}
+		}
+	}
+	ed.ptr.Delete(rev)
+}
+
+// reverseNames returns the distinct reverse names of addresses.
+func reverseNames(ips []netip.Addr) []string {
+	var out []string
+	for _, ip := range ips {
+		if rev, err := dns.ReverseAddr(ip.String()); err == nil && !slices.Contains(out, rev) {
+			out = append(out, rev)
+		}
+	}
+	return out
+}
+
+// parent strips the first label of a fully qualified name; "" above the
+// top-level label.
+func parent(name string) string {
+	off, end := dns.NextLabel(name, 0)
+	if end {
+		return ""
+	}
+	return name[off:]
+}
+
+// sourceIndex maps Dataplane addresses to meshes incrementally. The oldest
+// Dataplane wins an address shared across meshes (a misconfiguration).
+type sourceIndex struct {
+	dps    map[resource.Key]*dpSource
+	claims map[netip.Addr][]*dpSource
+	m      cowMap[netip.Addr, string]
+}
+
+type dpSource struct {
+	key     resource.Key
+	created int64 // UnixNano
+	addr    netip.Addr
+}
+
+func newSourceIndex() *sourceIndex {
+	return &sourceIndex{dps: map[resource.Key]*dpSource{}, claims: map[netip.Addr][]*dpSource{}, m: newCowMap[netip.Addr, string](hashAddr)}
+}
+
+func sourceOrder(a, b *dpSource) int {
+	return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.key.Mesh, b.key.Mesh), cmp.Compare(a.key.Name, b.key.Name))
+}
+
+// apply replaces the Dataplanes in changes (nil removes one) and returns
+// the new map.
+func (ix *sourceIndex) apply(changes map[resource.Key]*resource.Object) cowMap[netip.Addr, string] {
+	ed := ix.m.edit()
+	addrs := map[netip.Addr]struct{}{}
+	for key, dp := range changes {
+		if old := ix.dps[key]; old != nil {
+			addrs[old.addr] = struct{}{}
+			ix.claims[old.addr] = slices.DeleteFunc(ix.claims[old.addr], func(s *dpSource) bool { return s == old })
+			if len(ix.claims[old.addr]) == 0 {
+				delete(ix.claims, old.addr)
+			}
+			delete(ix.dps, key)
+		}
+		if dp == nil {
+			continue
+		}
+		ip, err := netip.ParseAddr(dp.Spec.(*resource.DataplaneSpec).Networking.Address)
+		if err != nil {
+			continue // a DNS name: queries come from addresses
+		}
+		s := &dpSource{key: key, created: dp.CreationTime.UnixNano(), addr: ip.Unmap()}
+		ix.dps[key] = s
+		addrs[s.addr] = struct{}{}
+		cs := ix.claims[s.addr]
+		at, _ := slices.BinarySearchFunc(cs, s, sourceOrder)
+		ix.claims[s.addr] = slices.Insert(cs, at, s)
+	}
+	for a := range addrs {
+		if cs := ix.claims[a]; len(cs) > 0 {
+			ed.Set(a, cs[0].key.Mesh)
+		} else {
+			ed.Delete(a)
+		}
+	}
+	ix.m = ed.done()
+	return ix.m
+}
