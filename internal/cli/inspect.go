@@ -24,8 +24,9 @@ func newInspectCmd(env Env, newClient func() (*client.Client, error)) *cobra.Com
 	hostnames := &cobra.Command{
 		Use:   "hostnames [KIND NAME]",
 		Short: "List the hostnames of a mesh, or explain one service's",
-		Long: `Without arguments, list every hostname generated in the mesh: the service it
-belongs to, the HostnameGenerator that made it, whether the service holds it
+		Long: `Without arguments, list every hostname of the mesh: the service it belongs
+to, the HostnameGenerator that made it (InternalVIP for the value of a
+MeshExternalService's InternalVIP match), whether the service holds it
 (Available) or not (NotAvailable, with the reason: a collision names the
 service that holds the name; a template that could not render names the
 missing label or the broken rule).
@@ -250,7 +251,13 @@ func listHostnames(ctx context.Context, env Env, c *client.Client, mesh, output 
 				continue
 			}
 			for _, a := range st.Addresses {
-				rows = append(rows, HostnameRow{Hostname: a.Hostname, Kind: o.Kind, Service: o.Name, Generator: a.Origin.Name, Status: a.Status, Reason: a.Reason})
+				gen := a.Origin.Name
+				if a.Origin.Kind == resource.OriginInternalVIP {
+					// The service's own InternalVIP value; generator
+					// names are lower case, so this cannot be one.
+					gen = resource.MatchInternalVIP
+				}
+				rows = append(rows, HostnameRow{Hostname: a.Hostname, Kind: o.Kind, Service: o.Name, Generator: gen, Status: a.Status, Reason: a.Reason})
 			}
 		}
 	}
