@@ -62,12 +62,16 @@ func (s *Server) dnsListing(w http.ResponseWriter, mesh string) {
 			}
 			svc := st.Service()
 			for _, a := range svc.Addresses {
+				source := "hostname"
+				if a.Origin.Kind == resource.OriginInternalVIP {
+					source = "internalVIP"
+				}
 				switch {
 				case a.Hostname == "":
 				case a.Status != resource.AddressAvailable:
-					l.NotAnswered = append(l.NotAnswered, DNSNotAnswer{Name: a.Hostname + ".", Kind: o.Kind, Service: o.Name, Source: "hostname", Reason: a.Reason})
+					l.NotAnswered = append(l.NotAnswered, DNSNotAnswer{Name: a.Hostname + ".", Kind: o.Kind, Service: o.Name, Source: source, Reason: a.Reason})
 				case len(svc.VIPs) == 0:
-					l.NotAnswered = append(l.NotAnswered, DNSNotAnswer{Name: a.Hostname + ".", Kind: o.Kind, Service: o.Name, Source: "hostname", Reason: "the service has no VIP yet"})
+					l.NotAnswered = append(l.NotAnswered, DNSNotAnswer{Name: a.Hostname + ".", Kind: o.Kind, Service: o.Name, Source: source, Reason: "the service has no VIP yet"})
 				}
 			}
 		}

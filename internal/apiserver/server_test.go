@@ -475,6 +475,29 @@ func TestPut_PreferMinimal(t *testing.T) {
 	}
 }
 
+// TestPut_Warnings checks seed 003's tcp note reaches the client: a valid
+// document that captures more than it says is stored, and the response
+// carries a Warning header (RFC 9110 section 11.5 form, code 299) per note.
+func TestPut_Warnings(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	path := "/meshes/default/meshexternalservices/kafka"
+	doc := "type: MeshExternalService\nspec:\n  match:\n  - {type: Domain, value: kafka.example.com, port: 9092, protocol: tcp}\n"
+	want := []string{`299 - "spec.match[0].protocol: tcp cannot tell domains apart, so this match captures all traffic to port 9092, not only kafka.example.com; use tls or an HTTP protocol, or match an IP, CIDR or InternalVIP"`}
+	for _, h := range [][]string{nil, {"Prefer", "return=minimal"}} {
+		r := e.put(path, doc, h...)
+		if r.code != http.StatusCreated && r.code != http.StatusOK {
+			t.Fatalf("PUT %v = %d %s", h, r.code, r.body)
+		}
+		if d := cmp.Diff(want, r.header.Values("Warning")); d != "" {
+			t.Errorf("Warning headers with %v (-want +got):\n%s", h, d)
+		}
+	}
+	r := e.put(path, strings.Replace(doc, "protocol: tcp", "protocol: tls", 1))
+	if r.code != http.StatusOK || len(r.header.Values("Warning")) != 0 {
+		t.Errorf("tls match: %d, Warning %q; want 200 and none", r.code, r.header.Values("Warning"))
+	}
+}
+
 func TestHostnames_Inspection(t *testing.T) {
 	e := newEnv(t, resource.ModeStandalone)
 	for _, doc := range []struct{ path, body string }{

@@ -203,6 +203,9 @@ func kindColumns(k resource.Kind) []column {
 			}},
 			{name: "VIPS", value: vips},
 			{name: "HOSTNAMES", wide: true, value: hostnames},
+			{name: "CLUSTERS", wide: true, value: func(o *resource.Object) string {
+				return strings.Join(o.Spec.(*resource.MeshExternalServiceSpec).ClusterNames(o.Name), ",")
+			}},
 		}
 	case resource.MeshMultiZoneService:
 		return []column{

@@ -25,8 +25,9 @@ func newInspectCmd(env Env, newClient func() (*client.Client, error)) *cobra.Com
 	hostnames := &cobra.Command{
 		Use:   "hostnames [KIND NAME]",
 		Short: "List the hostnames of a mesh, or explain one service's",
-		Long: `Without arguments, list every hostname generated in the mesh: the service it
-belongs to, the HostnameGenerator that made it, whether the service holds it
+		Long: `Without arguments, list every hostname of the mesh: the service it belongs
+to, the HostnameGenerator that made it (InternalVIP for the value of a
+MeshExternalService's InternalVIP match), whether the service holds it
 (Available) or not (NotAvailable, with the reason: a collision names the
 service that holds the name; a template that could not render names the
 missing label or the broken rule).
@@ -117,8 +118,116 @@ would collide with another service's name.`,
 	dnsCmd.Flags().StringVarP(&dnsMesh, "mesh", "m", defaultMesh, "mesh to inspect")
 	dnsCmd.Flags().StringVarP(&dnsOutput, "output", "o", "table", "output format: table or json")
 	cmd.AddCommand(dnsCmd)
+
+	var extMesh, extOutput string
+	extCmd := &cobra.Command{
+		Use:     "externalservices",
+		Aliases: []string{"meshexternalservices", "extsvc"},
+		Short:   "List the clusters and conditions of the external services of a mesh",
+		Long: `List every MeshExternalService of the mesh by cluster: seed 003 makes one
+cluster per matched port, named <name>_<port>, with the port's protocol and the
+matches it captures. Then list the services' conditions, such as the IP ranges
+they share with another external service on a port (Overlapping) or a VIP pool
+that is exhausted.`,
+		Example: `  meshnames inspect externalservices
+  meshnames inspect extsvc -m prod -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if extOutput != "table" && extOutput != "json" {
+				return fmt.Errorf("invalid --output %q: use table or json", extOutput)
+			}
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			return listExternalServices(cmd.Context(), env, c, extMesh, extOutput)
+		},
+	}
+	extCmd.Flags().StringVarP(&extMesh, "mesh", "m", defaultMesh, "mesh to inspect")
+	extCmd.Flags().StringVarP(&extOutput, "output", "o", "table", "output format: table or json")
+	cmd.AddCommand(extCmd)
 	cmd.AddCommand(newInspectServiceTagsCmd(env, newClient))
 	return cmd
+}
+
+// ClusterRow is one cluster of `inspect externalservices`.
+type ClusterRow struct {
+	Service  string   `json:"service"`
+	Cluster  string   `json:"cluster"`
+	Port     int      `json:"port"`
+	Protocol string   `json:"protocol"`
+	Matches  []string `json:"matches"`
+}
+
+// ConditionRow is one condition of `inspect externalservices`.
+type ConditionRow struct {
+	Service string `json:"service"`
+	resource.Condition
+}
+
+func listExternalServices(ctx context.Context, env Env, c *client.Client, mesh, output string) error {
+	objs, err := c.ListAll(ctx, resource.MustLookup(resource.MeshExternalService), mesh, nil)
+	if err != nil {
+		return err
+	}
+	clusters := []ClusterRow{}
+	conditions := []ConditionRow{}
+	for _, o := range objs {
+		clusters = append(clusters, externalClusters(o)...)
+		if st := serviceStatus(o); st != nil {
+			for _, cond := range st.Conditions {
+				conditions = append(conditions, ConditionRow{Service: o.Name, Condition: cond})
+			}
+		}
+	}
+	if output == "json" {
+		return printJSON(env, struct {
+			Mesh       string         `json:"mesh"`
+			Clusters   []ClusterRow   `json:"clusters"`
+			Conditions []ConditionRow `json:"conditions"`
+		}{mesh, clusters, conditions})
+	}
+	if len(objs) == 0 {
+		fmt.Fprintf(env.Err, "No meshexternalservices found in mesh %s.\n", mesh)
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Out, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tCLUSTER\tPORT\tPROTOCOL\tMATCHES")
+	for _, r := range clusters {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Service, r.Cluster, r.Port, r.Protocol, strings.Join(r.Matches, ","))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(conditions) > 0 {
+		fmt.Fprintln(env.Out, "\nConditions:")
+		tw := tabwriter.NewWriter(env.Out, 0, 8, 3, ' ', 0)
+		fmt.Fprintln(tw, "SERVICE\tTYPE\tSTATUS\tREASON\tMESSAGE")
+		for _, r := range conditions {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Service, r.Type, r.Status, orNone(r.Reason), orNone(r.Message))
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+// externalClusters lists the clusters of one external service in port
+// order, each with the matches on its port in spec order.
+func externalClusters(o *resource.Object) []ClusterRow {
+	spec := o.Spec.(*resource.MeshExternalServiceSpec)
+	names := spec.ClusterNames(o.Name)
+	rows := make([]ClusterRow, 0, len(names))
+	for i, port := range spec.Ports() {
+		r := ClusterRow{Service: o.Name, Cluster: names[i], Port: port}
+		for _, m := range spec.Match {
+			if m.Port == port {
+				r.Protocol = m.Protocol // one per port (validation)
+				r.Matches = append(r.Matches, m.Type+":"+m.Value)
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 func newInspectServiceTagsCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command {
@@ -222,7 +331,13 @@ func listHostnames(ctx context.Context, env Env, c *client.Client, mesh, output 
 				continue
 			}
 			for _, a := range st.Addresses {
-				rows = append(rows, HostnameRow{Hostname: a.Hostname, Kind: o.Kind, Service: o.Name, Generator: a.Origin.Name, Status: a.Status, Reason: a.Reason})
+				gen := a.Origin.Name
+				if a.Origin.Kind == resource.OriginInternalVIP {
+					// The service's own InternalVIP value; generator
+					// names are lower case, so this cannot be one.
+					gen = resource.MatchInternalVIP
+				}
+				rows = append(rows, HostnameRow{Hostname: a.Hostname, Kind: o.Kind, Service: o.Name, Generator: gen, Status: a.Status, Reason: a.Reason})
 			}
 		}
 	}

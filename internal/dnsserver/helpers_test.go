@@ -77,13 +77,34 @@ func vips(ips ...string) svcOpt {
 	}
 }
 
-// internalVIP adds the VIP of a MeshExternalService InternalVIP match.
+// internalVIP adds a MeshExternalService InternalVIP match, its VIPs and
+// its Available address, as the vips and hostnames controllers write them.
 func internalVIP(host string, ips ...string) svcOpt {
+	return internalVIPWith(host, resource.AddressAvailable, ips...)
+}
+
+// lostInternalVIP adds an InternalVIP match whose value another service
+// holds: it has its VIPs, and its address is NotAvailable.
+func lostInternalVIP(host string, ips ...string) svcOpt {
+	return internalVIPWith(host, resource.AddressNotAvailable, ips...)
+}
+
+// pendingInternalVIP adds an InternalVIP match with its VIPs but no address
+// yet (the hostnames controller has not seen it).
+func pendingInternalVIP(host string, ips ...string) svcOpt {
+	return internalVIPWith(host, "", ips...)
+}
+
+func internalVIPWith(host, state string, ips ...string) svcOpt {
 	return func(o *resource.Object) {
 		spec := o.Spec.(*resource.MeshExternalServiceSpec)
 		spec.Match = append(spec.Match, resource.ExternalMatch{Type: resource.MatchInternalVIP, Value: host, Port: 443, Protocol: resource.ProtocolTCP})
 		for _, ip := range ips {
 			status(o).VIPs = append(status(o).VIPs, resource.VIP{IP: ip, Type: resource.VIPKuma, Hostname: host})
+		}
+		if state != "" {
+			status(o).Addresses = append(status(o).Addresses, resource.Address{Hostname: host, Status: state,
+				Origin: resource.AddressOrigin{Kind: resource.OriginInternalVIP, Name: o.Name}})
 		}
 	}
 }

@@ -49,9 +49,10 @@ type Rejection struct {
 	Reason  string
 }
 
-// Sources of names, in precedence order: a generated hostname (already
-// unique per mesh, by the hostnames controller) beats an InternalVIP value,
-// which beats a service-tag name, which beats its aliases.
+// Sources of names, in precedence order: an InternalVIP value beats a
+// generated hostname, as in the hostnames controller, which already makes
+// both unique per mesh (the rank only decides while one status lags behind
+// another); they beat a service-tag name, which beats its aliases.
 const (
 	SourceHostname    = "hostname"
 	SourceInternalVIP = "internalVIP"
@@ -59,7 +60,7 @@ const (
 	SourceAlias       = "alias"
 )
 
-var sourceRank = map[string]int{SourceHostname: 0, SourceInternalVIP: 1, SourceServiceTag: 2, SourceAlias: 3}
+var sourceRank = map[string]int{SourceInternalVIP: 0, SourceHostname: 1, SourceServiceTag: 2, SourceAlias: 3}
 
 // TableOptions are the settings a table is built with.
 type TableOptions struct {
@@ -157,7 +158,10 @@ func serviceStatus(obj *resource.Object) *resource.ServiceStatus {
 
 // Extract lists the names a service wants, with their addresses, in
 // order: generated hostnames (Available ones), InternalVIP values, then
-// service-tag names and their aliases (seed 004).
+// service-tag names and their aliases (seed 004). An InternalVIP value is
+// answered once the hostnames controller lists it Available in
+// status.addresses (origin MeshExternalService): a value another service
+// holds is not answered for this one.
 func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 	out := ServiceNames{Key: svc.Key(), Created: svc.CreationTime}
 	st := serviceStatus(svc)
@@ -197,13 +201,22 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 	if len(general) == 0 {
 		general = out.VIPs
 	}
+	held := map[string]bool{} // InternalVIP values this service holds
 	for _, a := range st.Addresses {
-		if a.Status == resource.AddressAvailable && a.Hostname != "" {
-			out.Names = append(out.Names, Name{Name: dns.Fqdn(strings.ToLower(a.Hostname)), Source: SourceHostname, Addrs: general, Ports: ports})
+		if a.Status != resource.AddressAvailable || a.Hostname == "" {
+			continue
 		}
+		name := dns.Fqdn(strings.ToLower(a.Hostname))
+		if a.Origin.Kind == resource.OriginInternalVIP {
+			held[name] = true
+			continue
+		}
+		out.Names = append(out.Names, Name{Name: name, Source: SourceHostname, Addrs: general, Ports: ports})
 	}
 	for _, h := range slices.Sorted(mapKeys(byHost)) {
-		out.Names = append(out.Names, Name{Name: h, Source: SourceInternalVIP, Addrs: byHost[h]})
+		if held[h] {
+			out.Names = append(out.Names, Name{Name: h, Source: SourceInternalVIP, Addrs: byHost[h]})
+		}
 	}
 	if spec, ok := svc.Spec.(*resource.MeshServiceSpec); ok && o.ServiceTagDomain != "" {
 		suffix := "." + dns.Fqdn(strings.ToLower(o.ServiceTagDomain))

@@ -129,6 +129,16 @@ func TestExtract(t *testing.T) {
 			vips: addrs("242.0.0.1", "242.0.0.2", "fd00:242::2", "242.0.0.3"),
 		},
 		{
+			// A value another service holds, or one the hostnames
+			// controller has not listed yet, is not answered; its VIP
+			// still names the service in PTR records.
+			name: "ExternalServiceInternalVIPNotHeld",
+			obj: svc(resource.MeshExternalService, "default", "httpbin", 0, lostInternalVIP("taken.example.com", "242.0.0.1"),
+				pendingInternalVIP("new.example.com", "242.0.0.2"), internalVIP("httpbin.org", "242.0.0.3")),
+			want: []Name{{Name: "httpbin.org.", Source: SourceInternalVIP, Addrs: addrs("242.0.0.3")}},
+			vips: addrs("242.0.0.1", "242.0.0.2", "242.0.0.3"),
+		},
+		{
 			// With only InternalVIP VIPs, the generated hostname gets all of them.
 			name: "ExternalServiceOnlyInternalVIPs",
 			obj:  svc(resource.MeshExternalService, "default", "httpbin", 0, hosts("httpbin.extsvc.mesh.local"), internalVIP("httpbin.org", "242.0.0.2")),
@@ -186,7 +196,7 @@ func rejected(v *View) []string {
 }
 
 // TestBuildView_Precedence checks who gets a name wanted by several
-// services: hostname > internalVIP > serviceTag > alias, then the older
+// services: internalVIP > hostname > serviceTag > alias, then the older
 // service, whatever the order the services are given in.
 func TestBuildView_Precedence(t *testing.T) {
 	for _, tc := range []struct {
@@ -196,14 +206,27 @@ func TestBuildView_Precedence(t *testing.T) {
 		wantRejected []string
 	}{
 		{
-			// The younger service's hostname beats the older one's InternalVIP value.
-			name: "HostnameBeatsInternalVIP",
+			// Both statuses claim the name (one lags behind the other): the
+			// younger service's InternalVIP value beats the older one's
+			// hostname, as in the hostnames controller.
+			name: "InternalVIPBeatsHostname",
 			objs: []*resource.Object{
-				svc(resource.MeshExternalService, "default", "old", 0, internalVIP("db.mesh.local", "242.0.0.1")),
-				svc(resource.MeshService, "default", "young", 5, hosts("db.mesh.local"), vips("241.0.0.1")),
+				svc(resource.MeshService, "default", "old", 0, hosts("db.mesh.local"), vips("241.0.0.1")),
+				svc(resource.MeshExternalService, "default", "young", 5, internalVIP("db.mesh.local", "242.0.0.1")),
 			},
-			want:         map[string]string{"db.mesh.local.": "young hostname"},
-			wantRejected: []string{"db.mesh.local. old internalVIP: the name is answered for MeshService default/young (hostname)"},
+			want:         map[string]string{"db.mesh.local.": "young internalVIP"},
+			wantRejected: []string{"db.mesh.local. old hostname: the name is answered for MeshExternalService default/young (internalVIP)"},
+		},
+		{
+			// The settled state of a clash: the holder is answered, the
+			// loser is not even a candidate.
+			name: "InternalVIPLostToHostname",
+			objs: []*resource.Object{
+				svc(resource.MeshService, "default", "old", 0, lostHosts("db.mesh.local"), vips("241.0.0.1")),
+				svc(resource.MeshExternalService, "default", "young", 5, internalVIP("db.mesh.local", "242.0.0.1")),
+				svc(resource.MeshExternalService, "default", "younger", 6, lostInternalVIP("db.mesh.local", "242.0.0.2")),
+			},
+			want: map[string]string{"db.mesh.local.": "young internalVIP"},
 		},
 		{
 			name: "InternalVIPBeatsServiceTag",

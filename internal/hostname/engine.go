@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/meshnames/meshnames/internal/validate"
 )
 
 // This file holds the pure, incremental core of hostname generation: given
@@ -28,6 +30,16 @@ import (
 // first"), so the first claimant in the index holds the name. The index
 // covers every service kind of the mesh, so a MeshService and a
 // MeshExternalService cannot share a name (Kuma checks per kind only).
+//
+// A service may also name itself: the InternalVIP values of a
+// MeshExternalService (seed 003) are written by hand in its spec. Such an
+// own name claims its place in the same index, through a pseudo-generator
+// that comes before every HostnameGenerator: a name an operator wrote is
+// never taken away by a template, and a workload that registers a service
+// cannot capture it. Between own names the older service wins, then the
+// name, as for generated ones. The holder of a contested name says who else
+// claims it, and each loser says who holds it, so that a clash is visible
+// on both sides.
 //
 // A change re-renders only what it can affect - a service change that
 // service, a generator change that generator's render of the services it
@@ -52,6 +64,10 @@ type Service struct {
 	Key     ServiceKey
 	Labels  map[string]string
 	Created time.Time
+	// OwnNames are the names the service gives itself: the InternalVIP
+	// values of a MeshExternalService (seed 003). They take part in the
+	// per-mesh uniqueness of names and come before generated names.
+	OwnNames []string
 }
 
 // Generator is what the engine needs of a HostnameGenerator.
@@ -76,8 +92,12 @@ type Address struct {
 	// a DNS name.
 	Hostname  string
 	Generator string
+	// Own is set for a name the service gives itself (Service.OwnNames);
+	// Generator is then empty.
+	Own       bool
 	Available bool
-	// Reason says why the address is not available.
+	// Reason says why the address is not available, or, for an available
+	// one, who else claims the name.
 	Reason string
 }
 
@@ -91,11 +111,16 @@ const (
 
 type genState struct {
 	Generator
+	// own marks the engine's pseudo-generator of own names.
+	own bool
 }
 
-// before reports whether g takes precedence over o: local before synced,
-// then older, then by name (seed 000).
+// before reports whether g takes precedence over o: own names first, then
+// local before synced, then older, then by name (seed 000).
 func (g *genState) before(o *genState) bool {
+	if g.own != o.own {
+		return g.own
+	}
 	if g.Local != o.Local {
 		return g.Local
 	}
@@ -172,6 +197,15 @@ type claim struct {
 	svc *svcState
 }
 
+// String describes the claim for reasons: the service, and how it claims.
+func (c claim) String() string {
+	k := c.svc.Key
+	if c.gen.own {
+		return fmt.Sprintf("%s %s/%s (its InternalVIP match)", k.Kind, k.Mesh, k.Name)
+	}
+	return fmt.Sprintf("%s %s/%s (from generator %s)", k.Kind, k.Mesh, k.Name, c.gen.Name)
+}
+
 func (c claim) before(o claim) bool {
 	if c.gen != o.gen {
 		return c.gen.before(o.gen)
@@ -188,9 +222,11 @@ type meshNames map[uint64]*claimList
 // Engine computes the addresses of services. The zero value is not usable;
 // call NewEngine.
 type Engine struct {
-	zone   string
-	gens   map[string]*genState
-	order  []*genState // by precedence
+	zone  string
+	gens  map[string]*genState
+	order []*genState // by precedence
+	// own is the pseudo-generator of the services' own names.
+	own    *genState
 	svcs   map[ServiceKey]*svcState
 	claims map[string]meshNames // by mesh
 	seed   maphash.Seed
@@ -220,6 +256,7 @@ func NewEngine(zone string) *Engine {
 	return &Engine{
 		zone:     zone,
 		gens:     map[string]*genState{},
+		own:      &genState{own: true},
 		svcs:     map[ServiceKey]*svcState{},
 		claims:   map[string]meshNames{},
 		seed:     maphash.MakeSeed(),
@@ -290,12 +327,24 @@ func (e *Engine) SetService(s Service) {
 	case !cur.Created.Equal(s.Created):
 		// Its priority changes, so every claim of it moves.
 		e.release(cur, nil)
-	case maps.Equal(cur.Labels, s.Labels):
+	case maps.Equal(cur.Labels, s.Labels) && slices.Equal(cur.OwnNames, ownNames(s.OwnNames)):
 		return
 	}
-	cur.Service = Service{Key: s.Key, Labels: maps.Clone(s.Labels), Created: s.Created}
+	cur.Service = Service{Key: s.Key, Labels: maps.Clone(s.Labels), Created: s.Created, OwnNames: ownNames(s.OwnNames)}
 	e.update(cur, false)
 	e.settle()
+}
+
+// ownNames returns names without repeats, in their first order, in a new
+// slice (nil when there are none).
+func ownNames(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // DeleteService removes the service k.
@@ -342,6 +391,14 @@ func (e *Engine) update(s *svcState, reuse bool) {
 	// the renders live as long as the service.
 	var buf [16]render
 	rs := buf[:0]
+	for _, n := range s.OwnNames {
+		r := render{gen: e.own, host: n}
+		if rule := validate.DNS1123Subdomain(n); rule != "" {
+			// Admission refuses such a value; one stored under older rules names nothing.
+			r.err = fmt.Sprintf("InternalVIP value %q is not a valid DNS name: %s", n, rule)
+		}
+		rs = append(rs, r)
+	}
 	var vars *Vars
 	for _, g := range e.order {
 		if !g.selects(&s.Service) {
@@ -493,6 +550,9 @@ func (e *Engine) settle() {
 			for _, c := range l.claims {
 				e.markDirty(c.svc)
 			}
+		default:
+			// The holder's address names the other claimants.
+			e.markDirty(l.claims[0].svc)
 		}
 	}
 	clear(e.touched)
@@ -565,18 +625,24 @@ func (e *Engine) Addresses(k ServiceKey) ([]Address, bool) {
 		if r.dup {
 			continue
 		}
-		a := Address{Hostname: r.host, Generator: r.gen.Name}
+		a := Address{Hostname: r.host, Generator: r.gen.Name, Own: r.gen.own}
 		if r.err != "" {
 			a.Reason = r.err
 			out = append(out, a)
 			continue
 		}
-		holder := r.list.claims[0]
-		if holder.svc == s {
+		claims := r.list.claims
+		switch holder := claims[0]; {
+		case holder.svc != s:
+			a.Reason = fmt.Sprintf("hostname %q is already taken by %s, which has precedence", r.host, holder)
+		case len(claims) == 2:
 			a.Available = true
-		} else {
-			a.Reason = fmt.Sprintf("hostname %q is already taken by %s %s/%s (from generator %s), which has precedence",
-				r.host, holder.svc.Key.Kind, holder.svc.Key.Mesh, holder.svc.Key.Name, holder.gen.Name)
+			a.Reason = fmt.Sprintf("also claimed by %s, which does not get it", claims[1])
+		case len(claims) > 2:
+			a.Available = true
+			a.Reason = fmt.Sprintf("also claimed by %s and %d more, which do not get it", claims[1], len(claims)-2)
+		default:
+			a.Available = true
 		}
 		out = append(out, a)
 	}
@@ -586,7 +652,8 @@ func (e *Engine) Addresses(k ServiceKey) ([]Address, bool) {
 // Claimant is one service claiming a hostname.
 type Claimant struct {
 	Service   ServiceKey
-	Generator string
+	Generator string // empty for an own name
+	Own       bool
 }
 
 // Claimants returns who claims hostname in mesh, the holder first.
@@ -597,7 +664,7 @@ func (e *Engine) Claimants(mesh, hostname string) []Claimant {
 	}
 	out := make([]Claimant, len(list))
 	for i, c := range list {
-		out[i] = Claimant{Service: c.svc.Key, Generator: c.gen.Name}
+		out[i] = Claimant{Service: c.svc.Key, Generator: c.gen.Name, Own: c.gen.own}
 	}
 	return out
 }

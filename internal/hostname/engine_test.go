@@ -70,6 +70,13 @@ func taken(host, gen string, winner ServiceKey, winnerGen string) Address {
 		host, winner.Kind, winner.Mesh, winner.Name, winnerGen)}
 }
 
+// held is the address of a holder whose name one other service claims:
+// the reason names that loser.
+func held(host, gen string, loser ServiceKey, loserGen string) Address {
+	return Address{Hostname: host, Generator: gen, Available: true, Reason: fmt.Sprintf(
+		"also claimed by %s %s/%s (from generator %s), which does not get it", loser.Kind, loser.Mesh, loser.Name, loserGen)}
+}
+
 // engineCase is one state of generators and services and the addresses
 // expected for some services.
 type engineCase struct {
@@ -288,7 +295,7 @@ func TestEngine_GeneratorPrecedence(t *testing.T) {
 			gens: []Generator{loser, winner},
 			svcs: svcs,
 			want: map[ServiceKey][]Address{
-				newer: {avail("web.mesh.local", winner.Name)},
+				newer: {held("web.mesh.local", winner.Name, older, loser.Name)},
 				older: {taken("web.mesh.local", loser.Name, newer, winner.Name)},
 			},
 		}
@@ -321,7 +328,7 @@ func TestEngine_ServicePrecedence(t *testing.T) {
 		gens: []Generator{g},
 		svcs: []Service{svc(aaNew, at(1), web), svc(zzOld, t0, web)},
 		want: map[ServiceKey][]Address{
-			zzOld: {avail("web.mesh.local", "g")},
+			zzOld: {held("web.mesh.local", "g", aaNew, "g")},
 			aaNew: {taken("web.mesh.local", "g", zzOld, "g")},
 		},
 	}, {
@@ -329,7 +336,7 @@ func TestEngine_ServicePrecedence(t *testing.T) {
 		gens: []Generator{g},
 		svcs: []Service{svc(bb, t0, web), svc(aa, t0, web)},
 		want: map[ServiceKey][]Address{
-			aa: {avail("web.mesh.local", "g")},
+			aa: {held("web.mesh.local", "g", bb, "g")},
 			bb: {taken("web.mesh.local", "g", aa, "g")},
 		},
 	}})
@@ -348,7 +355,7 @@ func TestEngine_Collisions(t *testing.T) {
 		gens: []Generator{gen("g", `{{ label "app" }}.mesh.local`)},
 		svcs: []Service{svc(ms2, at(1), web), svc(ms1, t0, web)},
 		want: map[ServiceKey][]Address{
-			ms1: {avail("web.mesh.local", "g")},
+			ms1: {held("web.mesh.local", "g", ms2, "g")},
 			ms2: {taken("web.mesh.local", "g", ms1, "g")},
 		},
 	}, {
@@ -359,7 +366,7 @@ func TestEngine_Collisions(t *testing.T) {
 		gens: []Generator{perKind("ms", kindMS, at(1)), perKind("mes", kindMES, t0)},
 		svcs: []Service{svc(ms1, t0, web), svc(mes, at(5), web)},
 		want: map[ServiceKey][]Address{
-			mes: {avail("web.mesh.local", "mes")},
+			mes: {held("web.mesh.local", "mes", ms1, "ms")},
 			ms1: {taken("web.mesh.local", "ms", mes, "mes")},
 		},
 	}, {
@@ -367,7 +374,8 @@ func TestEngine_Collisions(t *testing.T) {
 		gens: []Generator{perKind("mzs", kindMZS, t0), perKind("ms", kindMS, at(1)), perKind("mes", kindMES, at(2))},
 		svcs: []Service{svc(ms1, t0, web), svc(mes, t0, web), svc(mzs, t0, web)},
 		want: map[ServiceKey][]Address{
-			mzs: {avail("web.mesh.local", "mzs")},
+			mzs: {{Hostname: "web.mesh.local", Generator: "mzs", Available: true,
+				Reason: "also claimed by MeshService default/web-1 (from generator ms) and 1 more, which do not get it"}},
 			ms1: {taken("web.mesh.local", "ms", mzs, "mzs")},
 			mes: {taken("web.mesh.local", "mes", mzs, "mzs")},
 		},
@@ -385,6 +393,100 @@ func TestEngine_Collisions(t *testing.T) {
 			{Kind: kindMES, Mesh: "c", Name: "web"}: {avail("web.mesh.local", "mes")},
 		},
 	}})
+}
+
+// own is the address of an InternalVIP value its service holds alone.
+func own(host string) Address { return Address{Hostname: host, Own: true, Available: true} }
+
+// TestEngine_OwnNames checks InternalVIP values (seed 003): they share the
+// per-mesh uniqueness of generated names, come before them, and the clash
+// is reported on both sides.
+func TestEngine_OwnNames(t *testing.T) {
+	ms := msKey("default", "mongo")
+	mes := ServiceKey{Kind: kindMES, Mesh: "default", Name: "mongo-ext"}
+	mes2 := ServiceKey{Kind: kindMES, Mesh: "default", Name: "a-mongo"}
+	g := gen("g", `{{ .Name }}.svc.mesh.local`)
+	mesGen := Generator{Name: "ext", Kind: kindMES, Template: mustTemplate(`{{ .Name }}.extsvc.mesh.local`), Created: t0}
+	withOwn := func(k ServiceKey, created time.Time, names ...string) Service {
+		return Service{Key: k, Created: created, OwnNames: names}
+	}
+	runEngineCases(t, []engineCase{{
+		name: "Alone",
+		gens: []Generator{mesGen},
+		svcs: []Service{withOwn(mes, t0, "mongo.ext.local", "mongo-ro.ext.local", "mongo.ext.local")},
+		want: map[ServiceKey][]Address{mes: {own("mongo.ext.local"), own("mongo-ro.ext.local"), avail("mongo-ext.extsvc.mesh.local", "ext")}},
+	}, {
+		// The external service is newer and still wins: a name written by
+		// hand is never taken by a template.
+		name: "BeatsAGeneratedName",
+		gens: []Generator{g},
+		svcs: []Service{svc(ms, t0, nil), withOwn(mes, at(5), "mongo.svc.mesh.local")},
+		want: map[ServiceKey][]Address{
+			mes: {{Hostname: "mongo.svc.mesh.local", Own: true, Available: true,
+				Reason: "also claimed by MeshService default/mongo (from generator g), which does not get it"}},
+			ms: {{Hostname: "mongo.svc.mesh.local", Generator: "g",
+				Reason: `hostname "mongo.svc.mesh.local" is already taken by MeshExternalService default/mongo-ext (its InternalVIP match), which has precedence`}},
+		},
+	}, {
+		name: "TwoExternalServicesOlderWins",
+		svcs: []Service{withOwn(mes2, at(1), "db.ext.local"), withOwn(mes, t0, "db.ext.local")},
+		want: map[ServiceKey][]Address{
+			mes: {{Hostname: "db.ext.local", Own: true, Available: true,
+				Reason: "also claimed by MeshExternalService default/a-mongo (its InternalVIP match), which does not get it"}},
+			mes2: {{Hostname: "db.ext.local", Own: true,
+				Reason: `hostname "db.ext.local" is already taken by MeshExternalService default/mongo-ext (its InternalVIP match), which has precedence`}},
+		},
+	}, {
+		name: "TwoExternalServicesNameBreaksTie",
+		svcs: []Service{withOwn(mes, t0, "db.ext.local"), withOwn(mes2, t0, "db.ext.local")},
+		want: map[ServiceKey][]Address{
+			mes2: {{Hostname: "db.ext.local", Own: true, Available: true,
+				Reason: "also claimed by MeshExternalService default/mongo-ext (its InternalVIP match), which does not get it"}},
+		},
+	}, {
+		// A generator giving the service its own value again adds nothing.
+		name: "GeneratedEqualToOwn",
+		gens: []Generator{{Name: "ext", Kind: kindMES, Template: mustTemplate(`db.ext.local`), Created: t0}},
+		svcs: []Service{withOwn(mes, t0, "db.ext.local")},
+		want: map[ServiceKey][]Address{mes: {own("db.ext.local")}},
+	}, {
+		name: "OtherMesh",
+		gens: []Generator{g},
+		svcs: []Service{svc(msKey("other", "mongo"), t0, nil), withOwn(mes, at(1), "mongo.svc.mesh.local")},
+		want: map[ServiceKey][]Address{
+			msKey("other", "mongo"): {avail("mongo.svc.mesh.local", "g")},
+			mes:                     {own("mongo.svc.mesh.local")},
+		},
+	}, {
+		// Admission refuses it; a value stored under older rules names nothing.
+		name: "Invalid",
+		svcs: []Service{withOwn(mes, t0, "DB.ext")},
+		want: map[ServiceKey][]Address{mes: {{Hostname: "DB.ext", Own: true,
+			Reason: `InternalVIP value "DB.ext" is not a valid DNS name: ` + ruleSyntax}}},
+	}})
+}
+
+// TestEngine_OwnNameRemoved checks that removing an InternalVIP value gives
+// the name to the generated claimant at once, and marks both dirty.
+func TestEngine_OwnNameRemoved(t *testing.T) {
+	ms := msKey("default", "mongo")
+	mes := ServiceKey{Kind: kindMES, Mesh: "default", Name: "mongo-ext"}
+	e := newEngine("", []Generator{gen("g", `{{ .Name }}.svc.mesh.local`)},
+		[]Service{svc(ms, t0, nil), {Key: mes, Created: at(1), OwnNames: []string{"mongo.svc.mesh.local"}}})
+	e.TakeDirty()
+	// The same service with the same labels, only its values changed.
+	e.SetService(Service{Key: mes, Created: at(1), OwnNames: []string{"mongo.ext.local"}})
+	if diff := cmp.Diff([]ServiceKey{mes, ms}, sortedKeys(e.TakeDirty())); diff != "" {
+		t.Errorf("TakeDirty (-want +got):\n%s", diff)
+	}
+	checkAddresses(t, e, map[ServiceKey][]Address{
+		ms:  {avail("mongo.svc.mesh.local", "g")},
+		mes: {own("mongo.ext.local")},
+	})
+	want := []Claimant{{Service: mes, Own: true}}
+	if diff := cmp.Diff(want, e.Claimants("default", "mongo.ext.local")); diff != "" {
+		t.Errorf("Claimants (-want +got):\n%s", diff)
+	}
 }
 
 // TestEngine_Claimants checks the claims index: every claimant of a name,
@@ -428,7 +530,7 @@ func TestEngine_Promotion(t *testing.T) {
 		svc(loser, t0, map[string]string{"team": "b"}),
 	}
 	byGenBefore := map[ServiceKey][]Address{
-		winner: {avail("web.mesh.local", "team-a")},
+		winner: {held("web.mesh.local", "team-a", loser, "team-b")},
 		loser:  {taken("web.mesh.local", "team-b", winner, "team-a")},
 	}
 
@@ -500,7 +602,7 @@ func TestEngine_Promotion(t *testing.T) {
 		},
 		want: map[ServiceKey][]Address{
 			winner: {taken("web.mesh.local", "g", loser, "g")},
-			loser:  {avail("web.mesh.local", "g")},
+			loser:  {held("web.mesh.local", "g", winner, "g")},
 		},
 		wantDirty:  []ServiceKey{loser, winner},
 		wantClaims: []Claimant{{Service: loser, Generator: "g"}, {Service: winner, Generator: "g"}},
@@ -546,7 +648,7 @@ func TestEngine_Promotion(t *testing.T) {
 		},
 		want: map[ServiceKey][]Address{
 			winner: {taken("web.mesh.local", "team-a", loser, "team-b")},
-			loser:  {avail("web.mesh.local", "team-b")},
+			loser:  {held("web.mesh.local", "team-b", winner, "team-a")},
 		},
 		wantDirty:  []ServiceKey{loser, winner},
 		wantClaims: []Claimant{{Service: loser, Generator: "team-b"}, {Service: winner, Generator: "team-a"}},
@@ -557,7 +659,7 @@ func TestEngine_Promotion(t *testing.T) {
 			before := tt.before
 			if before == nil {
 				before = map[ServiceKey][]Address{
-					winner: {avail("web.mesh.local", "g")},
+					winner: {held("web.mesh.local", "g", loser, "g")},
 					loser:  {taken("web.mesh.local", "g", winner, "g")},
 				}
 			}
@@ -746,7 +848,7 @@ func TestEngine_NameHashCollisions(t *testing.T) {
 			e.SetService(svc(late, at(1), map[string]string{"kuma.io/display-name": "s2"}))
 			e.SetGenerator(gen("g", `{{ .DisplayName }}.mesh.local`))
 			checkAddresses(t, e, map[ServiceKey][]Address{
-				keys[2]: {avail("s2.mesh.local", "g")},
+				keys[2]: {held("s2.mesh.local", "g", late, "g")},
 				late:    {taken("s2.mesh.local", "g", keys[2], "g")},
 			})
 		})
@@ -772,7 +874,7 @@ func TestEngine_SameNameFromTwoGenerators(t *testing.T) {
 		svc(other, at(1), map[string]string{"kuma.io/display-name": "web"}),
 	})
 	checkAddresses(t, e, map[ServiceKey][]Address{
-		s: {avail("web.svc.mesh.local", "first"), avail("web.third.mesh.local", "third")},
+		s: {held("web.svc.mesh.local", "first", other, "second"), avail("web.third.mesh.local", "third")},
 		other: {
 			avail("zz-other.svc.mesh.local", "first"),
 			taken("web.svc.mesh.local", "second", s, "first"),
@@ -790,7 +892,7 @@ func TestEngine_SameNameFromTwoGenerators(t *testing.T) {
 		t.Errorf("TakeDirty after DeleteGenerator (-want +got):\n%s", diff)
 	}
 	checkAddresses(t, e, map[ServiceKey][]Address{
-		s: {avail("web.svc.mesh.local", "second"), avail("web.third.mesh.local", "third")},
+		s: {held("web.svc.mesh.local", "second", other, "second"), avail("web.third.mesh.local", "third")},
 		other: {
 			taken("web.svc.mesh.local", "second", s, "second"),
 			avail("zz-other.third.mesh.local", "third"),
@@ -876,9 +978,10 @@ func TestEngine_TakeDirty(t *testing.T) {
 			svc(b, at(1), map[string]string{"app": "web"}),
 			svc(c, at(2), map[string]string{"app": "web"}),
 		},
-		// The holder stays a, so b's address does not change.
+		// The holder stays a, so b's address does not change; a's reason
+		// counts the other claimants, so a is marked.
 		change: func(e *Engine) { e.SetService(svc(c, at(2), map[string]string{"app": "db"})) },
-		want:   []ServiceKey{c},
+		want:   []ServiceKey{a, c},
 	}, {
 		name: "LoserJoiningDoesNotMarkOthers",
 		gens: gens,
@@ -888,7 +991,7 @@ func TestEngine_TakeDirty(t *testing.T) {
 			svc(c, at(2), map[string]string{"app": "db"}),
 		},
 		change: func(e *Engine) { e.SetService(svc(c, at(2), map[string]string{"app": "web"})) },
-		want:   []ServiceKey{c},
+		want:   []ServiceKey{a, c}, // the holder, whose reason counts claimants, and c
 	}, {
 		name: "LabelChangeKeepingNames",
 		gens: gens,
@@ -1049,11 +1152,18 @@ func randomService(r *rand.Rand) Service {
 			labels[l.key] = pick(r, l.values)
 		}
 	}
-	return Service{
+	s := Service{
 		Key:     ServiceKey{Kind: pick(r, propKinds), Mesh: pick(r, propMeshes), Name: pick(r, propNames)},
 		Labels:  labels,
 		Created: pick(r, propTimes),
 	}
+	// InternalVIP values, some equal to generated names, one invalid.
+	if s.Key.Kind == kindMES {
+		for range r.Intn(3) {
+			s.OwnNames = append(s.OwnNames, pick(r, []string{"shared.mesh.local", "a.mesh.local", "db.ext.local", "s0.svc.mesh.local", "Bad.ext"}))
+		}
+	}
+	return s
 }
 
 func describeGenerator(g Generator) string {
@@ -1094,7 +1204,7 @@ func TestEngine_IncrementalEqualsFromScratch(t *testing.T) {
 					svcs[s.Key] = s
 					e.SetService(s)
 					history = append(history, func() string {
-						return fmt.Sprintf("SetService(%s %v created=+%v)", s.Key, s.Labels, s.Created.Sub(t0))
+						return fmt.Sprintf("SetService(%s %v created=+%v own=%v)", s.Key, s.Labels, s.Created.Sub(t0), s.OwnNames)
 					})
 				case n < 12:
 					// Mostly a known service; sometimes an unknown one.

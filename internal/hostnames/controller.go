@@ -1,7 +1,11 @@
 // Package hostnames is the controller that gives services their hostnames:
 // it feeds HostnameGenerators and services from the cache into the pure
 // engine of internal/hostname and writes each service's status.addresses
-// (seeds 000 and 001). It also creates the default generators of seed 001.
+// (seeds 000 and 001). The InternalVIP values of MeshExternalServices (seed
+// 003) are claimed in the same per-mesh index, before generated names, and
+// listed in status.addresses with origin MeshExternalService, so that a
+// clash shows on both sides and DNS answers only the holder. It also
+// creates the default generators of seed 001.
 //
 // Work is event-driven: the cache tells the controller which keys changed,
 // the engine re-renders only what a change can affect, and the statuses that
@@ -41,7 +45,7 @@ const (
 )
 
 // OriginKind is the origin kind of generated addresses.
-const OriginKind = "HostnameGenerator"
+const OriginKind = resource.OriginHostnameGenerator
 
 // serviceKinds are the kinds that get hostnames.
 var serviceKinds = []resource.Kind{resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService}
@@ -276,7 +280,7 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 		if !ok {
 			continue
 		}
-		want := toAddresses(addrs)
+		want := toAddresses(obj, addrs)
 		c.setUnavailable(k, countUnavailable(want))
 		st := serviceStatus(obj)
 		if slices.Equal(st.Service().Addresses, want) {
@@ -371,8 +375,8 @@ func compare(a, b string) int {
 	return 0
 }
 
-// toAddresses converts the engine's addresses to status.addresses.
-func toAddresses(addrs []hostname.Address) []resource.Address {
+// toAddresses converts the engine's addresses of obj to status.addresses.
+func toAddresses(obj *resource.Object, addrs []hostname.Address) []resource.Address {
 	if len(addrs) == 0 {
 		return nil
 	}
@@ -382,12 +386,11 @@ func toAddresses(addrs []hostname.Address) []resource.Address {
 		if a.Available {
 			status = resource.AddressAvailable
 		}
-		out[i] = resource.Address{
-			Hostname: a.Hostname,
-			Status:   status,
-			Origin:   resource.AddressOrigin{Kind: OriginKind, Name: a.Generator},
-			Reason:   a.Reason,
+		origin := resource.AddressOrigin{Kind: OriginKind, Name: a.Generator}
+		if a.Own {
+			origin = resource.AddressOrigin{Kind: resource.OriginInternalVIP, Name: obj.Name}
 		}
+		out[i] = resource.Address{Hostname: a.Hostname, Status: status, Origin: origin, Reason: a.Reason}
 	}
 	return out
 }

@@ -165,6 +165,48 @@ func TestController_NamesServicesAndReportsCrossKindCollisions(t *testing.T) {
 	e.eventually(key(resource.MeshExternalService, "redis"), "redis.mesh.local=Available")
 }
 
+// TestController_InternalVIPCollidesWithMeshServiceHostname checks seed
+// 003's InternalVIP values against generated names: the value is listed
+// with origin MeshExternalService, wins over the generated name even though
+// the external service is newer, both sides name the other, and removing
+// the value gives the name back.
+func TestController_InternalVIPCollidesWithMeshServiceHostname(t *testing.T) {
+	e := newEnv(t)
+	e.mustCreate(generator("svc", resource.MeshService, nil, "{{ .Name }}.svc.mesh.local"))
+	e.mustCreate(meshService("mongo", nil))
+	e.eventually(key(resource.MeshService, "mongo"), "mongo.svc.mesh.local=Available")
+
+	ext := externalService("mongo-ext")
+	ext.Spec.(*resource.MeshExternalServiceSpec).Match = []resource.ExternalMatch{
+		{Type: resource.MatchInternalVIP, Value: "mongo.svc.mesh.local", Port: 27017},
+		{Type: resource.MatchInternalVIP, Value: "mongo-ro.ext.local", Port: 27018},
+	}
+	e.mustCreate(ext)
+	mesKey := key(resource.MeshExternalService, "mongo-ext")
+	e.eventually(mesKey, "mongo.svc.mesh.local=Available", "mongo-ro.ext.local=Available")
+	e.eventually(key(resource.MeshService, "mongo"), "mongo.svc.mesh.local=NotAvailable")
+
+	want := []resource.Address{
+		{Hostname: "mongo.svc.mesh.local", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: "MeshExternalService", Name: "mongo-ext"},
+			Reason: "also claimed by MeshService default/mongo (from generator svc), which does not get it"},
+		{Hostname: "mongo-ro.ext.local", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: "MeshExternalService", Name: "mongo-ext"}},
+	}
+	if d := cmp.Diff(want, e.get(mesKey).Status.(resource.ServiceStatusOf).Service().Addresses); d != "" {
+		t.Errorf("external service addresses (-want +got):\n%s", d)
+	}
+	want = []resource.Address{{Hostname: "mongo.svc.mesh.local", Status: resource.AddressNotAvailable, Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "svc"},
+		Reason: `hostname "mongo.svc.mesh.local" is already taken by MeshExternalService default/mongo-ext (its InternalVIP match), which has precedence`}}
+	if d := cmp.Diff(want, e.get(key(resource.MeshService, "mongo")).Status.(resource.ServiceStatusOf).Service().Addresses); d != "" {
+		t.Errorf("MeshService addresses (-want +got):\n%s", d)
+	}
+
+	cur := e.get(mesKey)
+	cur.Spec.(*resource.MeshExternalServiceSpec).Match = cur.Spec.(*resource.MeshExternalServiceSpec).Match[1:]
+	e.update(cur)
+	e.eventually(mesKey, "mongo-ro.ext.local=Available")
+	e.eventually(key(resource.MeshService, "mongo"), "mongo.svc.mesh.local=Available")
+}
+
 func TestController_FollowsLabelAndGeneratorChanges(t *testing.T) {
 	e := newEnv(t)
 	e.mustCreate(generator("team", resource.MeshService, map[string]string{"expose": "yes"}, `{{ label "team" }}.teams.mesh.local`))

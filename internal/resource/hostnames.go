@@ -34,9 +34,27 @@ func HostnameGeneratorOf(obj *Object) (hostname.Generator, error) {
 	}, nil
 }
 
-// HostnameServiceOf converts a service of any service kind for the hostname engine.
+// HostnameServiceOf converts a service of any service kind for the hostname
+// engine. The InternalVIP values of a MeshExternalService are names it
+// gives itself, which take part in the per-mesh uniqueness of names.
 func HostnameServiceOf(obj *Object) hostname.Service {
-	return hostname.Service{Key: HostnameKey(obj.Key()), Labels: obj.Labels, Created: obj.CreationTime}
+	return hostname.Service{Key: HostnameKey(obj.Key()), Labels: obj.Labels, Created: obj.CreationTime, OwnNames: InternalVIPs(obj)}
+}
+
+// InternalVIPs returns the values of the InternalVIP matches of a
+// MeshExternalService, in spec order (repeats included), or nil.
+func InternalVIPs(obj *Object) []string {
+	spec, ok := obj.Spec.(*MeshExternalServiceSpec)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, m := range spec.Match {
+		if m.Type == MatchInternalVIP {
+			out = append(out, m.Value)
+		}
+	}
+	return out
 }
 
 // HostnameKey converts a service's key to the engine's.

@@ -445,6 +445,30 @@ func (s *MeshExternalServiceSpec) CloneSpec() Spec {
 	return c
 }
 
+// Ports returns the ports the matches capture, each once, in increasing
+// order.
+func (s *MeshExternalServiceSpec) Ports() []int {
+	ports := make([]int, 0, len(s.Match))
+	for _, m := range s.Match {
+		ports = append(ports, m.Port)
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
+}
+
+// ClusterNames returns the name of the cluster of each port the matches
+// capture, in port order. Seed 003 names clusters `{policyName}_{port}`,
+// because a port carries its own protocol configuration (validation keeps
+// one protocol per port).
+func (s *MeshExternalServiceSpec) ClusterNames(name string) []string {
+	ports := s.Ports()
+	out := make([]string, len(ports))
+	for i, p := range ports {
+		out[i] = name + "_" + strconv.Itoa(p)
+	}
+	return out
+}
+
 func (d *DataSource) clone() *DataSource {
 	if d == nil {
 		return nil

@@ -8,6 +8,14 @@ const (
 	AddressNotAvailable = "NotAvailable"
 )
 
+// Origin kinds of addresses: a HostnameGenerator rendered the name, or a
+// MeshExternalService wrote it as the value of an InternalVIP match (seed
+// 003; the origin's name is then the service's own).
+const (
+	OriginHostnameGenerator = "HostnameGenerator"
+	OriginInternalVIP       = "MeshExternalService"
+)
+
 // VIP types (seed 000).
 const (
 	VIPKuma       = "Kuma"

@@ -409,6 +409,7 @@ func (s *MeshExternalServiceSpec) Validate(p validate.Path) validate.Errors {
 		for i, m := range s.Match {
 			checkMatch(&errs, mp.Index(i), m, dest.Type)
 		}
+		checkMatchesTogether(&errs, mp, s.Match)
 	}
 
 	errs.Check(dp.Field("type"), validate.OneOf(dest.Type, destinationTypes...))
@@ -517,6 +518,37 @@ func checkMatch(errs *validate.Errors, p validate.Path, m ExternalMatch, destTyp
 	}
 	errs.Check(p.Field("port"), validate.Port(m.Port))
 	errs.Check(p.Field("protocol"), validate.OneOf(m.Protocol, externalProtos...))
+}
+
+// checkMatchesTogether checks the rules that span match entries: an entry
+// repeated adds nothing and is most likely a mistake in editing; and every
+// entry on one port uses the same protocol, because seed 003 names one
+// cluster per port (`<name>_<port>`), configured for one protocol.
+func checkMatchesTogether(errs *validate.Errors, p validate.Path, ms []ExternalMatch) {
+	type entry struct {
+		typ, value string
+		port       int
+	}
+	seen := map[entry]int{}
+	portProto := map[int]int{} // port -> first entry with a valid protocol
+	for i, m := range ms {
+		e := entry{m.Type, strings.ToLower(m.Value), m.Port}
+		if j, dup := seen[e]; dup {
+			errs.Addf(p.Index(i), "duplicates %s: the same type, value and port", p.Index(j))
+		} else {
+			seen[e] = i
+		}
+		if !slices.Contains(externalProtos, m.Protocol) || validate.Port(m.Port) != "" {
+			continue // reported by checkMatch
+		}
+		j, ok := portProto[m.Port]
+		if !ok {
+			portProto[m.Port] = i
+		} else if ms[j].Protocol != m.Protocol {
+			errs.Addf(p.Index(i).Field("protocol"), "must be %s like %s, which uses the same port: seed 003 makes one cluster per port (<name>_%d), with one protocol",
+				ms[j].Protocol, p.Index(j), m.Port)
+		}
+	}
 }
 
 func checkEndpoint(errs *validate.Errors, p validate.Path, e ExternalEndpoint) {

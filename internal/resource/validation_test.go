@@ -341,9 +341,9 @@ destination:
 match:
 - {type: InternalVIP, value: example.ext.svc.local, port: 80, protocol: http}
 - {type: Domain, value: httpbin.com, port: 80, protocol: HTTP}
-- {type: CIDR, value: 10.1.1.0/24, port: 80, protocol: grpc}
-- {type: CIDR, value: '2001:db8::/32', port: 80, protocol: http2}
-- {type: IP, value: 192.168.0.1, port: 80, protocol: tls}
+- {type: CIDR, value: 10.1.1.0/24, port: 81, protocol: grpc}
+- {type: CIDR, value: '2001:db8::/32', port: 82, protocol: http2}
+- {type: IP, value: 192.168.0.1, port: 443, protocol: tls}
 - {type: IP, value: '::1', port: 8080}
 destination:
   type: Regular
@@ -434,6 +434,18 @@ func TestMeshExternalService_Match(t *testing.T) {
 		{"PortMissing", one("{type: IP, value: 1.1.1.1}"), []v{{"spec.match[0].port", "got 0"}}},
 		{"PortTooHigh", one("{type: IP, value: 1.1.1.1, port: 65536}"), []v{{"spec.match[0].port", "got 65536"}}},
 		{"ProtocolUnknown", one("{type: IP, value: 1.1.1.1, port: 53, protocol: udp}"), []v{{"spec.match[0].protocol", `must be one of "tls", "tcp", "grpc", "http", "http2", got "udp"`}}},
+		// One cluster per port (seed 003 <name>_<port>), so one protocol per port.
+		{"SamePortSameProtocol", extsvc("match:\n- {type: Domain, value: a.com, port: 443, protocol: tls}\n- {type: IP, value: 1.1.1.1, port: 443, protocol: TLS}\n"), nil},
+		{"SamePortTwoProtocols", extsvc("match:\n- {type: Domain, value: a.com, port: 443, protocol: tls}\n- {type: IP, value: 1.1.1.1, port: 80, protocol: http}\n- {type: IP, value: 1.1.1.2, port: 443, protocol: http2}\n"),
+			[]v{{"spec.match[2].protocol", "must be tls like spec.match[0], which uses the same port: seed 003 makes one cluster per port (<name>_443)"}}},
+		{"SamePortDefaultTCPAndTLS", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 9092}\n- {type: Domain, value: a.com, port: 9092, protocol: tls}\n"),
+			[]v{{"spec.match[1].protocol", "must be tcp like spec.match[0]"}}},
+		{"SamePortBadProtocolReportedOnce", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 80, protocol: http}\n- {type: IP, value: 1.1.1.2, port: 80, protocol: udp}\n"),
+			[]v{{"spec.match[1].protocol", `got "udp"`}}},
+		{"Duplicate", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 80}\n- {type: IP, value: 1.1.1.2, port: 80}\n- {type: IP, value: 1.1.1.1, port: 80}\n"),
+			[]v{{"spec.match[2]", "duplicates spec.match[0]: the same type, value and port"}}},
+		{"SameValueOtherPort", extsvc("match:\n- {type: InternalVIP, value: db.ext.local, port: 5432}\n- {type: InternalVIP, value: db.ext.local, port: 5433}\n"), nil},
+		{"SameValueOtherType", extsvc("match:\n- {type: InternalVIP, value: db.ext.local, port: 5432}\n- {type: Domain, value: db.ext.local, port: 5432}\n"), nil},
 		{"EveryMatchReported", extsvc("match:\n- {type: IP, value: x, port: 80}\n- {type: CIDR, value: 1.2.3.4/8, port: 0}\n- {type: Domain, value: ok.com, port: 80, protocol: ftp}\n"),
 			[]v{{"spec.match[0].value", ""}, {"spec.match[1].value", ""}, {"spec.match[1].port", ""}, {"spec.match[2].protocol", ""}}},
 	})

@@ -26,6 +26,7 @@ import (
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/dnsserver"
+	"github.com/meshnames/meshnames/internal/extsvc"
 	"github.com/meshnames/meshnames/internal/hostnames"
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/meshservices"
@@ -186,6 +187,9 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		Options: s.serviceOptions(), Cache: c, Store: st,
 		Log: s.log.With("component", "meshservices"), Registerer: reg,
 	})
+	overlaps := extsvc.New(extsvc.Options{
+		Cache: c, Store: st, Log: s.log.With("component", "extsvc"), Registerer: reg,
+	})
 	var elector leader.Elector = leader.Local{}
 	if s.cfg.Postgres() {
 		elector = leader.PostgresLock{URL: s.cfg.Store.URL, Log: s.log.With("component", "leader")}
@@ -196,6 +200,7 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		g.Go(func() error { return names.Run(ctx) })
 		g.Go(func() error { return addresses.Run(ctx) })
 		g.Go(func() error { return services.Run(ctx) })
+		g.Go(func() error { return overlaps.Run(ctx) })
 		if err := g.Wait(); err != nil {
 			s.log.Error("a controller stopped", "err", err)
 		}

@@ -406,6 +406,9 @@ func (st *state) slots(obj *resource.Object) []slot {
 
 // process reconciles keys and writes what changed.
 func (c *Controller) process(ctx context.Context, st *state, q *reconcile.Queue[resource.Key], keys []resource.Key) {
+	// The queue hands out a batch in map order; allocate in key order so
+	// that the same batch always gives the same addresses.
+	slices.SortFunc(keys, func(a, b resource.Key) int { return cmp.Compare(a.String(), b.String()) })
 	var ops []store.Op
 	for _, k := range keys {
 		ops = append(ops, c.reconcile(st, k)...)

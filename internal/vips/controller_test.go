@@ -478,3 +478,57 @@ func TestController_DualStack(t *testing.T) {
 	e.waitVIPs(key(resource.MeshExternalService, "x"), "242.0.0.1 x.ext.local", "fd00:242::1 x.ext.local")
 	e.waitVIPs(key(resource.MeshMultiZoneService, "m"), "243.0.0.1 ") // no IPv6 pool for this kind
 }
+
+func mes(name string, values ...string) *resource.Object {
+	spec := &resource.MeshExternalServiceSpec{}
+	for i, v := range values {
+		spec.Match = append(spec.Match, resource.ExternalMatch{Type: resource.MatchInternalVIP, Value: v, Port: 8000 + i, Protocol: "tcp"})
+	}
+	return &resource.Object{Kind: resource.MeshExternalService, Mesh: "default", Name: name, Spec: spec}
+}
+
+// TestController_ExternalServiceVIPsQuarantinedLikeOtherKinds checks the
+// InternalVIP VIPs of seed 003 follow the rules of every kind: a deleted
+// external service's VIPs go into quarantine, a service waiting on the full
+// pool carries the exhaustion condition, and gets an address only once the
+// quarantine ends.
+func TestController_ExternalServiceVIPsQuarantinedLikeOtherKinds(t *testing.T) {
+	pools := defaultPools()
+	pools[resource.MeshExternalService] = Prefixes{V4: netip.MustParsePrefix("10.9.0.0/30")} // 2 usable
+	e := newEnv(t, pools)
+	e.create(mes("x", "one.ext.local", "two.ext.local"))
+	x := key(resource.MeshExternalService, "x")
+	e.waitVIPs(x, "10.9.0.1 one.ext.local", "10.9.0.2 two.ext.local")
+
+	e.delete(x)
+	for _, ip := range []string{"10.9.0.1", "10.9.0.2"} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if l, ok := e.lease(ip); ok && l.ExpiresAt.Equal(e.clock.Now().Add(quarantine)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no quarantine lease for %s after its external service was deleted", ip)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	e.create(mes("y", "y.ext.local"))
+	y := key(resource.MeshExternalService, "y")
+	e.waitCondition(y, ReasonExhausted)
+	if v := e.vips(y); len(v) != 0 {
+		t.Fatalf("y got %v inside the quarantine", v)
+	}
+	e.clock.Advance(quarantine + time.Second)
+	e.waitVIPs(y, "10.9.0.1 y.ext.local")
+	e.waitCondition(y, "")
+}
+
+// TestController_SameInternalVIPOnTwoPorts checks one VIP per value: the
+// same name on two ports is one hostname (seed 003 correlates VIPs and
+// matches by hostname).
+func TestController_SameInternalVIPOnTwoPorts(t *testing.T) {
+	e := newEnv(t, defaultPools())
+	e.create(mes("db", "db.ext.local", "db.ext.local", "db-ro.ext.local"))
+	e.waitVIPs(key(resource.MeshExternalService, "db"), "242.0.0.1 db.ext.local", "242.0.0.2 db-ro.ext.local")
+}
