@@ -102,15 +102,9 @@ func (s *Server) Table() *Table { return s.table.Load() }
 
 // Run serves UDP and TCP on Options.Addr until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	pc, err := net.ListenPacket("udp", s.o.Addr)
+	pc, ln, err := listen(s.o.Addr)
 	if err != nil {
-		return fmt.Errorf("dns.addr: cannot listen on %s (udp): %w", s.o.Addr, err)
-	}
-	// TCP on the same port as UDP (which may have been chosen by the system).
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
-		return fmt.Errorf("dns.addr: cannot listen on %s (tcp): %w", pc.LocalAddr(), err)
+		return err
 	}
 	udp := &dns.Server{PacketConn: pc, Handler: s, UDPSize: udpSize}
 	tcp := &dns.Server{Listener: ln, Handler: s, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}
@@ -134,6 +128,26 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = udp.Shutdown()
 		_ = tcp.Shutdown()
 		return fmt.Errorf("dns server: %w", err)
+	}
+}
+
+// listen opens UDP and TCP on addr. With port 0 the system picks the UDP
+// port, which another process may hold for TCP: then it tries another.
+func listen(addr string) (net.PacketConn, net.Listener, error) {
+	_, port, _ := net.SplitHostPort(addr)
+	for attempt := 1; ; attempt++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dns.addr: cannot listen on %s (udp): %w", addr, err)
+		}
+		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+		if port != "0" || attempt == 10 {
+			return nil, nil, fmt.Errorf("dns.addr: cannot listen on %s (tcp): %w", pc.LocalAddr(), err)
+		}
 	}
 }
 
