@@ -47,6 +47,7 @@ func BenchmarkBuildTable(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(tableBytes(n, srv))/(1<<20), "table-MiB")
+			b.ReportMetric(float64(builderBytes(n, srv))/(1<<20), "builder-MiB")
 		})
 	}
 }
@@ -61,6 +62,28 @@ func tableBytes(n int, srv bool) uint64 {
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	runtime.KeepAlive(t)
+	return m1.HeapAlloc - m0.HeapAlloc
+}
+
+// builderBytes is the live heap of what the builder keeps for a mesh of n
+// services: the view, the index of claims and the services' names.
+func builderBytes(n int, srv bool) uint64 {
+	objs := benchServices(n, srv)
+	changes := make(map[resource.Key]*ServiceNames, n)
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	for _, o := range objs {
+		names := Extract(o, testOpts)
+		changes[o.Key()] = &names
+	}
+	ix := newMeshIndex()
+	ix.apply(changes)
+	changes = nil
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	runtime.KeepAlive(ix)
+	runtime.KeepAlive(objs)
 	return m1.HeapAlloc - m0.HeapAlloc
 }
 

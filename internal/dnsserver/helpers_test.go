@@ -203,9 +203,28 @@ func render(t *Table) string {
 	return b.String()
 }
 
-func namesOf(v *View) map[string]*Entry        { return maps.Collect(v.names.All()) }
-func parentsOf(v *View) map[string]struct{}    { return maps.Collect(v.parents.All()) }
-func ptrOf(v *View) map[string]string          { return maps.Collect(v.ptr.All()) }
+// namesOf is every name of v with its records, SRV names included, as
+// plain entries.
+func namesOf(v *View) map[string]*Entry {
+	out := map[string]*Entry{}
+	for e := range v.Entries() {
+		c := *e
+		c.ports = nil
+		out[e.Name] = &c
+	}
+	return out
+}
+
+func parentsOf(v *View) map[string]struct{} {
+	out := map[string]struct{}{}
+	for p := range v.Parents() {
+		out[p] = struct{}{}
+	}
+	return out
+}
+
+func ptrOf(v *View) map[string]string { return maps.Collect(v.ptr.All()) }
+
 func sourcesOf(t *Table) map[netip.Addr]string { return maps.Collect(t.Sources.All()) }
 
 func mapKeysAddr[V any](m map[netip.Addr]V) func(func(netip.Addr) bool) {

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/miekg/dns"
 
@@ -26,6 +27,10 @@ type View struct {
 	ptr cowMap[string, string]
 	// rejected are, by name, the services that want it and do not get it.
 	rejected cowMap[string, []Rejection]
+	// srv counts the SRV names: they are not stored but derived from their
+	// target's entry (_http._tcp.web.mesh. from web.mesh.'s ports), which
+	// halves what a service with ports costs.
+	srv int
 }
 
 func newView() *View {
@@ -38,33 +43,103 @@ func newView() *View {
 }
 
 // Lookup returns the records of a lower case fully qualified name.
-func (v *View) Lookup(name string) (*Entry, bool) { return v.names.Get(name) }
+func (v *View) Lookup(name string) (*Entry, bool) {
+	if e, ok := v.names.Get(name); ok {
+		return e, true
+	}
+	return v.lookupSRV(name)
+}
+
+// lookupSRV answers _<port>._tcp.<name> from the ports of <name>.
+func (v *View) lookupSRV(name string) (*Entry, bool) {
+	port, rest, ok := strings.Cut(name, "._tcp.")
+	if !ok || len(port) < 2 || port[0] != '_' || strings.Contains(port, ".") {
+		return nil, false
+	}
+	target, ok := v.names.Get(rest)
+	if !ok {
+		return nil, false
+	}
+	for _, p := range target.ports {
+		if p.Name == port[1:] {
+			return &Entry{Name: name, Service: target.Service, Source: target.Source, SRV: []SRV{{Target: rest, Port: p.Port}}}, true
+		}
+	}
+	return nil, false
+}
 
 // IsParent reports whether name is an empty non-terminal.
-func (v *View) IsParent(name string) bool { _, ok := v.parents.Get(name); return ok }
+func (v *View) IsParent(name string) bool {
+	if _, ok := v.parents.Get(name); ok {
+		return true
+	}
+	if rest, ok := strings.CutPrefix(name, "_tcp."); ok {
+		e, ok := v.names.Get(rest)
+		return ok && len(e.ports) > 0
+	}
+	return false
+}
 
 // PTR returns the name a reverse name points to.
 func (v *View) PTR(rev string) (string, bool) { return v.ptr.Get(rev) }
 
 // Len returns the number of names with records.
-func (v *View) Len() int { return v.names.Len() }
+func (v *View) Len() int { return v.names.Len() + v.srv }
 
-// Entries yields every name with records, in no particular order.
+// Entries yields every name with records, SRV names included, in no
+// particular order.
 func (v *View) Entries() iter.Seq[*Entry] {
 	return func(yield func(*Entry) bool) {
 		for _, e := range v.names.All() {
 			if !yield(e) {
 				return
 			}
+			for _, p := range srvPorts(e.ports) {
+				srv := &Entry{Name: "_" + p.Name + "._tcp." + e.Name, Service: e.Service, Source: e.Source, SRV: []SRV{{Target: e.Name, Port: p.Port}}}
+				if !yield(srv) {
+					return
+				}
+			}
 		}
 	}
 }
 
 // Parents yields the empty non-terminals, in no particular order.
-func (v *View) Parents() iter.Seq2[string, struct{}] { return v.parents.All() }
+func (v *View) Parents() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for p := range v.parents.All() {
+			if !yield(p) {
+				return
+			}
+		}
+		for _, e := range v.names.All() {
+			if len(e.ports) > 0 && !yield("_tcp."+e.Name) {
+				return
+			}
+		}
+	}
+}
 
 // PTRs yields reverse names and their targets, in no particular order.
 func (v *View) PTRs() iter.Seq2[string, string] { return v.ptr.All() }
+
+// srvPorts are the ports that give SRV names: the first of each name.
+func srvPorts(ports []SRVPort) []SRVPort {
+	for i := 1; i < len(ports); i++ {
+		for j := range i {
+			if ports[j].Name == ports[i].Name {
+				out := slices.Clone(ports[:i])
+				for _, p := range ports[i:] {
+					if !slices.ContainsFunc(out, func(q SRVPort) bool { return q.Name == p.Name }) {
+						out = append(out, p)
+					}
+				}
+				return out
+			}
+		}
+	}
+	return ports
+}
 
 // Rejections returns the names services want and do not get, sorted by
 // name, service and source.
@@ -81,6 +156,7 @@ func (v *View) Rejections() []Rejection {
 
 // viewEdit is a change being made to a view.
 type viewEdit struct {
+	srv      int
 	names    *cowEdit[string, *Entry]
 	parents  *cowEdit[string, struct{}]
 	ptr      *cowEdit[string, string]
@@ -88,11 +164,11 @@ type viewEdit struct {
 }
 
 func (v *View) edit() *viewEdit {
-	return &viewEdit{names: v.names.edit(), parents: v.parents.edit(), ptr: v.ptr.edit(), rejected: v.rejected.edit()}
+	return &viewEdit{srv: v.srv, names: v.names.edit(), parents: v.parents.edit(), ptr: v.ptr.edit(), rejected: v.rejected.edit()}
 }
 
 func (e *viewEdit) done() *View {
-	return &View{names: e.names.done(), parents: e.parents.done(), ptr: e.ptr.done(), rejected: e.rejected.done()}
+	return &View{srv: e.srv, names: e.names.done(), parents: e.parents.done(), ptr: e.ptr.done(), rejected: e.rejected.done()}
 }
 
 // claim is one service wanting one name.
@@ -127,15 +203,13 @@ type meshIndex struct {
 	ptrClaims map[string][]*ServiceNames
 	// children counts the answered names below each name.
 	children map[string]int
-	// srv are the SRV names published for each answered name.
-	srv  map[string][]string
-	view *View
+	view     *View
 }
 
 func newMeshIndex() *meshIndex {
 	return &meshIndex{
 		svcs: map[resource.Key]*ServiceNames{}, claims: map[string][]claim{}, ptrClaims: map[string][]*ServiceNames{},
-		children: map[string]int{}, srv: map[string][]string{}, view: newView(),
+		children: map[string]int{}, view: newView(),
 	}
 }
 
@@ -208,12 +282,8 @@ func (ix *meshIndex) resolve(ed *viewEdit, name string, touched map[resource.Key
 	cur, had := ed.names.Get(name)
 	if had {
 		touched[cur.Service] = struct{}{}
+		ed.srv -= len(srvPorts(cur.ports))
 	}
-	for _, s := range ix.srv[name] {
-		ed.names.Delete(s)
-		ix.unpublished(ed, s)
-	}
-	delete(ix.srv, name)
 	cs := ix.claims[name]
 	if len(cs) == 0 {
 		ed.rejected.Delete(name)
@@ -226,7 +296,7 @@ func (ix *meshIndex) resolve(ed *viewEdit, name string, touched map[resource.Key
 	w := cs[0]
 	wn := w.name()
 	touched[w.svc.Key] = struct{}{}
-	e := &Entry{Name: name, Service: w.svc.Key, Source: wn.Source}
+	e := &Entry{Name: name, Service: w.svc.Key, Source: wn.Source, ports: wn.Ports}
 	for _, a := range wn.Addrs {
 		if a.Is4() {
 			e.A = append(e.A, a)
@@ -235,17 +305,9 @@ func (ix *meshIndex) resolve(ed *viewEdit, name string, touched map[resource.Key
 		}
 	}
 	ed.names.Set(name, e)
+	ed.srv += len(srvPorts(e.ports))
 	if !had {
 		ix.published(ed, name)
-	}
-	for _, p := range wn.Ports {
-		srvName := "_" + p.Name + "._tcp." + name
-		if _, taken := ed.names.Get(srvName); taken {
-			continue
-		}
-		ed.names.Set(srvName, &Entry{Name: srvName, Service: w.svc.Key, Source: wn.Source, SRV: []SRV{{Target: name, Port: p.Port}}})
-		ix.published(ed, srvName)
-		ix.srv[name] = append(ix.srv[name], srvName)
 	}
 	var rej []Rejection
 	for _, c := range cs[1:] {

@@ -176,7 +176,7 @@ func TestMeshIndex_MatchesReference(t *testing.T) {
 
 func compareView(t *testing.T, what string, v *View, want refView) {
 	t.Helper()
-	opt := gocmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+	opt := cmpAddr
 	if d := gocmp.Diff(want.names, namesOf(v), opt); d != "" {
 		t.Errorf("%s: names (-want +got):\n%s", what, d)
 	}
@@ -233,10 +233,10 @@ func TestSourceIndex_MatchesReference(t *testing.T) {
 					ref[ip] = dp.Mesh
 				}
 			}
-			if d := gocmp.Diff(ref, got, gocmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
+			if d := gocmp.Diff(ref, got, cmpAddr); d != "" {
 				t.Fatalf("seed %d step %d: incremental (-want +got):\n%s", seed, step, d)
 			}
-			if d := gocmp.Diff(ref, want, gocmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
+			if d := gocmp.Diff(ref, want, cmpAddr); d != "" {
 				t.Fatalf("seed %d step %d: from scratch (-want +got):\n%s", seed, step, d)
 			}
 		}

@@ -33,6 +33,8 @@ type Entry struct {
 	A      []netip.Addr
 	AAAA   []netip.Addr
 	SRV    []SRV
+	// ports of a name give its SRV names (see View.Lookup).
+	ports []SRVPort
 }
 
 // SRV is one service record: the target host and port.
