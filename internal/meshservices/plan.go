@@ -190,8 +190,14 @@ func PlanUnit(in Input, o Options, now time.Time) Plan {
 			svc.Dataplanes = append(svc.Dataplanes, dp.Name)
 		}
 		svc.Ports, svc.ExportMode, svc.Conditions = c.agree(o.ExportDefault)
+		if c.holder == nil {
+			// The index may not have seen a service created moments ago:
+			// one of the tag's own names holding it is its service.
+			c.holder = adopt(c.tag, used, in.Lookup)
+		}
 		if c.holder != nil {
 			svc.Name = c.holder.Name
+			used[svc.Name] = true
 		} else {
 			svc.Name, svc.Blocked = pickName(c.tag, used, in.Lookup, &p.Blockers)
 			if svc.Name != "" {
@@ -216,6 +222,17 @@ func PlanUnit(in Input, o Options, now time.Time) Plan {
 		}
 	}
 	return p
+}
+
+// adopt returns the managed MeshService of tag under one of its names, if
+// one exists that the unit has not counted yet.
+func adopt(tag string, used map[string]bool, lookup func(string) *resource.Object) *resource.Object {
+	for _, n := range []string{Name(tag), Suffixed(tag)} {
+		if ms := lookup(n); ms != nil && !used[n] && Managed(ms) && identityTag(ms) == tag {
+			return ms
+		}
+	}
+	return nil
 }
 
 // pickName finds a free name for a tag without a service: Name(tag), or

@@ -349,3 +349,15 @@ func TestPlan_GracePeriod(t *testing.T) {
 		t.Errorf("the label value %q is not valid: %s", formatStarted(now), msg)
 	}
 }
+
+// A service created moments ago that the controller's index has not seen
+// yet (its cache echo is still on the way) is the tag's service: planning
+// again must not create a second one under the suffixed name.
+func TestPlan_AdoptsUnindexedService(t *testing.T) {
+	dps := []*resource.Object{dataplane("dp-1", 1, inbound{8080, "frontend_default_svc_80", "http"}), dataplane("dp-2", 2, inbound{8080, "frontend_default_svc_80", "http"})}
+	created := stored(plan("frontend-default-svc-80", dps[:1], nil).Ops[0], 1, 0)
+	p := PlanUnit(Input{Unit: Unit{Mesh: "default", Base: "frontend-default-svc-80"}, Dataplanes: dps, Lookup: lookupOf(created)}, opts, t0)
+	if len(p.Ops) != 0 || len(p.Services) != 1 || p.Services[0].Name != "frontend-default-svc-80" {
+		t.Errorf("ops %+v, services %+v: want the existing service adopted and nothing written", p.Ops, p.Services)
+	}
+}

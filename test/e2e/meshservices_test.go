@@ -94,6 +94,19 @@ func TestMeshServices_FromDataplanes(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
+	// One tag, one MeshService: never a second one under another name.
+	var list struct {
+		Total int `json:"total"`
+	}
+	if resp, err := http.Get(p.api + "/meshes/default/meshservices"); err != nil {
+		t.Fatal(err)
+	} else {
+		err = json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if err != nil || list.Total != 1 {
+			t.Errorf("%d MeshServices (%v), want 1", list.Total, err)
+		}
+	}
 	out, stderr, err := run(t, ctx, nil, "inspect", "service-tags", "--server", p.api)
 	if err != nil || !strings.Contains(out, "frontend_default_svc_80   frontend-default-svc-80   2 ") {
 		t.Errorf("inspect service-tags: %v\n%s%s", err, out, stderr)
