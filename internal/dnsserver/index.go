@@ -83,6 +83,15 @@ func (v *View) IsParent(name string) bool {
 // PTR returns the name a reverse name points to.
 func (v *View) PTR(rev string) (string, bool) { return v.ptr.Get(rev) }
 
+// reverse is PTR for any name, skipping the lookup for names outside
+// in-addr.arpa and ip6.arpa (nearly every query).
+func (v *View) reverse(name string) (string, bool) {
+	if !strings.HasSuffix(name, ".arpa.") {
+		return "", false
+	}
+	return v.ptr.Get(name)
+}
+
 // Len returns the number of names with records.
 func (v *View) Len() int { return v.names.Len() + v.srv }
 

@@ -50,6 +50,7 @@ type Server struct {
 	tcpClient *dns.Client
 
 	queries  *prometheus.CounterVec
+	counters sync.Map // counterKey -> prometheus.Counter
 	duration prometheus.Histogram
 	names    prometheus.Gauge
 
@@ -85,6 +86,23 @@ func New(o Options) *Server {
 		o.Registerer.MustRegister(s.queries, s.duration, s.names)
 	}
 	return s
+}
+
+// queryCounter returns the counter of a question type and rcode, resolving
+// the labels once per pair rather than per query.
+func (s *Server) queryCounter(qtype string, rcode int) prometheus.Counter {
+	k := counterKey{qtype, rcode}
+	if c, ok := s.counters.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := s.queries.WithLabelValues(qtype, dns.RcodeToString[rcode])
+	s.counters.Store(k, c)
+	return c
+}
+
+type counterKey struct {
+	qtype string
+	rcode int
 }
 
 // SetTable replaces the table queries are answered from.
@@ -177,7 +195,7 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	if err := w.WriteMsg(m); err != nil {
 		s.o.Log.Debug("writing a DNS answer", "err", err)
 	}
-	s.queries.WithLabelValues(qtype, dns.RcodeToString[m.Rcode]).Inc()
+	s.queryCounter(qtype, m.Rcode).Inc()
 	s.duration.Observe(time.Since(start).Seconds())
 	if s.o.Log.Enabled(context.Background(), slog.LevelDebug) && len(r.Question) > 0 {
 		s.o.Log.Debug("dns query", "from", w.RemoteAddr().String(), "name", r.Question[0].Name, "type", qtype,
@@ -225,7 +243,7 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 	view, mesh := s.view(t, source)
 
 	if view != nil {
-		if target, ok := view.PTR(name); ok && (q.Qtype == dns.TypePTR || q.Qtype == dns.TypeANY) {
+		if target, ok := view.reverse(name); ok && (q.Qtype == dns.TypePTR || q.Qtype == dns.TypeANY) {
 			m.Authoritative = true
 			m.Answer = append(m.Answer, &dns.PTR{Hdr: hdr(q.Name, dns.TypePTR, t.TTL), Ptr: target})
 			return m
@@ -278,8 +296,8 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 // no mesh (not a Dataplane and no default mesh).
 func (s *Server) view(t *Table, source net.Addr) (*View, string) {
 	mesh := s.o.DefaultMesh
-	if ap, err := netip.ParseAddrPort(source.String()); err == nil {
-		if m, ok := t.Sources.Get(ap.Addr().Unmap()); ok {
+	if a, ok := sourceAddr(source); ok {
+		if m, ok := t.Sources.Get(a); ok {
 			mesh = m
 		}
 	}
@@ -287,6 +305,21 @@ func (s *Server) view(t *Table, source net.Addr) (*View, string) {
 		return nil, ""
 	}
 	return t.Views[mesh], mesh
+}
+
+// sourceAddr is the IP address of a query's source, without parsing text
+// for the usual address types.
+func sourceAddr(a net.Addr) (netip.Addr, bool) {
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		ip, ok := netip.AddrFromSlice(a.IP)
+		return ip.Unmap(), ok
+	case *net.TCPAddr:
+		ip, ok := netip.AddrFromSlice(a.IP)
+		return ip.Unmap(), ok
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	return ap.Addr().Unmap(), err == nil
 }
 
 // zoneOf returns the authoritative zone name belongs to, or "".
