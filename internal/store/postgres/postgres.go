@@ -54,6 +54,12 @@ const Channel = "meshnames_changes"
 // independently.
 const migrationLockKey = 0x6d6e7331 // "mns1"
 
+// NowNanos is the database's clock as Unix nanoseconds (microsecond
+// precision): the time leases expire by, whatever the clocks of the
+// instances say. clock_timestamp, not now(), which stops at the start of
+// the transaction.
+const NowNanos = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000000)::BIGINT`
+
 // DefaultPollInterval is how often waiters are woken even without a
 // notification.
 const DefaultPollInterval = 5 * time.Second
@@ -149,6 +155,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 			NumberedPlaceholders: true,
 			MigrationLock:        fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d, hashtext(current_schema()))`, migrationLockKey),
 			ReadTx:               sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+			NowNanos:             NowNanos,
+			LockShared:           " FOR SHARE",
 			Notify: func(ctx context.Context, tx *sql.Tx, revision int64) error {
 				_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Channel, l.payload(revision))
 				return err
