@@ -359,7 +359,11 @@ func (l *Lease) connect(ctx context.Context) (*pgx.Conn, error) {
 		return l.conn, nil
 	}
 	l.closeConn()
-	conn, err := pgx.Connect(ctx, l.o.URL)
+	cfg, err := postgres.ParseConfig(l.o.URL)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -97,6 +97,28 @@ func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.log = l }
 }
 
+// IdleInTransactionTimeout ends the session of an instance that stops
+// talking in the middle of a transaction (unless the URL sets
+// idle_in_transaction_session_timeout). An instance cut off by a network
+// partition, with no reset to tell PostgreSQL, would otherwise hold its row
+// locks until TCP keepalive gave up, which takes hours: the meta row that
+// serializes every writer, and the leader lease row that a fenced write
+// shares, which no other instance could then take over.
+const IdleInTransactionTimeout = 10 * time.Second
+
+// ParseConfig parses url and adds the session settings every connection of
+// the store has; the leader elector uses it for its own connection too.
+func ParseConfig(url string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(IdleInTransactionTimeout.Milliseconds())
+	}
+	return cfg, nil
+}
+
 // Store is the PostgreSQL store. Compact is sqlstore.Store.Compact.
 type Store struct {
 	*sqlstore.Store
@@ -117,7 +139,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	cfg, err := pgx.ParseConfig(url)
+	cfg, err := ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
