@@ -112,10 +112,17 @@ type serverProc struct {
 // log when the benchmark failed.
 func startServer(tb testing.TB, dataDir string) *serverProc {
 	tb.Helper()
+	return startServerArgs(tb, "--data-dir", dataDir)
+}
+
+// startServerArgs runs `meshnames serve` with args (which name the store)
+// and free loopback API and DNS ports.
+func startServerArgs(tb testing.TB, args ...string) *serverProc {
+	tb.Helper()
 	api := fmt.Sprintf("127.0.0.1:%d", freePort(tb))
 	dns := fmt.Sprintf("127.0.0.1:%d", freePort(tb))
 	p := &serverProc{tb: tb, log: &syncBuffer{}, api: "http://" + api, done: make(chan struct{})}
-	p.cmd = exec.Command(meshnamesBinary(tb), "serve", "--data-dir", dataDir, "--api-addr", api, "--dns-addr", dns)
+	p.cmd = exec.Command(meshnamesBinary(tb), append([]string{"serve", "--api-addr", api, "--dns-addr", dns}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {

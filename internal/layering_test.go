@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"internal/meshservices":      {"internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/reconcile"},
 	"internal/client":            {"internal/resource", "internal/validate"},
 	"internal/reconcile":         {},
-	"internal/leader":            {},
+	"internal/leader":            {"internal/store", "internal/store/postgres"},
 	"internal/ipam":              {},
 	"internal/vips":              {"internal/resource", "internal/store", "internal/cache", "internal/ipam", "internal/reconcile"},
 	"internal/dnsserver":         {"internal/resource", "internal/cache", "internal/reconcile"},

@@ -54,6 +54,8 @@ type Options struct {
 	// ServiceTags, when set, are the settings of MeshService synthesis, for
 	// GET /meshes/{mesh}/_servicetags.
 	ServiceTags *meshservices.Options
+	// Leader, when set, reports the leadership for GET /_leader.
+	Leader func(ctx context.Context) (LeaderStatus, error)
 }
 
 // Server is the REST API.
@@ -149,6 +151,11 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 	case len(seg) == 1 && seg[0] == "metrics":
 		s.metrics.ServeHTTP(w, r)
 		return "/metrics"
+	case len(seg) == 1 && seg[0] == "_leader":
+		if allow(w, r, http.MethodGet) {
+			s.leader(w, r)
+		}
+		return "/_leader"
 	}
 	if len(seg) == 3 && seg[0] == "meshes" && seg[2] == "_dns" {
 		if allow(w, r, http.MethodGet) {

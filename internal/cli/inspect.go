@@ -45,10 +45,7 @@ order, including the generators that do not select it and why.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("invalid --output %q: use table or json", output)
-			}
-			c, err := newClient()
+			c, err := clientFor(output, newClient)
 			if err != nil {
 				return err
 			}
@@ -76,10 +73,7 @@ would collide with another service's name.`,
   meshnames inspect dns -m prod -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dnsOutput != "table" && dnsOutput != "json" {
-				return fmt.Errorf("invalid --output %q: use table or json", dnsOutput)
-			}
-			c, err := newClient()
+			c, err := clientFor(dnsOutput, newClient)
 			if err != nil {
 				return err
 			}
@@ -147,6 +141,7 @@ that is exhausted.`,
 	extCmd.Flags().StringVarP(&extOutput, "output", "o", "table", "output format: table or json")
 	cmd.AddCommand(extCmd)
 	cmd.AddCommand(newInspectServiceTagsCmd(env, newClient))
+	cmd.AddCommand(newInspectLeaderCmd(env, newClient))
 	return cmd
 }
 
@@ -230,6 +225,69 @@ func externalClusters(o *resource.Object) []ClusterRow {
 	return rows
 }
 
+func newInspectLeaderCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command {
+	var output string
+	c := &cobra.Command{
+		Use:   "leader",
+		Short: "Show which control-plane instance leads",
+		Long: `Show which instance leads, that is runs the controllers that write status
+(hostnames, VIPs, MeshServices from Dataplanes), as the server asked sees it.
+
+With a PostgreSQL store the instances elect a leader with a lease: the holder,
+its term (which increases with every change of leader) and when the lease runs
+out unless renewed, by the database's clock. With the embedded store the one
+process always leads. The last line says whether the server asked leads.`,
+		Example: `  meshnames inspect leader
+  meshnames inspect leader --server http://cp-2:5681 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := clientFor(output, newClient)
+			if err != nil {
+				return err
+			}
+			l, err := c.Leader(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(env, l)
+			}
+			printLeader(env, l)
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return c
+}
+
+func printLeader(env Env, l *client.Leader) {
+	tw := tabwriter.NewWriter(env.Out, 0, 8, 1, ' ', 0)
+	defer tw.Flush()
+	if l.Election == "local" {
+		fmt.Fprintln(tw, "Election:\tlocal (embedded store: the one process leads)")
+	} else {
+		fmt.Fprintln(tw, "Election:\tlease (instances sharing PostgreSQL)")
+	}
+	now := env.Now()
+	switch {
+	case l.Holder == "":
+		fmt.Fprintln(tw, "Leader:\tnone")
+	case l.Election == "local":
+		fmt.Fprintf(tw, "Leader:\t%s\n", l.Holder)
+	case !l.ExpiresAt.After(now):
+		fmt.Fprintf(tw, "Leader:\tnone (the lease of %s, term %d, ran out %s ago)\n", l.Holder, l.Term, now.Sub(l.ExpiresAt).Round(time.Millisecond))
+	default:
+		fmt.Fprintf(tw, "Leader:\t%s\n", l.Holder)
+		fmt.Fprintf(tw, "Term:\t%d\n", l.Term)
+		fmt.Fprintf(tw, "Expires:\t%s (in %s unless renewed)\n", l.ExpiresAt.UTC().Format(time.RFC3339Nano), l.ExpiresAt.Sub(now).Round(time.Millisecond))
+	}
+	role := "follower"
+	if l.Leading {
+		role = "leader"
+	}
+	fmt.Fprintf(tw, "This server:\t%s (%s)\n", l.Self, role)
+}
+
 func newInspectServiceTagsCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command {
 	var mesh, output string
 	c := &cobra.Command{
@@ -246,10 +304,7 @@ synthesised MeshServices without Dataplanes waiting for their deletion.`,
   meshnames inspect service-tags -m prod -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("invalid --output %q: use table or json", output)
-			}
-			c, err := newClient()
+			c, err := clientFor(output, newClient)
 			if err != nil {
 				return err
 			}
@@ -389,6 +444,15 @@ func explainService(ctx context.Context, env Env, c *client.Client, kind, name, 
 		fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\n", it.Generator, it.Selects, orNone(it.Hostname), orNone(it.Status), orNone(it.Reason))
 	}
 	return tw.Flush()
+}
+
+// clientFor checks the --output value of an inspect command and returns
+// the client.
+func clientFor(output string, newClient func() (*client.Client, error)) (*client.Client, error) {
+	if output != "table" && output != "json" {
+		return nil, fmt.Errorf("invalid --output %q: use table or json", output)
+	}
+	return newClient()
 }
 
 func printJSON(env Env, v any) error {

@@ -424,3 +424,27 @@ func (c *Client) ServiceTags(ctx context.Context, mesh string) (*ServiceTags, er
 	}
 	return &l, nil
 }
+
+// Leader is the body of GET /_leader: who leads and whether the server
+// asked does.
+type Leader struct {
+	Election  string    `json:"election"`
+	Holder    string    `json:"holder,omitempty"`
+	Term      int64     `json:"term,omitempty"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	Self      string    `json:"self"`
+	Leading   bool      `json:"leading"`
+}
+
+// Leader returns the leadership as the server sees it.
+func (c *Client) Leader(ctx context.Context) (*Leader, error) {
+	r, err := c.do(ctx, http.MethodGet, "/_leader", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var l Leader
+	if err := json.Unmarshal(r.body, &l); err != nil {
+		return nil, fmt.Errorf("decode leader: %w", err)
+	}
+	return &l, nil
+}

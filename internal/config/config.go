@@ -42,6 +42,23 @@ type Config struct {
 	Defaults DefaultsConfig `json:"defaults"`
 	VIPs     VIPsConfig     `json:"vips"`
 	Services ServicesConfig `json:"services"`
+	Leader   LeaderConfig   `json:"leader"`
+}
+
+// LeaderConfig configures leader election among instances that share a
+// PostgreSQL store (ARCHITECTURE.md section 3). The embedded store's single
+// process always leads and ignores it.
+type LeaderConfig struct {
+	// LeaseDuration is how long the leader lease lasts after each renewal
+	// (by the database's clock): how long the other instances wait for a
+	// silent leader before one takes over. A leader that cannot renew stops
+	// its controllers when a fifth of it is left.
+	LeaseDuration Duration `json:"leaseDuration"`
+	// RenewInterval is how often the leader renews the lease.
+	RenewInterval Duration `json:"renewInterval"`
+	// RetryInterval is how often the other instances try to take the lease,
+	// and how soon a leader retries a failed renewal.
+	RetryInterval Duration `json:"retryInterval"`
 }
 
 // ServicesConfig configures the MeshServices synthesised from Dataplanes
@@ -150,7 +167,10 @@ func Default() Config {
 			MeshMultiZoneService: PoolConfig{CIDR: "243.0.0.0/8"},
 		},
 		Services: ServicesConfig{ExportDefault: "All", DeletionGracePeriod: Duration(time.Hour)},
-		Log:      LogConfig{Level: "info", Format: "text"},
+		Leader: LeaderConfig{
+			LeaseDuration: Duration(15 * time.Second), RenewInterval: Duration(5 * time.Second), RetryInterval: Duration(time.Second),
+		},
+		Log: LogConfig{Level: "info", Format: "text"},
 	}
 }
 
@@ -204,9 +224,26 @@ func (c *Config) Validate() validate.Errors {
 	if c.Services.DeletionGracePeriod < 0 {
 		errs.Addf("services.deletionGracePeriod", "must not be negative, got %s", c.Services.DeletionGracePeriod)
 	}
+	c.validateLeader(&errs)
 	errs.Check("log.level", validate.OneOf(c.Log.Level, "debug", "info", "warn", "error"))
 	errs.Check("log.format", validate.OneOf(c.Log.Format, "text", "json"))
 	return errs
+}
+
+// validateLeader checks that the leader can renew, and retry a failed
+// renewal, well before its lease runs out.
+func (c *Config) validateLeader(errs *validate.Errors) {
+	l := c.Leader
+	if l.LeaseDuration < Duration(time.Second) || l.LeaseDuration > Duration(10*time.Minute) {
+		errs.Addf("leader.leaseDuration", "must be between 1s and 10m, got %s", l.LeaseDuration)
+	}
+	half := l.LeaseDuration / 2
+	if l.RenewInterval <= 0 || l.RenewInterval > half {
+		errs.Addf("leader.renewInterval", "must be positive and at most half of leader.leaseDuration (%s), got %s: the leader must be able to retry a failed renewal before its lease runs out", half, l.RenewInterval)
+	}
+	if l.RetryInterval <= 0 || l.RetryInterval > half {
+		errs.Addf("leader.retryInterval", "must be positive and at most half of leader.leaseDuration (%s), got %s", half, l.RetryInterval)
+	}
 }
 
 // validateVIPs checks the pools (parse, family, size, no overlap) and that

@@ -146,6 +146,7 @@ func TestFields_EnvNames(t *testing.T) {
 		"vips.quarantine":              "MESHNAMES_VIPS_QUARANTINE",
 		"dns.ttl":                      "MESHNAMES_DNS_TTL",
 		"services.deletionGracePeriod": "MESHNAMES_SERVICES_DELETION_GRACE_PERIOD",
+		"leader.leaseDuration":         "MESHNAMES_LEADER_LEASE_DURATION",
 	} {
 		if got[path] != want {
 			t.Errorf("env name of %s = %q, want %q", path, got[path], want)
@@ -185,12 +186,29 @@ func TestRedacted_MasksPassword(t *testing.T) {
 	}
 }
 
+// validateTest changes the defaults and names the fields Validate must
+// report (none when the change is valid).
+type validateTest struct {
+	name   string
+	mutate func(*Config)
+	fields []string
+}
+
+func runValidateTests(t *testing.T, tests []validateTest) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mutate(&c)
+			if d := cmp.Diff(tt.fields, fields(c.Validate().Err())); d != "" {
+				t.Errorf("Validate() fields mismatch (-want +got):\n%s\n%v", d, c.Validate())
+			}
+		})
+	}
+}
+
 func TestValidate_VIPs(t *testing.T) {
-	tests := []struct {
-		name   string
-		mutate func(*Config)
-		fields []string
-	}{
+	tests := []validateTest{
 		{name: "defaults", mutate: func(c *Config) {}},
 		{name: "dual-stack", mutate: func(c *Config) {
 			c.VIPs.MeshService.CIDRv6 = "fd00:241::/64"
@@ -213,13 +231,25 @@ func TestValidate_VIPs(t *testing.T) {
 		{name: "export-default", mutate: func(c *Config) { c.Services.ExportDefault = "all" }, fields: []string{"services.exportDefault"}},
 		{name: "grace-negative", mutate: func(c *Config) { c.Services.DeletionGracePeriod = Duration(-time.Second) }, fields: []string{"services.deletionGracePeriod"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := Default()
-			tt.mutate(&c)
-			if d := cmp.Diff(tt.fields, fields(c.Validate().Err())); d != "" {
-				t.Errorf("Validate() fields mismatch (-want +got):\n%s\n%v", d, c.Validate())
-			}
-		})
+	runValidateTests(t, tests)
+}
+
+func TestValidate_Leader(t *testing.T) {
+	lease := func(lease, renew, retry time.Duration) func(*Config) {
+		return func(c *Config) { c.Leader = LeaderConfig{Duration(lease), Duration(renew), Duration(retry)} }
 	}
+	tests := []validateTest{
+		{name: "defaults", mutate: func(c *Config) {}},
+		{name: "short-for-tests", mutate: lease(3*time.Second, time.Second, 500*time.Millisecond)},
+		{name: "renew-at-half", mutate: lease(10*time.Second, 5*time.Second, time.Second)},
+		{name: "lease-too-short", mutate: lease(500*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond), fields: []string{"leader.leaseDuration"}},
+		{name: "lease-too-long", mutate: lease(time.Hour, time.Minute, time.Second), fields: []string{"leader.leaseDuration"}},
+		{name: "renew-not-below-lease", mutate: lease(15*time.Second, 15*time.Second, time.Second), fields: []string{"leader.renewInterval"}},
+		{name: "renew-above-half", mutate: lease(15*time.Second, 8*time.Second, time.Second), fields: []string{"leader.renewInterval"}},
+		{name: "renew-zero", mutate: lease(15*time.Second, 0, time.Second), fields: []string{"leader.renewInterval"}},
+		{name: "retry-zero", mutate: lease(15*time.Second, 5*time.Second, 0), fields: []string{"leader.retryInterval"}},
+		{name: "retry-above-half", mutate: lease(15*time.Second, 5*time.Second, 10*time.Second), fields: []string{"leader.retryInterval"}},
+		{name: "all", mutate: lease(0, -time.Second, -time.Second), fields: []string{"leader.leaseDuration", "leader.renewInterval", "leader.retryInterval"}},
+	}
+	runValidateTests(t, tests)
 }

@@ -247,7 +247,7 @@ func (c *Controller) flush(ctx context.Context, engine *Engine, q *reconcile.Que
 		if !ok {
 			continue
 		}
-		st := serviceStatus(obj)
+		st := resource.ServiceStatusOrNew(obj)
 		svc := st.Service()
 		conds := withCondition(svc.Conditions, condition(obj.Name, engine.Overlaps(Key{k.Mesh, k.Name})))
 		if slices.Equal(svc.Conditions, conds) {
@@ -290,16 +290,15 @@ func withCondition(conds []resource.Condition, c *resource.Condition) []resource
 	return out
 }
 
-func serviceStatus(obj *resource.Object) resource.ServiceStatusOf {
-	if st, ok := obj.Status.(resource.ServiceStatusOf); ok && st != nil {
-		return st
-	}
-	return resource.MustLookup(obj.Kind).NewStatus().(resource.ServiceStatusOf)
-}
-
 func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key], ops []store.Op) {
 	results, err := c.o.Store.Apply(ctx, ops...)
 	if err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			// Another instance leads: our work is being stopped, and the
+			// new leader computes these conditions again.
+			c.o.Log.Info("no longer the leader: dropping the external service writes", "services", len(ops))
+			return
+		}
 		if ctx.Err() == nil {
 			c.o.Log.Warn("writing external service conditions failed; will retry", "services", len(ops), "err", err)
 			c.writes.WithLabelValues("error").Add(float64(len(ops)))

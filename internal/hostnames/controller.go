@@ -302,6 +302,12 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key], ops []store.Op) {
 	results, err := c.o.Store.Apply(ctx, ops...)
 	if err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			// Another instance leads: our work is being stopped, and the
+			// new leader writes these services.
+			c.o.Log.Info("no longer the leader: dropping the hostname writes", "services", len(ops))
+			return
+		}
 		if ctx.Err() == nil {
 			c.o.Log.Warn("writing hostnames failed; will retry", "services", len(ops), "err", err)
 			c.writes.WithLabelValues("error").Add(float64(len(ops)))

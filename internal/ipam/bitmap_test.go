@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -112,12 +113,18 @@ func TestPool_LargeMemory(t *testing.T) {
 		{"241.0.0.0/8", 40 << 10}, // the page slice (32 KiB) and full-page bitset
 		{"240.0.0.0/4", 1 << 10},  // 2^28 addresses: sparse
 	} {
-		got := allocated(func() {
-			var err error
-			if p, err = NewPool(netip.MustParsePrefix(tt.prefix)); err != nil {
-				t.Fatal(err)
-			}
-		})
+		// TotalAlloc counts every goroutine's allocations (the race
+		// detector's, the test framework's): the least of a few runs is
+		// the pool's own.
+		got := uint64(math.MaxUint64)
+		for range 3 {
+			got = min(got, allocated(func() {
+				var err error
+				if p, err = NewPool(netip.MustParsePrefix(tt.prefix)); err != nil {
+					t.Fatal(err)
+				}
+			}))
+		}
 		if got > tt.max {
 			t.Errorf("NewPool(%s) allocated %d bytes, want at most %d", tt.prefix, got, tt.max)
 		}

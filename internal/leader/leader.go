@@ -3,14 +3,24 @@
 // of them must do so (ARCHITECTURE.md section 3).
 //
 // Local is the elector of the embedded store, whose single process is always
-// the leader. PostgresLock elects one of the instances sharing a PostgreSQL
-// schema with a session advisory lock; the lease with a fencing term of the
-// high-availability milestone will implement the same interface.
+// the leader. Lease elects one of the instances sharing a PostgreSQL schema
+// with a lease row (holder, term, expiry) that the leader renews; see
+// lease.go. Lease hands its work a context carrying a store.Fence, so that
+// every write the work makes is checked against the lease in its own
+// transaction: a deposed leader that has not noticed yet cannot write.
 //
-// It imports only the standard library and pgx.
+// It imports store (for the fence) and store/postgres (for the database
+// clock the fence check uses); nothing above store. An elector's Run is
+// called once; its other methods are safe for concurrent use.
 package leader
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
+
+// LeaseName names the leader lease in the store's leases table.
+const LeaseName = "leader"
 
 // Elector runs work while this instance leads.
 type Elector interface {
@@ -18,13 +28,29 @@ type Elector interface {
 	// context that ends when leadership is lost or ctx ends, and returns
 	// when ctx ends. lead must return when its context ends.
 	Run(ctx context.Context, lead func(ctx context.Context)) error
+	// Leading reports whether this instance leads now.
+	Leading() bool
+	// Self is this instance's identity as a lease holder.
+	Self() string
 }
 
 // Local is always the leader.
-type Local struct{}
+type Local struct {
+	// ID names the instance in Self.
+	ID      string
+	running atomic.Bool
+}
 
 // Run calls lead once and returns when it does.
-func (Local) Run(ctx context.Context, lead func(ctx context.Context)) error {
+func (l *Local) Run(ctx context.Context, lead func(ctx context.Context)) error {
+	l.running.Store(true)
+	defer l.running.Store(false)
 	lead(ctx)
 	return nil
 }
+
+// Leading reports whether Run is running.
+func (l *Local) Leading() bool { return l.running.Load() }
+
+// Self returns ID.
+func (l *Local) Self() string { return l.ID }

@@ -337,6 +337,12 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[item], ops []
 		ops, units = ops[n:], units[n:]
 		results, err := c.o.Store.Apply(ctx, batch...)
 		if err != nil {
+			if errors.Is(err, store.ErrFenced) {
+				// Another instance leads: our work is being stopped, and the
+				// new leader plans these units again.
+				c.o.Log.Info("no longer the leader: dropping the MeshService writes", "ops", len(batch)+len(ops))
+				return
+			}
 			if ctx.Err() != nil {
 				return
 			}

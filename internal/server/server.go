@@ -48,6 +48,8 @@ type Server struct {
 	// NoControllers keeps the controllers from running, so that tests of
 	// the API and the command line see no asynchronous status writes.
 	NoControllers bool
+
+	elector leader.Elector // set by Run
 }
 
 // New returns a server for cfg; cfg must be valid. It does no I/O.
@@ -80,6 +82,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.elector = s.newElector(reg)
 	c := cache.New(st, s.log.With("component", "cache"), reg)
 	// Every instance answers DNS from its own table, leader or not.
 	dnsSrv := dnsserver.New(dnsserver.Options{
@@ -92,8 +95,9 @@ func (s *Server) Run(ctx context.Context) error {
 	apiOpts := apiserver.Options{
 		Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone,
 		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
-		Ready: func() error { return ready(c) },
-		DNS:   func(mesh string) apiserver.DNSListing { return dnsListing(dnsSrv, mesh) },
+		Ready:  func() error { return ready(c) },
+		DNS:    func(mesh string) apiserver.DNSListing { return dnsListing(dnsSrv, mesh) },
+		Leader: func(ctx context.Context) (apiserver.LeaderStatus, error) { return s.leaderStatus(ctx, st) },
 	}
 	if s.cfg.Mode != config.ModeGlobal {
 		o := s.serviceOptions()
@@ -190,11 +194,11 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	overlaps := extsvc.New(extsvc.Options{
 		Cache: c, Store: st, Log: s.log.With("component", "extsvc"), Registerer: reg,
 	})
-	var elector leader.Elector = leader.Local{}
-	if s.cfg.Postgres() {
-		elector = leader.PostgresLock{URL: s.cfg.Store.URL, Log: s.log.With("component", "leader")}
-	}
-	return elector.Run(ctx, func(ctx context.Context) {
+	return s.elector.Run(ctx, func(ctx context.Context) {
+		if err := catchUp(ctx, st, c); err != nil {
+			s.log.Warn("leading: the cache cannot catch up with the store; stepping down", "err", err)
+			return
+		}
 		s.log.Info("leading: starting controllers")
 		g, ctx := errgroup.WithContext(ctx)
 		g.Go(func() error { return names.Run(ctx) })

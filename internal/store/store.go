@@ -27,10 +27,24 @@
 // Tombstones are kept for a retention period; a reader that resumes from a
 // revision older than the oldest dropped tombstone gets ErrCompacted and
 // must List again. Changed wakes readers when new revisions may exist.
+//
+// # Fencing
+//
+// Controllers write only while their instance leads (ARCHITECTURE.md
+// section 3). A leader that was cut off may not have noticed yet that
+// another instance took over; fencing keeps its writes out. The elector
+// puts a Fence in the context it gives the leader's work (WithFence); Apply
+// called with that context checks, in the transaction of the writes, that
+// the fence's lease still names the same holder and term and has not
+// expired by the database's clock, and holds that lease row until commit,
+// so a takeover waits for the write rather than overtaking it. When the
+// check fails the whole batch fails with ErrFenced and nothing of it is
+// written. Writes without a fence (the API's) are not checked.
 package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -53,6 +67,10 @@ var (
 	// ErrUnavailable wraps failures to reach the backing database; the
 	// operation may succeed later.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrFenced means the batch carried a Fence that is no longer current:
+	// another instance leads, or the lease expired. Nothing was written;
+	// the writer must stop, it is not the leader.
+	ErrFenced = errors.New("fenced: the writer no longer holds the leader lease")
 )
 
 // MaxObjectBytes bounds the encoded size of one object (labels, spec and
@@ -131,6 +149,54 @@ type Lease struct {
 // MaxLeaseValueBytes bounds Lease.Value.
 const MaxLeaseValueBytes = 4096
 
+// Fence is a leader's claim on a lease: writes made under it are valid
+// only while the lease named Lease holds LeaseValue (the same holder and
+// term) and has not expired by the database's clock.
+type Fence struct {
+	// Lease names the lease, such as "leader".
+	Lease string
+	// Holder identifies the instance that holds it.
+	Holder string
+	// Term increases each time the lease changes hands.
+	Term int64
+}
+
+// fenceValue is the encoding of a fenced lease's Value.
+type fenceValue struct {
+	Holder string `json:"holder"`
+	Term   int64  `json:"term"`
+}
+
+// LeaseValue is the Value of the lease while f holds it. The encoding is
+// deterministic, so the fence check compares bytes.
+func (f Fence) LeaseValue() []byte {
+	b, _ := json.Marshal(fenceValue{Holder: f.Holder, Term: f.Term}) // cannot fail
+	return b
+}
+
+// ParseFence reads the holder and term of a lease written with
+// Fence.LeaseValue.
+func ParseFence(l Lease) (Fence, error) {
+	var v fenceValue
+	if err := json.Unmarshal(l.Value, &v); err != nil {
+		return Fence{}, fmt.Errorf("lease %q: not a fenced lease: %w", l.Name, err)
+	}
+	return Fence{Lease: l.Name, Holder: v.Holder, Term: v.Term}, nil
+}
+
+type fenceKey struct{}
+
+// WithFence returns a context whose Apply calls are fenced by f.
+func WithFence(ctx context.Context, f Fence) context.Context {
+	return context.WithValue(ctx, fenceKey{}, f)
+}
+
+// FenceFrom returns the fence of ctx, if any.
+func FenceFrom(ctx context.Context) (Fence, bool) {
+	f, ok := ctx.Value(fenceKey{}).(Fence)
+	return f, ok
+}
+
 // Result is the outcome of one Op.
 type Result struct {
 	// Object is the stored resource after the write (nil for deletes and failures).
@@ -166,8 +232,9 @@ type Store interface {
 	// reflects. An unknown kind is an error.
 	List(ctx context.Context, k resource.Kind) ([]*resource.Object, int64, error)
 	// Apply commits ops in one transaction; see Op. The returned error is
-	// for failures of the whole batch (ErrUnavailable, ErrClosed); failures
-	// of single operations are in their Result. If ctx ends before the
+	// for failures of the whole batch (ErrUnavailable, ErrClosed, ErrFenced
+	// when ctx carries a fence that is no longer current); failures of
+	// single operations are in their Result. If ctx ends before the
 	// batch is taken up nothing is written; if it ends later, Apply returns
 	// the context's error and the batch may still commit.
 	Apply(ctx context.Context, ops ...Op) ([]Result, error)

@@ -591,6 +591,12 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key]
 		ops = ops[n:]
 		results, err := c.o.Store.Apply(ctx, batch...)
 		if err != nil {
+			if errors.Is(err, store.ErrFenced) {
+				// Another instance leads: our work is being stopped, and the
+				// new leader rebuilds from what the store holds.
+				c.o.Log.Info("no longer the leader: dropping the VIP writes", "ops", len(batch)+len(ops))
+				return
+			}
 			if ctx.Err() != nil {
 				return
 			}

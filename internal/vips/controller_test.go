@@ -48,6 +48,8 @@ type env struct {
 	clock *clock
 	pools map[resource.Kind]Prefixes
 	stop  func()
+	// fence, when set, fences the controller's writes, as a leader's are.
+	fence *store.Fence
 }
 
 func defaultPools() map[resource.Kind]Prefixes {
@@ -85,8 +87,12 @@ func (e *env) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { ch.Run(ctx); done <- struct{}{} }()
+	lead := ctx
+	if e.fence != nil {
+		lead = store.WithFence(ctx, *e.fence)
+	}
 	go func() {
-		if err := ctl.Run(ctx); err != nil {
+		if err := ctl.Run(lead); err != nil {
 			e.t.Errorf("controller: %v", err)
 		}
 		done <- struct{}{}
@@ -227,6 +233,43 @@ func TestController_AllocatesPerKind(t *testing.T) {
 	if l, ok := e.lease("241.0.0.1"); !ok || !l.ExpiresAt.IsZero() {
 		t.Errorf("allocation lease of 241.0.0.1 = %+v, %v; want one without expiry", l, ok)
 	}
+}
+
+// TestController_FencedWritesAreDropped runs the controller as the leader
+// of term 1; when another instance takes the lease (term 2), its writes
+// are rejected and nothing of them lands. The next leader's controller
+// rebuilds from the store and allocates.
+func TestController_FencedWritesAreDropped(t *testing.T) {
+	e := newEnv(t, defaultPools())
+	putLeader := func(f store.Fence) {
+		t.Helper()
+		rs, err := e.st.Apply(context.Background(), store.Op{Type: store.OpPutLease,
+			Lease: &store.Lease{Name: f.Lease, Value: f.LeaseValue(), ExpiresAt: time.Now().Add(time.Hour)}})
+		if err != nil || rs[0].Err != nil {
+			t.Fatal(err, rs)
+		}
+	}
+	first := store.Fence{Lease: "leader", Holder: "a", Term: 1}
+	putLeader(first)
+	e.fence = &first
+	e.restart()
+	e.create(ms("a"))
+	e.waitVIPs(key(resource.MeshService, "a"), "241.0.0.1 ")
+
+	second := store.Fence{Lease: "leader", Holder: "b", Term: 2}
+	putLeader(second)
+	e.create(ms("b"))
+	time.Sleep(300 * time.Millisecond) // the deposed controller sees b and tries
+	if got := e.vips(key(resource.MeshService, "b")); len(got) != 0 {
+		t.Fatalf("the deposed controller gave b %v", got)
+	}
+	if l, ok := e.lease("241.0.0.2"); ok {
+		t.Fatalf("the deposed controller left the lease %+v", l)
+	}
+
+	e.fence = &second
+	e.restart()
+	e.waitVIPs(key(resource.MeshService, "b"), "241.0.0.2 ")
 }
 
 func TestController_QuarantineSurvivesRestartAndCrash(t *testing.T) {

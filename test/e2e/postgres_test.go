@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,4 +69,122 @@ func TestPostgres_UnreachableDatabase(t *testing.T) {
 	if !strings.Contains(stderr, "store.url") {
 		t.Errorf("error does not name store.url:\n%s", stderr)
 	}
+}
+
+// TestPostgres_DatabaseLoss cuts the leader off from PostgreSQL with a TCP
+// proxy while another instance keeps its connection. The cut-off instance
+// keeps answering DNS and reads from its last state, reports not ready,
+// refuses writes with 503 and stops leading; the other takes over and
+// writes. When the database is back, the cut-off instance recovers by
+// itself: ready again, and it serves what was written meanwhile.
+func TestPostgres_DatabaseLoss(t *testing.T) {
+	url := postgres.TestURL(t)
+	proxy := postgres.StartTestProxy(t, url)
+	a := start(t, "a", append([]string{"--store", proxy.URL}, haFlags...)...)
+	a.waitReady(60 * time.Second)
+	waitLeader(t, 30*time.Second, a)
+	b := start(t, "b", append([]string{"--store", url}, haFlags...)...)
+	b.waitReady(60 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if code, err := putService(ctx, a.api, "before", 80); err != nil || code != http.StatusCreated {
+		t.Fatalf("PUT before = %d, %v", code, err)
+	}
+	vip := waitVIP(t, a.api, "before")
+	eventually(t, "a's DNS answers before", 10*time.Second, func() bool {
+		ip, err := resolveA(a.dns, "before.svc.mesh.local")
+		return err == nil && ip == vip
+	})
+
+	proxy.Cut()
+	cut := time.Now()
+	eventually(t, "b leads", haLease+5*time.Second, func() bool {
+		l, err := getLeader(b.api)
+		return err == nil && l.Leading
+	})
+	t.Logf("b leads %s after the cut", time.Since(cut))
+	if v, err := metric(a.api, "meshnames_leader_is_leader"); err != nil || v != 0 {
+		t.Errorf("a's meshnames_leader_is_leader = %v, %v after b took over, want 0", v, err)
+	}
+	eventually(t, "a refuses writes with 503", 10*time.Second, func() bool {
+		code, _ := putService(ctx, a.api, "refused", 80)
+		return code == http.StatusServiceUnavailable
+	})
+	eventually(t, "a reports not ready", 15*time.Second, func() bool {
+		resp, err := http.Get(a.api + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	if got, err := serviceVIPs(a.api, "before"); err != nil || len(got) != 1 || got[0] != vip {
+		t.Errorf("a's GET of before while cut off = %v, %v; want its VIP %s from the last state", got, err, vip)
+	}
+	if got, err := resolveA(a.dns, "before.svc.mesh.local"); err != nil || got != vip {
+		t.Errorf("a's DNS answer for before while cut off = %q, %v; want %s", got, err, vip)
+	}
+	if code, err := putService(ctx, b.api, "during", 80); err != nil || code != http.StatusCreated {
+		t.Fatalf("PUT during through b = %d, %v", code, err)
+	}
+	during := waitVIP(t, b.api, "during")
+
+	proxy.Restore()
+	restored := time.Now()
+	a.waitReady(30 * time.Second)
+	t.Logf("a ready %s after the database came back", time.Since(restored))
+	eventually(t, "a serves what b wrote meanwhile", 15*time.Second, func() bool {
+		got, err := serviceVIPs(a.api, "during")
+		if err != nil || len(got) != 1 || got[0] != during {
+			return false
+		}
+		ip, err := resolveA(a.dns, "during.svc.mesh.local")
+		return err == nil && ip == during
+	})
+	if code, err := putService(ctx, a.api, "after", 80); err != nil || code != http.StatusCreated {
+		t.Errorf("PUT through a after recovery = %d, %v", code, err)
+	}
+	if l, err := getLeader(a.api); err != nil || l.Leading || l.Holder != mustLeader(t, b).Self {
+		t.Errorf("a's view of the leader after recovery = %+v, %v; want b", l, err)
+	}
+}
+
+func mustLeader(t *testing.T, p *proc) *leaderView {
+	t.Helper()
+	l, err := getLeader(p.api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// eventually polls cond until it holds, failing the test after within.
+func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// metric returns the value of an unlabelled series of p's /metrics.
+func metric(api, name string) (float64, error) {
+	resp, err := http.Get(api + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("no series %s", name)
 }

@@ -54,6 +54,12 @@ const Channel = "meshnames_changes"
 // independently.
 const migrationLockKey = 0x6d6e7331 // "mns1"
 
+// NowNanos is the database's clock as Unix nanoseconds (microsecond
+// precision): the time leases expire by, whatever the clocks of the
+// instances say. clock_timestamp, not now(), which stops at the start of
+// the transaction.
+const NowNanos = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000000)::BIGINT`
+
 // DefaultPollInterval is how often waiters are woken even without a
 // notification.
 const DefaultPollInterval = 5 * time.Second
@@ -91,6 +97,28 @@ func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.log = l }
 }
 
+// IdleInTransactionTimeout ends the session of an instance that stops
+// talking in the middle of a transaction (unless the URL sets
+// idle_in_transaction_session_timeout). An instance cut off by a network
+// partition, with no reset to tell PostgreSQL, would otherwise hold its row
+// locks until TCP keepalive gave up, which takes hours: the meta row that
+// serializes every writer, and the leader lease row that a fenced write
+// shares, which no other instance could then take over.
+const IdleInTransactionTimeout = 10 * time.Second
+
+// ParseConfig parses url and adds the session settings every connection of
+// the store has; the leader elector uses it for its own connection too.
+func ParseConfig(url string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(IdleInTransactionTimeout.Milliseconds())
+	}
+	return cfg, nil
+}
+
 // Store is the PostgreSQL store. Compact is sqlstore.Store.Compact.
 type Store struct {
 	*sqlstore.Store
@@ -111,7 +139,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	cfg, err := pgx.ParseConfig(url)
+	cfg, err := ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
@@ -149,6 +177,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 			NumberedPlaceholders: true,
 			MigrationLock:        fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d, hashtext(current_schema()))`, migrationLockKey),
 			ReadTx:               sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+			NowNanos:             NowNanos,
+			LockShared:           " FOR SHARE",
 			Notify: func(ctx context.Context, tx *sql.Tx, revision int64) error {
 				_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Channel, l.payload(revision))
 				return err

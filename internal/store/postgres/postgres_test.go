@@ -285,6 +285,32 @@ func TestListener_IgnoresOwnAndOtherSchemas(t *testing.T) {
 
 // TestOpen_UnreachableIsUnavailable checks the error class of a database
 // that cannot be reached.
+// TestConnConfig_IdleInTransactionTimeout checks that store connections end
+// a transaction left idle by an instance that was cut off, unless the URL
+// says otherwise.
+func TestParseConfig_IdleInTransactionTimeout(t *testing.T) {
+	url := TestURL(t)
+	for _, tc := range []struct{ url, want string }{
+		{url, "10s"},
+		{url + "&idle_in_transaction_session_timeout=2500", "2500ms"},
+	} {
+		cfg, err := ParseConfig(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := pgx.ConnectConfig(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = conn.QueryRow(t.Context(), "SHOW idle_in_transaction_session_timeout").Scan(&got)
+		_ = conn.Close(t.Context())
+		if err != nil || got != tc.want {
+			t.Errorf("idle_in_transaction_session_timeout = %q, %v; want %q", got, err, tc.want)
+		}
+	}
+}
+
 func TestOpen_UnreachableIsUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
+	"net"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,4 +78,98 @@ func TestURL(tb testing.TB) string {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// TestProxy forwards TCP connections to the database of a test URL, so that
+// a test can cut an instance off from PostgreSQL without stopping it.
+type TestProxy struct {
+	// URL is the test URL with the proxy in place of the database's address.
+	URL string
+
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]struct{}
+	done   sync.WaitGroup
+}
+
+// StartTestProxy starts a proxy on a free loopback port to the database of
+// url (a URL from TestURL) and stops it when tb ends.
+func StartTestProxy(tb testing.TB, rawURL string) *TestProxy {
+	tb.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &TestProxy{ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}}
+	u.Host = ln.Addr().String()
+	p.URL = u.String()
+	p.done.Go(p.accept)
+	tb.Cleanup(func() {
+		_ = ln.Close()
+		p.Cut()
+		p.done.Wait()
+	})
+	return p
+}
+
+// Cut closes every connection and closes new ones at once, until Restore.
+func (p *TestProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// Restore lets connections through again.
+func (p *TestProxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
+func (p *TestProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.mu.Unlock()
+		up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.cut { // cut while dialling
+			p.mu.Unlock()
+			_, _ = c.Close(), up.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		for _, pair := range [][2]net.Conn{{c, up}, {up, c}} {
+			p.done.Go(func() {
+				_, _ = io.Copy(pair[0], pair[1])
+				_, _ = pair[0].Close(), pair[1].Close()
+				p.mu.Lock()
+				delete(p.conns, pair[0])
+				delete(p.conns, pair[1])
+				p.mu.Unlock()
+			})
+		}
+	}
 }

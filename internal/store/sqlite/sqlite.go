@@ -47,6 +47,11 @@ const (
 	DatabaseFile = "meshnames.db"
 )
 
+// NowNanos is SQLite's clock as Unix nanoseconds (millisecond precision),
+// the time fenced leases expire by. One process owns the database, so it is
+// that process's clock.
+const NowNanos = `CAST(unixepoch('subsec') * 1000000000 AS INTEGER)`
+
 // readers is the size of the read connection pool. SQLite in WAL mode
 // reads concurrently with the writer.
 const readers = 4
@@ -138,7 +143,8 @@ func open(dir string, o *options) (*sqlstore.Store, *sql.DB, error) {
 			Migrations: migrations,
 			// A read transaction sees one WAL snapshot from its first
 			// read; read-only transactions BEGIN DEFERRED despite _txlock.
-			ReadTx: sql.TxOptions{ReadOnly: true},
+			ReadTx:   sql.TxOptions{ReadOnly: true},
+			NowNanos: NowNanos,
 		},
 		Read:  read,
 		Write: write,

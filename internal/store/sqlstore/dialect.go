@@ -31,6 +31,14 @@ type Dialect struct {
 	// sends a NOTIFY there, which is delivered at commit. Waiters in this
 	// process are woken after commit whatever the dialect.
 	Notify func(ctx context.Context, tx *sql.Tx, revision int64) error
+	// NowNanos is an SQL expression for the database's clock as Unix
+	// nanoseconds. The fence check compares lease expiries with it, so
+	// that the clocks of the instances do not matter.
+	NowNanos string
+	// LockShared, when set, ends the fence check's SELECT to lock the
+	// lease row it read until commit (PostgreSQL: " FOR SHARE"), so that a
+	// takeover of the lease waits for the fenced write to commit.
+	LockShared string
 }
 
 // rebind rewrites query for the dialect. sqlstore's SQL holds no ? inside

@@ -49,6 +49,16 @@
 // wrote only leases leaves meta.revision as it was, sends no notification
 // and does not wake Changed: leases are not in the change feed.
 //
+// Fencing (store.WithFence): a request whose context carries a fence is
+// checked first in the transaction with one statement that reads the fence's
+// lease row where it holds the expected value and has not expired by the
+// database's clock (Dialect.NowNanos), with Dialect.LockShared (PostgreSQL
+// FOR SHARE: the row stays locked until commit, so a takeover, which
+// updates it, waits for the fenced writes, and a check queued behind a
+// takeover re-reads the row and fails). When no row matches, the request
+// fails as a whole with store.ErrFenced and the other requests of the
+// transaction are written as usual.
+//
 // # Reads
 //
 // Get reads one row. List and Changes read in one transaction with a single

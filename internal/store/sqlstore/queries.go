@@ -32,6 +32,9 @@ type queries struct {
 	deleteLease  string
 	leasesAll    string
 	leasesPrefix string // name >= prefix AND name < prefixEnd(prefix): a primary key range scan
+	// fence returns a row when the lease named holds the value given and
+	// has not expired by the database's clock (0 is never).
+	fence string
 }
 
 func newQueries(d *Dialect) queries {
@@ -59,11 +62,13 @@ func newQueries(d *Dialect) queries {
 		deleteLease:  `DELETE FROM leases WHERE name = ?`,
 		leasesAll:    `SELECT ` + leaseColumns + ` FROM leases ORDER BY name`,
 		leasesPrefix: `SELECT ` + leaseColumns + ` FROM leases WHERE name >= ? AND name < ? ORDER BY name`,
+		fence: `SELECT 1 FROM leases WHERE name = ? AND value = ? AND (expires_at = 0 OR expires_at > ` + d.NowNanos + `)` +
+			d.LockShared,
 	}
 	for _, p := range []*string{
 		&q.lockMeta, &q.setRevision, &q.revision, &q.compacted, &q.load, &q.get, &q.listAll, &q.listKind, &q.changes,
 		&q.insert, &q.update, &q.tombstones, &q.deleteTombstones, &q.setCompacted,
-		&q.putLease, &q.deleteLease, &q.leasesAll, &q.leasesPrefix,
+		&q.putLease, &q.deleteLease, &q.leasesAll, &q.leasesPrefix, &q.fence,
 	} {
 		*p = d.rebind(*p)
 	}

@@ -49,9 +49,10 @@ func openSQLite(t *testing.T, dir string, fsys fstest.MapFS) (*Store, error) {
 	}
 	db.SetMaxOpenConns(1)
 	s, err := Open(t.Context(), Config{
-		Dialect: Dialect{Name: "sqlite", Migrations: fsys, ReadTx: sql.TxOptions{ReadOnly: true}},
-		Read:    db,
-		Write:   db,
+		Dialect: Dialect{Name: "sqlite", Migrations: fsys, ReadTx: sql.TxOptions{ReadOnly: true},
+			NowNanos: `CAST(unixepoch('subsec') * 1000000000 AS INTEGER)`},
+		Read:  db,
+		Write: db,
 	})
 	if err == nil {
 		t.Cleanup(func() { _ = s.Close() }) // ErrClosed when the test closed it

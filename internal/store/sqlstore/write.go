@@ -32,7 +32,9 @@ const (
 
 // request is one Apply call waiting for the writer.
 type request struct {
-	ops   []store.Op
+	ops []store.Op
+	// fence, when not nil, must be current for ops to be written.
+	fence *store.Fence
 	state atomic.Int32
 	// done receives the outcome once, after the commit (or failure) of the
 	// transaction that held the request.
@@ -53,6 +55,12 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 		return nil, fmt.Errorf("apply: %w", err)
 	}
 	r := &request{ops: ops, done: make(chan outcome, 1)}
+	if f, ok := store.FenceFrom(ctx); ok {
+		if err := checkLeaseName(f.Lease); err != nil {
+			return nil, fmt.Errorf("apply: fence %q: %w", f.Lease, err)
+		}
+		r.fence = &f
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -130,7 +138,7 @@ func (s *Store) take() []*request {
 // when the transaction fails as a whole (begin, lock, commit), which means
 // the database is the problem, every request in it fails.
 func (s *Store) commit(group []*request) {
-	results, last, culprit, err := s.runTx(group)
+	outcomes, last, culprit, err := s.runTx(group)
 	if err != nil && culprit >= 0 && len(group) > 1 {
 		group[culprit].done <- outcome{err: fmt.Errorf("apply: %w", err)}
 		s.commit(slices.Concat(group[:culprit], group[culprit+1:]))
@@ -144,15 +152,16 @@ func (s *Store) commit(group []*request) {
 			r.done <- outcome{err: fmt.Errorf("apply: %w", err)}
 			continue
 		}
-		r.done <- outcome{results: results[i]}
+		r.done <- outcomes[i]
 	}
 }
 
 // runTx executes the operations of group in one transaction. It returns
-// the results per request and the last revision given out (0 when no
-// operation succeeded). On failure, culprit is the index of the request
-// whose operation failed the transaction, or -1.
-func (s *Store) runTx(group []*request) (results [][]store.Result, last int64, culprit int, err error) {
+// the outcome per request (a request whose fence is not current fails as a
+// whole with store.ErrFenced and writes nothing) and the last revision
+// given out (0 when no operation succeeded). On failure, culprit is the
+// index of the request whose operation failed the transaction, or -1.
+func (s *Store) runTx(group []*request) (outcomes []outcome, last int64, culprit int, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.writeTimeout)
 	defer cancel()
 	tx, err := s.write.BeginTx(ctx, nil)
@@ -169,14 +178,25 @@ func (s *Store) runTx(group []*request) (results [][]store.Result, last int64, c
 		return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("lock meta: %w", err))
 	}
 	base := w.revision
-	results = make([][]store.Result, len(group))
+	outcomes = make([]outcome, len(group))
 	for i, r := range group {
-		results[i] = make([]store.Result, len(r.ops))
+		if r.fence != nil {
+			current, err := w.fenced(r.fence)
+			if err != nil {
+				return nil, 0, -1, err
+			}
+			if !current {
+				outcomes[i].err = fmt.Errorf("apply: lease %q, holder %q, term %d: %w", r.fence.Lease, r.fence.Holder, r.fence.Term, store.ErrFenced)
+				continue
+			}
+		}
+		results := make([]store.Result, len(r.ops))
 		for j, op := range r.ops {
-			if results[i][j], err = w.apply(op); err != nil {
+			if results[j], err = w.apply(op); err != nil {
 				return nil, 0, i, err
 			}
 		}
+		outcomes[i].results = results
 	}
 	if w.revision > base {
 		if _, err := tx.ExecContext(ctx, s.q.setRevision, w.revision); err != nil {
@@ -192,9 +212,25 @@ func (s *Store) runTx(group []*request) (results [][]store.Result, last int64, c
 		return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("commit: %w", err))
 	}
 	if w.revision == base {
-		return results, 0, -1, nil
+		return outcomes, 0, -1, nil
 	}
-	return results, w.revision, -1, nil
+	return outcomes, w.revision, -1, nil
+}
+
+// fenced reports whether the lease of f still holds f's holder and term
+// and has not expired by the database's clock. On PostgreSQL the row stays
+// share-locked until commit: a takeover, which updates it, waits for this
+// transaction, and a check waiting behind a takeover sees the new holder.
+func (w *writeTx) fenced(f *store.Fence) (bool, error) {
+	var one int
+	err := w.leaseStmt(&w.fenceStmt, w.s.stmts.fence).QueryRowContext(w.ctx, f.Lease, f.LeaseValue()).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, w.s.dbErr(w.ctx, fmt.Errorf("check fence %q: %w", f.Lease, err))
+	}
+	return true, nil
 }
 
 // writeTx is one write transaction in progress.
@@ -206,8 +242,9 @@ type writeTx struct {
 	revision int64 // the last revision given out
 
 	loadStmt, insertStmt, updateStmt *sql.Stmt // Store.stmts bound to tx
-	// putLeaseStmt and deleteLeaseStmt are bound on first use (leaseStmt).
-	putLeaseStmt, deleteLeaseStmt *sql.Stmt
+	// putLeaseStmt, deleteLeaseStmt and fenceStmt are bound on first use
+	// (leaseStmt).
+	putLeaseStmt, deleteLeaseStmt, fenceStmt *sql.Stmt
 }
 
 // apply executes one operation. A failure of the operation is in the

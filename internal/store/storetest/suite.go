@@ -56,6 +56,8 @@ func Run(t *testing.T, open Opener) {
 		{"InvalidLeases", testInvalidLeases},
 		{"ConcurrentLeaseWrites", testConcurrentLeaseWrites},
 		{"LeasesSurviveReopen", testLeasesSurviveReopen},
+		{"Fence", testFence},
+		{"FenceRejectsOnlyItsBatch", testFenceRejectsOnlyItsBatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
