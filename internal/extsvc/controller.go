@@ -255,7 +255,7 @@ func (c *Controller) flush(ctx context.Context, engine *Engine, q *reconcile.Que
 		}
 		svc.Conditions = conds
 		obj.Status = st
-		ops = append(ops, store.Op{Type: store.OpUpdateStatus, Object: obj})
+		ops = append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch})
 	}
 	for batch := range slices.Chunk(ops, c.o.BatchSize) {
 		c.write(ctx, q, batch)
@@ -289,6 +289,9 @@ func withCondition(conds []resource.Condition, c *resource.Condition) []resource
 	}
 	return out
 }
+
+// statusPatch is what this controller owns of a status: its condition.
+var statusPatch = &store.StatusPatch{Conditions: []string{ConditionOverlapping}}
 
 func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key], ops []store.Op) {
 	results, err := c.o.Store.Apply(ctx, ops...)

@@ -288,7 +288,7 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 		}
 		st.Service().Addresses = want
 		obj.Status = st
-		ops = append(ops, store.Op{Type: store.OpUpdateStatus, Object: obj})
+		ops = append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch})
 	}
 	for batch := range slices.Chunk(ops, c.o.BatchSize) {
 		c.write(ctx, q, batch)
@@ -298,6 +298,11 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 	c.sizes.WithLabelValues("services").Set(float64(svcs))
 	c.sizes.WithLabelValues("hostnames").Set(float64(hosts))
 }
+
+// statusPatch is what the hostnames controller owns of a status: the
+// addresses. Writing only those, unversioned, keeps it from conflicting
+// with the other controllers that write the same statuses.
+var statusPatch = &store.StatusPatch{Fields: []string{"addresses"}}
 
 func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key], ops []store.Op) {
 	results, err := c.o.Store.Apply(ctx, ops...)

@@ -332,8 +332,11 @@ func reconcileService(u Unit, holder *resource.Object, svc Service, o Options) (
 	st := resource.ServiceStatusOrNew(obj)
 	st.Service().Conditions = conds
 	obj.Status = st
-	return store.Op{Type: store.OpUpdateStatus, Object: obj}, true
+	return store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch}, true
 }
+
+// statusPatch is what this controller owns of a status: its conditions.
+var statusPatch = &store.StatusPatch{Conditions: []string{ConditionPorts, ConditionExport}}
 
 // retire handles a managed MeshService without Dataplanes: it starts the
 // grace period, or deletes the service once the period is over.

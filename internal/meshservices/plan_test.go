@@ -291,7 +291,7 @@ func TestPlan_Steady(t *testing.T) {
 	ms = stored(p.Ops[0], 2, 0)
 	ms.Status = &resource.ServiceStatus{Conditions: []resource.Condition{{Type: "VIPsAllocated", Status: "False"}}}
 	p = plan("web", dps, []*resource.Object{ms})
-	if len(p.Ops) != 1 || p.Ops[0].Type != store.OpUpdateStatus {
+	if len(p.Ops) != 1 || p.Ops[0].Type != store.OpPatchStatus {
 		t.Fatalf("ops %+v, want a status update", p.Ops)
 	}
 	conds := p.Ops[0].Object.Status.(*resource.ServiceStatus).Conditions

@@ -90,6 +90,9 @@ const (
 	// OpDeleteLease removes the lease named Lease.Name; removing one that
 	// does not exist is not an error.
 	OpDeleteLease
+	// OpPatchStatus replaces the parts of a status that one controller
+	// owns (see StatusPatch).
+	OpPatchStatus
 )
 
 func (t OpType) String() string {
@@ -106,6 +109,8 @@ func (t OpType) String() string {
 		return "put lease"
 	case OpDeleteLease:
 		return "delete lease"
+	case OpPatchStatus:
+		return "patch status"
 	}
 	return fmt.Sprintf("OpType(%d)", int(t))
 }
@@ -120,12 +125,30 @@ func (t OpType) String() string {
 //     must equal the stored version.
 //   - OpDelete removes Key; Version, when not 0, must equal the stored version.
 //   - OpPutLease and OpDeleteLease write Lease (see Lease).
+//   - OpPatchStatus replaces, in the stored status of Object's key, only
+//     the parts Patch names, taking them from Object.Status; labels, spec
+//     and the rest of the status stay as stored. Object.Version is not
+//     checked: each controller owns its parts, so controllers writing one
+//     status at the same time do not conflict, and a controller's result
+//     computed from an older state is replaced by its next write, which the
+//     change it missed causes. The version is bumped like any write.
 type Op struct {
 	Type    OpType
 	Object  *resource.Object
+	Patch   *StatusPatch
 	Key     resource.Key
 	Version int64
 	Lease   *Lease
+}
+
+// StatusPatch names the parts of a status one controller owns: top-level
+// status fields by their JSON name (such as "addresses" or "vips"), and
+// the conditions of some types. A field absent from the new status is
+// removed; the conditions of the named types are replaced by those of the
+// new status, in its order, after the others.
+type StatusPatch struct {
+	Fields     []string
+	Conditions []string
 }
 
 // Lease is a small named record kept beside the resources for the control

@@ -515,7 +515,7 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 	}
 	svc.VIPs, svc.Conditions = vips, conds
 	obj.Status = status
-	return append(ops, store.Op{Type: store.OpUpdateStatus, Object: obj})
+	return append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch})
 }
 
 // exhaustedMessage says which pool is full and when it may have room.
@@ -576,13 +576,18 @@ func withCondition(conds []resource.Condition, exhausted string) []resource.Cond
 	return out
 }
 
+// statusPatch is what the VIP controller owns of a status: the VIPs and
+// its exhaustion condition. Writing only those, unversioned, keeps it from
+// conflicting with the other controllers that write the same statuses.
+var statusPatch = &store.StatusPatch{Fields: []string{"vips"}, Conditions: []string{ConditionAllocated}}
+
 // write commits ops in batches: each batch holds whole services (their
 // status write and its leases together).
 func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key], ops []store.Op) {
 	for len(ops) > 0 {
 		n, statuses := 0, 0
-		for n < len(ops) && (statuses < c.o.BatchSize || ops[n].Type != store.OpUpdateStatus) {
-			if ops[n].Type == store.OpUpdateStatus {
+		for n < len(ops) && (statuses < c.o.BatchSize || ops[n].Type != store.OpPatchStatus) {
+			if ops[n].Type == store.OpPatchStatus {
 				statuses++
 			}
 			n++
@@ -602,7 +607,7 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key]
 			}
 			c.o.Log.Warn("writing VIPs failed; will retry", "ops", len(batch), "err", err)
 			for _, op := range batch {
-				if op.Type == store.OpUpdateStatus {
+				if op.Type == store.OpPatchStatus {
 					c.writes.WithLabelValues("error").Inc()
 					q.AddAfter(time.Second, op.Object.Key())
 				}
@@ -613,10 +618,10 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key]
 			op := batch[i]
 			switch {
 			case r.Err == nil:
-				if op.Type == store.OpUpdateStatus {
+				if op.Type == store.OpPatchStatus {
 					c.writes.WithLabelValues("ok").Inc()
 				}
-			case op.Type != store.OpUpdateStatus:
+			case op.Type != store.OpPatchStatus:
 				c.o.Log.Warn("writing a VIP lease failed", "lease", op.Lease.Name, "err", r.Err)
 			case errors.Is(r.Err, store.ErrNotFound):
 				// deleted meanwhile; its deletion event releases the VIPs

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -278,7 +279,7 @@ func (w *writeTx) apply(op store.Op) (store.Result, error) {
 			return fail(store.ErrAlreadyExists, "")
 		}
 		next.version, next.created = 1, w.now
-	case store.OpUpdate, store.OpUpdateStatus, store.OpDelete:
+	case store.OpUpdate, store.OpUpdateStatus, store.OpDelete, store.OpPatchStatus:
 		want := op.Version
 		if op.Type != store.OpDelete {
 			want = op.Object.Version
@@ -286,6 +287,8 @@ func (w *writeTx) apply(op store.Op) (store.Result, error) {
 		switch {
 		case !live:
 			return fail(store.ErrNotFound, "")
+		case op.Type == store.OpPatchStatus:
+			// Not versioned: the writer replaces only what it owns.
 		case op.Type != store.OpDelete || want != 0:
 			if want != cur.version {
 				return fail(store.ErrConflict, fmt.Sprintf(" (version %d, stored %d)", want, cur.version))
@@ -297,6 +300,11 @@ func (w *writeTx) apply(op store.Op) (store.Result, error) {
 			next.status = cur.status
 		case store.OpUpdateStatus:
 			next.labels, next.spec = cur.labels, cur.spec
+		case store.OpPatchStatus:
+			next.labels, next.spec = cur.labels, cur.spec
+			if next.status, err = patchStatus(cur.status, next.status, op.Patch); err != nil {
+				return fail(err, "")
+			}
 		case store.OpDelete:
 			next.deleted = true // a tombstone keeps no labels, spec or status
 		}
@@ -353,9 +361,12 @@ func (w *writeTx) put(r *row, exists bool) error {
 func check(op store.Op) (resource.Key, *resource.Descriptor, error) {
 	var key resource.Key
 	switch op.Type {
-	case store.OpCreate, store.OpUpdate, store.OpUpdateStatus:
+	case store.OpCreate, store.OpUpdate, store.OpUpdateStatus, store.OpPatchStatus:
 		if op.Object == nil {
 			return key, nil, fmt.Errorf("%s: no object", op.Type)
+		}
+		if op.Type == store.OpPatchStatus && op.Patch == nil {
+			return key, nil, fmt.Errorf("%s %s: no patch", op.Type, op.Object.Key())
 		}
 		key = op.Object.Key()
 	case store.OpDelete:
@@ -404,9 +415,9 @@ func encode(obj *resource.Object, t store.OpType, d *resource.Descriptor) (row, 
 			return r, err
 		}
 	}
-	if t == store.OpCreate || t == store.OpUpdateStatus {
+	if t == store.OpCreate || t == store.OpUpdateStatus || t == store.OpPatchStatus {
 		switch {
-		case !d.HasStatus && (obj.Status != nil || t == store.OpUpdateStatus):
+		case !d.HasStatus && (obj.Status != nil || t != store.OpCreate):
 			return r, fmt.Errorf("%s has no status", d.Kind)
 		case obj.Status != nil && reflect.TypeOf(obj.Status) != reflect.TypeOf(d.NewStatus()):
 			return r, fmt.Errorf("status is %T, want %T", obj.Status, d.NewStatus())
@@ -416,4 +427,74 @@ func encode(obj *resource.Object, t store.OpType, d *resource.Descriptor) (row, 
 		}
 	}
 	return r, nil
+}
+
+// patchStatus applies p to the stored status cur: the fields p names and
+// the conditions of the types it names come from next, the rest from cur.
+// Both are JSON objects, or "" for no status.
+func patchStatus(cur, next string, p *store.StatusPatch) (string, error) {
+	var c, n map[string]json.RawMessage
+	if cur != "" {
+		if err := json.Unmarshal([]byte(cur), &c); err != nil {
+			return "", fmt.Errorf("stored status: %w", err)
+		}
+	}
+	if next != "" {
+		if err := json.Unmarshal([]byte(next), &n); err != nil {
+			return "", fmt.Errorf("status: %w", err)
+		}
+	}
+	if c == nil {
+		c = map[string]json.RawMessage{}
+	}
+	for _, f := range p.Fields {
+		if v, ok := n[f]; ok {
+			c[f] = v
+		} else {
+			delete(c, f)
+		}
+	}
+	if len(p.Conditions) > 0 {
+		type cond struct {
+			Type string `json:"type"`
+		}
+		var kept []json.RawMessage
+		for _, list := range []struct {
+			raw  json.RawMessage
+			ours bool
+		}{{c["conditions"], false}, {n["conditions"], true}} {
+			var items []json.RawMessage
+			if len(list.raw) > 0 {
+				if err := json.Unmarshal(list.raw, &items); err != nil {
+					return "", fmt.Errorf("conditions: %w", err)
+				}
+			}
+			for _, it := range items {
+				var ct cond
+				if err := json.Unmarshal(it, &ct); err != nil {
+					return "", fmt.Errorf("condition: %w", err)
+				}
+				if slices.Contains(p.Conditions, ct.Type) == list.ours {
+					kept = append(kept, it)
+				}
+			}
+		}
+		if len(kept) == 0 {
+			delete(c, "conditions")
+		} else {
+			b, err := json.Marshal(kept)
+			if err != nil {
+				return "", err
+			}
+			c["conditions"] = b
+		}
+	}
+	if len(c) == 0 && cur == "" && next == "" {
+		return "", nil
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
 }

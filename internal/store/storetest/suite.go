@@ -58,6 +58,7 @@ func Run(t *testing.T, open Opener) {
 		{"LeasesSurviveReopen", testLeasesSurviveReopen},
 		{"Fence", testFence},
 		{"FenceRejectsOnlyItsBatch", testFenceRejectsOnlyItsBatch},
+		{"PatchStatus", testPatchStatus},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,78 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// testPatchStatus has two controllers patch one status from the same old
+// copy, each its own parts: neither conflicts, each part ends as its owner
+// wrote it, the other parts and conditions are kept, and each patch bumps
+// the version and revision like any write.
+func testPatchStatus(t *testing.T, e *env) {
+	svc := e.create(t, meshService(mesh, "patched"))
+	// A starting status: a hostname, a VIP and a condition of each owner.
+	start := svc.Clone()
+	start.Status = &resource.ServiceStatus{
+		Addresses:  []resource.Address{{Hostname: "old.mesh", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "g"}}},
+		VIPs:       []resource.VIP{{IP: "241.0.0.1", Type: resource.VIPKuma}},
+		Conditions: []resource.Condition{{Type: "VIPsAllocated", Status: "False"}, {Type: "PortsConsistent", Status: "False"}},
+	}
+	start = e.applyOK(t, store.Op{Type: store.OpUpdateStatus, Object: start})[0].Object
+
+	// Both writers start from the same copy (version v).
+	names := start.Clone()
+	names.Status.(*resource.ServiceStatus).Addresses = []resource.Address{{Hostname: "new.mesh", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "g"}}}
+	addrs := start.Clone()
+	addrs.Status.(*resource.ServiceStatus).VIPs = []resource.VIP{{IP: "241.0.0.2", Type: resource.VIPKuma}}
+	addrs.Status.(*resource.ServiceStatus).Conditions = nil // VIPsAllocated cleared
+	r1 := e.applyOK(t, store.Op{Type: store.OpPatchStatus, Object: names, Patch: &store.StatusPatch{Fields: []string{"addresses"}}})[0]
+	r2 := e.applyOK(t, store.Op{Type: store.OpPatchStatus, Object: addrs, Patch: &store.StatusPatch{Fields: []string{"vips"}, Conditions: []string{"VIPsAllocated"}}})[0]
+	if r1.Object.Version != start.Version+1 || r2.Object.Version != start.Version+2 || r2.Revision <= r1.Revision {
+		t.Errorf("versions %d, %d after %d; revisions %d, %d", r1.Object.Version, r2.Object.Version, start.Version, r1.Revision, r2.Revision)
+	}
+	got := e.get(t, svc.Key())
+	want := &resource.ServiceStatus{
+		Addresses:  names.Status.(*resource.ServiceStatus).Addresses,
+		VIPs:       addrs.Status.(*resource.ServiceStatus).VIPs,
+		Conditions: []resource.Condition{{Type: "PortsConsistent", Status: "False"}},
+	}
+	if d := cmp.Diff(want, got.Status); d != "" {
+		t.Errorf("status after two patches (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(svc.Spec, got.Spec); d != "" || got.Labels["app"] != "patched" {
+		t.Errorf("a patch changed labels or spec: %s", d)
+	}
+
+	// Conditions of the patched types are replaced, in the patch's order,
+	// after the others; a field absent from the patch's status goes.
+	third := got.Clone()
+	st := third.Status.(*resource.ServiceStatus)
+	st.Conditions = []resource.Condition{{Type: "PortsConsistent", Status: "False", Reason: "B"}, {Type: "ExportModeConsistent", Status: "False"}, {Type: "Stranger", Status: "True"}}
+	st.Addresses = nil
+	e.applyOK(t, store.Op{Type: store.OpPatchStatus, Object: third, Patch: &store.StatusPatch{Fields: []string{"addresses"}, Conditions: []string{"PortsConsistent", "ExportModeConsistent"}}})
+	got = e.get(t, svc.Key())
+	want = &resource.ServiceStatus{
+		VIPs:       addrs.Status.(*resource.ServiceStatus).VIPs,
+		Conditions: []resource.Condition{{Type: "PortsConsistent", Status: "False", Reason: "B"}, {Type: "ExportModeConsistent", Status: "False"}},
+	}
+	if d := cmp.Diff(want, got.Status); d != "" {
+		t.Errorf("status after the third patch (-want +got):\n%s", d)
+	}
+
+	// A patch of a resource that does not exist, or without a patch.
+	gone := meshService(mesh, "never-created")
+	gone.Status = serviceStatus("x.mesh")
+	rs := e.apply(t, store.Op{Type: store.OpPatchStatus, Object: gone, Patch: &store.StatusPatch{Fields: []string{"addresses"}}})
+	if !errors.Is(rs[0].Err, store.ErrNotFound) {
+		t.Errorf("patch of a missing resource: %v, want ErrNotFound", rs[0].Err)
+	}
+	if rs := e.apply(t, store.Op{Type: store.OpPatchStatus, Object: got}); rs[0].Err == nil {
+		t.Error("a patch without Patch was accepted")
+	}
+}
