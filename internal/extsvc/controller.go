@@ -255,7 +255,7 @@ func (c *Controller) flush(ctx context.Context, engine *Engine, q *reconcile.Que
 		}
 		svc.Conditions = conds
 		obj.Status = st
-		ops = append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch})
+		ops = append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch, DiscardObject: true})
 	}
 	for batch := range slices.Chunk(ops, c.o.BatchSize) {
 		c.write(ctx, q, batch)

@@ -288,7 +288,7 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 		}
 		st.Service().Addresses = want
 		obj.Status = st
-		ops = append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch})
+		ops = append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch, DiscardObject: true})
 	}
 	for batch := range slices.Chunk(ops, c.o.BatchSize) {
 		c.write(ctx, q, batch)

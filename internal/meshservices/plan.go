@@ -332,7 +332,7 @@ func reconcileService(u Unit, holder *resource.Object, svc Service, o Options) (
 	st := resource.ServiceStatusOrNew(obj)
 	st.Service().Conditions = conds
 	obj.Status = st
-	return store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch}, true
+	return store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch, DiscardObject: true}, true
 }
 
 // statusPatch is what this controller owns of a status: its conditions.

@@ -133,12 +133,16 @@ func (t OpType) String() string {
 //     computed from an older state is replaced by its next write, which the
 //     change it missed causes. The version is bumped like any write.
 type Op struct {
-	Type    OpType
-	Object  *resource.Object
-	Patch   *StatusPatch
-	Key     resource.Key
-	Version int64
-	Lease   *Lease
+	Type   OpType
+	Object *resource.Object
+	Patch  *StatusPatch
+	// DiscardObject leaves Result.Object nil: the caller needs only the
+	// error and the revision, and the store skips decoding what it wrote
+	// (controllers' writes, most of the writes of a busy control plane).
+	DiscardObject bool
+	Key           resource.Key
+	Version       int64
+	Lease         *Lease
 }
 
 // StatusPatch names the parts of a status one controller owns: top-level

@@ -515,7 +515,7 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 	}
 	svc.VIPs, svc.Conditions = vips, conds
 	obj.Status = status
-	return append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch})
+	return append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch, DiscardObject: true})
 }
 
 // exhaustedMessage says which pool is full and when it may have room.

@@ -318,7 +318,7 @@ func (w *writeTx) apply(op store.Op) (store.Result, error) {
 		return store.Result{}, err
 	}
 	w.revision = next.revision
-	if next.deleted {
+	if next.deleted || op.DiscardObject {
 		return store.Result{Revision: next.revision}, nil
 	}
 	obj, err := next.object()

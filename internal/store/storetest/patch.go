@@ -32,9 +32,15 @@ func testPatchStatus(t *testing.T, e *env) {
 	addrs.Status.(*resource.ServiceStatus).VIPs = []resource.VIP{{IP: "241.0.0.2", Type: resource.VIPKuma}}
 	addrs.Status.(*resource.ServiceStatus).Conditions = nil // VIPsAllocated cleared
 	r1 := e.applyOK(t, store.Op{Type: store.OpPatchStatus, Object: names, Patch: &store.StatusPatch{Fields: []string{"addresses"}}})[0]
+	// DiscardObject: the write happens, its result carries no object.
+	quiet := e.applyOK(t, store.Op{Type: store.OpPatchStatus, Object: names, Patch: &store.StatusPatch{Fields: []string{"addresses"}}, DiscardObject: true})[0]
+	if quiet.Object != nil || quiet.Revision <= r1.Revision {
+		t.Errorf("DiscardObject: result object %v, revision %d after %d", quiet.Object, quiet.Revision, r1.Revision)
+	}
+	afterR1 := e.get(t, svc.Key())
 	r2 := e.applyOK(t, store.Op{Type: store.OpPatchStatus, Object: addrs, Patch: &store.StatusPatch{Fields: []string{"vips"}, Conditions: []string{"VIPsAllocated"}}})[0]
-	if r1.Object.Version != start.Version+1 || r2.Object.Version != start.Version+2 || r2.Revision <= r1.Revision {
-		t.Errorf("versions %d, %d after %d; revisions %d, %d", r1.Object.Version, r2.Object.Version, start.Version, r1.Revision, r2.Revision)
+	if r1.Object.Version != start.Version+1 || afterR1.Version != start.Version+2 || r2.Object.Version != start.Version+3 || r2.Revision <= quiet.Revision {
+		t.Errorf("versions %d, %d, %d after %d; revisions %d, %d", r1.Object.Version, afterR1.Version, r2.Object.Version, start.Version, quiet.Revision, r2.Revision)
 	}
 	got := e.get(t, svc.Key())
 	want := &resource.ServiceStatus{
