@@ -81,7 +81,6 @@ func New(o Options) *Server {
 			Name: "meshnames_dns_names", Help: "Names the DNS table answers, over all meshes.",
 		}),
 	}
-	s.table.Store(&Table{Views: map[string]*View{}, Sources: newCowMap[netip.Addr, string](hashAddr)})
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(s.queries, s.duration, s.names)
 	}
@@ -115,7 +114,8 @@ func (s *Server) SetTable(t *Table) {
 	s.table.Store(t)
 }
 
-// Table returns the table in use.
+// Table returns the table in use. It is nil until the first SetTable;
+// until then every query is answered SERVFAIL.
 func (s *Server) Table() *Table { return s.table.Load() }
 
 // Run serves UDP and TCP on Options.Addr until ctx ends.
@@ -238,6 +238,13 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 	}
 
 	t := s.table.Load()
+	if t == nil {
+		// Still loading: an NXDOMAIN now would be cached by resolvers for
+		// names that exist (and a forwarded query would reach an upstream
+		// that does not know them), so ask the client to come back.
+		m.SetRcode(r, dns.RcodeServerFailure)
+		return m
+	}
 	name := strings.ToLower(q.Name)
 	zone := t.zoneOf(name)
 	view, mesh := s.view(t, source)

@@ -482,12 +482,25 @@ func TestServer_MeshViews(t *testing.T) {
 	}
 }
 
-// TestServer_SetTable: a new table is answered from at once.
+// TestServer_SetTable: before the first table every query is SERVFAIL (an
+// NXDOMAIN would be cached for names that exist, a forwarded query would
+// reach an upstream that does not know them); a new table is answered
+// from at once.
 func TestServer_SetTable(t *testing.T) {
-	s, addr := startServer(t, Options{DefaultMesh: "default"}, nil)
-	if r := exchange(t, "udp", addr, question("web.svc.mesh.local.", dns.TypeA)); r.Rcode != dns.RcodeRefused {
-		// The empty table before the first SetTable has no zones.
-		t.Errorf("before SetTable: %v", summarize(r))
+	up := startUpstream(t)
+	s, addr := startServer(t, Options{DefaultMesh: "default", Upstreams: []string{up.addr}, UpstreamTimeout: time.Second}, nil)
+	if s.Table() != nil {
+		t.Error("a table before the first SetTable")
+	}
+	for _, name := range []string{"web.svc.mesh.local.", "example.com."} {
+		for _, network := range networks {
+			if r := exchange(t, network, addr, question(name, dns.TypeA)); r.Rcode != dns.RcodeServerFailure || len(r.Answer) > 0 {
+				t.Errorf("before SetTable, %s over %s: %v", name, network, summarize(r))
+			}
+		}
+	}
+	if n := up.queries.Load(); n != 0 {
+		t.Errorf("%d queries forwarded before the first table", n)
 	}
 	tbl := testTable()
 	s.SetTable(tbl)

@@ -95,7 +95,15 @@ func (s *Server) Run(ctx context.Context) error {
 	apiOpts := apiserver.Options{
 		Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone,
 		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
-		Ready:  func() error { return ready(c) },
+		Ready: func() error {
+			if err := ready(c); err != nil {
+				return err
+			}
+			if dnsSrv.Table() == nil {
+				return errors.New("the DNS table is not built yet")
+			}
+			return nil
+		},
 		DNS:    func(mesh string) apiserver.DNSListing { return dnsListing(dnsSrv, mesh) },
 		Leader: func(ctx context.Context) (apiserver.LeaderStatus, error) { return s.leaderStatus(ctx, st) },
 	}
@@ -224,7 +232,11 @@ func dnsListing(srv *dnsserver.Server, mesh string) apiserver.DNSListing {
 	if srv == nil {
 		return l
 	}
-	v := srv.Table().Views[mesh]
+	t := srv.Table()
+	if t == nil {
+		return l // still loading
+	}
+	v := t.Views[mesh]
 	if v == nil {
 		return l
 	}
