@@ -134,7 +134,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !c.o.Cache.WaitSynced(ctx) {
 		return nil
 	}
+	// A new term starts from nothing: so do the gauges it keeps by deltas.
 	st := newState()
+	c.blocked.Set(0)
+	c.pending.Set(0)
 	var all []item
 	for _, k := range []resource.Kind{resource.Dataplane, resource.MeshService} {
 		objs, _ := c.o.Cache.List(cache.Query{Kind: k})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -203,4 +204,37 @@ func TestController_OperatorOwned(t *testing.T) {
 	// Once the operator deletes theirs, the tag gets its service.
 	e.remove(msKey("web"))
 	e.eventually("the tag's service", func(ms *resource.Object) bool { return ms != nil && Managed(ms) }, "web")
+}
+
+// The same controller leads again after losing leadership (the elector
+// calls Run once per term): its gauges count what is, not twice.
+func TestController_GaugesAcrossTerms(t *testing.T) {
+	e := newEnv(t)
+	e.stop() // the env's own controller
+	e.put(&resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "web", Spec: &resource.MeshServiceSpec{}})
+	e.put(dataplane("dp-1", 0, inbound{80, "web", ""}))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ch := cache.New(e.st, log, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go ch.Run(ctx)
+	ctl := New(ControllerOptions{Options: opts, Cache: ch, Store: e.st, Now: e.clock.Now, Log: log, Registerer: prometheus.NewRegistry()})
+	for term := 1; term <= 2; term++ {
+		tctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = ctl.Run(tctx) }()
+		deadline := time.Now().Add(5 * time.Second)
+		for testutil.ToFloat64(ctl.blocked) != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("term %d: blocked gauge %v, want 1", term, testutil.ToFloat64(ctl.blocked))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // any double counting would show by now
+		if got := testutil.ToFloat64(ctl.blocked); got != 1 {
+			t.Errorf("term %d: blocked gauge %v, want 1", term, got)
+		}
+		stop()
+		<-done
+	}
 }
