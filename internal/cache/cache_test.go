@@ -166,6 +166,9 @@ func TestCache_ListOrderPagesFilters(t *testing.T) {
 		{"filter", Query{Kind: resource.MeshService, Mesh: "m1", Labels: map[string]string{"team": "b"}}, []string{"m1/s02", "m1/s05", "m1/s08", "m1/s11"}, 4},
 		{"filter-missing-label", Query{Kind: resource.MeshService, Mesh: "m0", Labels: map[string]string{"team": ""}}, nil, 0},
 		{"all-meshes-ordered", Query{Kind: resource.MeshService, Size: 2}, []string{"m0/z", "m1/s00"}, 13},
+		{"offset-across-meshes", Query{Kind: resource.MeshService, Offset: 1, Size: 2}, []string{"m1/s00", "m1/s01"}, 13},
+		{"offset-into-second-mesh", Query{Kind: resource.MeshService, Offset: 12, Size: 5}, []string{"m1/s11"}, 13},
+		{"offset-no-size", Query{Kind: resource.MeshService, Offset: 11}, []string{"m1/s10", "m1/s11"}, 13},
 		{"other-kind", Query{Kind: resource.Dataplane}, nil, 0},
 	}
 	for _, tt := range tests {
@@ -175,6 +178,25 @@ func TestCache_ListOrderPagesFilters(t *testing.T) {
 				t.Errorf("List(%+v) total %d (want %d), items (-want +got):\n%s", tt.q, total, tt.total, d)
 			}
 		})
+	}
+	// Every page without a filter (which skips to the page) is the slice of
+	// the whole list that the page names.
+	for offset := range 15 {
+		for size := range 4 {
+			fast, ft := c.List(Query{Kind: resource.MeshService, Offset: offset, Size: size})
+			var walked []*resource.Object
+			total := 0
+			all, _ := c.List(Query{Kind: resource.MeshService})
+			for _, o := range all {
+				if total >= offset && (size == 0 || len(walked) < size) {
+					walked = append(walked, o)
+				}
+				total++
+			}
+			if d := cmp.Diff(names(walked), names(fast)); d != "" || ft != total {
+				t.Errorf("offset %d size %d: total %d (want %d), items (-want +got):\n%s", offset, size, ft, total, d)
+			}
+		}
 	}
 	if n := c.Count(resource.MeshService, "m1"); n != 12 {
 		t.Errorf("Count(m1) = %d, want 12", n)
