@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -144,6 +143,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
+	g.Go(func() error { returnMemoryWhenQuiet(gctx, s.log); return nil })
 	g.Go(func() error {
 		<-gctx.Done()
 		s.log.Info("shutting down: finishing requests in flight")
@@ -181,11 +181,6 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	}
 	names := hostnames.New(hostnames.Options{
 		Cache: c, Store: st, Zone: s.cfg.Zone, Log: s.log.With("component", "hostnames"), Registerer: reg,
-		// Starting over every service leaves a lot of garbage behind
-		// (decoded rows, change feed pages, the echoes of the first
-		// writes); give it back to the system once things are quiet rather
-		// than keep it as idle heap.
-		Settled: debug.FreeOSMemory,
 	})
 	pools, err := vipPools(s.cfg.VIPs)
 	if err != nil {
