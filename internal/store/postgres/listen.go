@@ -68,6 +68,10 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 			return
 		}
 		l.log.Warn("postgres: change listener lost its connection; reconnecting", "err", err)
+		// Wake readers now: when the database itself is gone their next
+		// read fails and the instance reports not ready at once, rather
+		// than at the next safety poll.
+		l.notifier.Notify()
 		if conn = l.reconnect(ctx); conn == nil {
 			return
 		}

@@ -254,6 +254,11 @@ func TestListener_ReconnectsAndWakes(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
 		t.Fatal(err)
 	}
+	// The loss wakes readers at once (so that an instance whose database
+	// is gone notices), and the reconnection, at least 100 ms later, wakes
+	// them again (so that they read what was notified meanwhile).
+	waitClosed(t, ch, "loss")
+	ch = b.Changed()
 	waitClosed(t, ch, "reconnect")
 	if got := b.listener.pid.Load(); got == pid {
 		t.Fatalf("listener still on backend %d after it was terminated", pid)
