@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -270,11 +271,18 @@ func TestCache_SubscribersSeeChangedKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(t, c, rev)
-	mu.Lock()
-	if seen[a.Key()] == 0 {
-		t.Errorf("subscriber was not told of %s", a.Key())
+	// Subscribers are told right after the revision moves: poll.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := seen[a.Key()]
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("subscriber was not told of %s", a.Key())
+		}
 	}
-	mu.Unlock()
 
 	// A relist tells every key, also of resources that disappeared.
 	b := mustCreate(t, st, svc("default", "b", nil))
@@ -285,11 +293,18 @@ func TestCache_SubscribersSeeChangedKeys(t *testing.T) {
 	st.inject(store.ErrCompacted)
 	cc := mustCreate(t, st, svc("default", "c", nil))
 	wait(t, c, cc.Revision)
-	mu.Lock()
-	if seen[b.Key()] == 0 || seen[cc.Key()] == 0 {
-		t.Errorf("after a relist the subscriber saw %v; want b and c", seen)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		ok := seen[b.Key()] > 0 && seen[cc.Key()] > 0
+		saw := maps.Clone(seen)
+		mu.Unlock()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a relist the subscriber saw %v; want b and c", saw)
+		}
 	}
-	mu.Unlock()
 
 	cancel()
 	d := mustCreate(t, st, svc("default", "d", nil))
