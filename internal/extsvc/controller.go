@@ -143,21 +143,7 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	resync := time.NewTicker(c.o.Resync)
 	defer resync.Stop()
-	next := make(chan []resource.Key)
-	go func() {
-		defer close(next)
-		for {
-			keys := q.Next(ctx)
-			if keys == nil {
-				return
-			}
-			select {
-			case next <- keys:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	next := q.Batches(ctx)
 	for {
 		select {
 		case <-ctx.Done():

@@ -155,21 +155,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	settled := time.NewTimer(time.Second)
 	defer settled.Stop()
 	notify := c.o.Settled
-	next := make(chan []resource.Key)
-	go func() {
-		defer close(next)
-		for {
-			keys := q.Next(ctx)
-			if keys == nil {
-				return
-			}
-			select {
-			case next <- keys:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	next := q.Batches(ctx)
 	for {
 		select {
 		case <-ctx.Done():

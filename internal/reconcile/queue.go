@@ -86,6 +86,27 @@ func (q *Queue[K]) Next(ctx context.Context) []K {
 	}
 }
 
+// Batches delivers what Next returns on a channel, for controllers that
+// also wait on tickers in one select. The channel is closed when ctx ends.
+func (q *Queue[K]) Batches(ctx context.Context) <-chan []K {
+	out := make(chan []K)
+	go func() {
+		defer close(out)
+		for {
+			keys := q.Next(ctx)
+			if keys == nil {
+				return
+			}
+			select {
+			case out <- keys:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
 // Len returns how many keys are pending.
 func (q *Queue[K]) Len() int {
 	q.mu.Lock()

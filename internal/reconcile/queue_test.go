@@ -63,3 +63,28 @@ func TestQueue_AddAfterAndClose(t *testing.T) {
 		t.Errorf("a retry scheduled before Close fired after it (Len %d)", n)
 	}
 }
+
+func TestQueue_Batches(t *testing.T) {
+	q := New[string]()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := q.Batches(ctx)
+	q.Add("a", "a", "b")
+	select {
+	case got := <-ch:
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"a", "b"}) {
+			t.Errorf("batch %v, want [a b]", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no batch")
+	}
+	cancel()
+	select {
+	case _, ok := <-ch:
+		if ok {
+			t.Error("a batch after cancel")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("channel not closed after cancel")
+	}
+}
