@@ -78,6 +78,10 @@ type Controller struct {
 	sizes        *prometheus.GaugeVec
 	unavailable  prometheus.Gauge
 	unavailCount map[resource.Key]int
+	// written is what this term wrote of each service's addresses that
+	// the cache does not show yet: status patches do not conflict, so a
+	// pass made before the echo arrives would otherwise write them again.
+	written map[resource.Key]writtenAddrs
 }
 
 // New returns a controller; it does no I/O.
@@ -117,6 +121,7 @@ func watched(k resource.Kind) bool {
 
 // Run keeps statuses up to date until ctx ends. Call it only while leading.
 func (c *Controller) Run(ctx context.Context) error {
+	c.written = map[resource.Key]writtenAddrs{} // a new term trusts the store
 	q := reconcile.New[resource.Key]()
 	defer q.Close()
 	cancel := c.o.Cache.Subscribe(func(keys []resource.Key) {
@@ -226,6 +231,7 @@ func (c *Controller) apply(engine *hostname.Engine, k resource.Key) bool {
 	if !ok {
 		engine.DeleteService(resource.HostnameKey(k))
 		c.setUnavailable(k, 0)
+		delete(c.written, k)
 		return false
 	}
 	engine.SetService(resource.HostnameServiceOf(obj))
@@ -269,9 +275,20 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 		want := toAddresses(obj, addrs)
 		c.setUnavailable(k, countUnavailable(want))
 		st := serviceStatus(obj)
-		if slices.Equal(st.Service().Addresses, want) {
+		// What the store holds: our last write while its echo is on the
+		// way, else what the cache shows.
+		cur := st.Service().Addresses
+		if w, ok := c.written[k]; ok {
+			if w.created.Equal(obj.CreationTime) && !slices.Equal(cur, w.addrs) {
+				cur = w.addrs
+			} else {
+				delete(c.written, k) // the cache caught up, or a new service has the name
+			}
+		}
+		if slices.Equal(cur, want) {
 			continue
 		}
+		c.written[k] = writtenAddrs{obj.CreationTime, want}
 		st.Service().Addresses = want
 		obj.Status = st
 		ops = append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch, DiscardObject: true})
@@ -283,6 +300,11 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 	c.sizes.WithLabelValues("generators").Set(float64(gens))
 	c.sizes.WithLabelValues("services").Set(float64(svcs))
 	c.sizes.WithLabelValues("hostnames").Set(float64(hosts))
+}
+
+type writtenAddrs struct {
+	created time.Time // of the service written: a new one with the name starts over
+	addrs   []resource.Address
 }
 
 // statusPatch is what the hostnames controller owns of a status: the
@@ -299,6 +321,9 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key]
 			c.o.Log.Info("no longer the leader: dropping the hostname writes", "services", len(ops))
 			return
 		}
+		for _, op := range ops {
+			delete(c.written, op.Object.Key())
+		}
 		if ctx.Err() == nil {
 			c.o.Log.Warn("writing hostnames failed; will retry", "services", len(ops), "err", err)
 			c.writes.WithLabelValues("error").Add(float64(len(ops)))
@@ -310,6 +335,9 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key]
 	}
 	for i, r := range results {
 		k := ops[i].Object.Key()
+		if r.Err != nil {
+			delete(c.written, k)
+		}
 		switch {
 		case r.Err == nil:
 			c.writes.WithLabelValues("ok").Inc()
