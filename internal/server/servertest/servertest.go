@@ -21,6 +21,9 @@ type Options struct {
 	// NoControllers keeps controllers from writing status, for tests that
 	// compare output exactly.
 	NoControllers bool
+	// DataDir, when set, is the embedded store's directory (for a store
+	// seeded beforehand) instead of a fresh temporary one.
+	DataDir string
 }
 
 // Start runs `serve` in-process with cfg, on a free loopback API port and,
@@ -30,7 +33,10 @@ func Start(tb testing.TB, cfg config.Config, o Options) string {
 	tb.Helper()
 	cfg.API.Addr = "127.0.0.1:0"
 	if cfg.Store.URL == "" {
-		cfg.Store.DataDir = tb.TempDir()
+		cfg.Store.DataDir = o.DataDir
+		if cfg.Store.DataDir == "" {
+			cfg.Store.DataDir = tb.TempDir()
+		}
 	}
 	if errs := cfg.Validate(); len(errs) > 0 {
 		tb.Fatalf("servertest: invalid config: %v", errs)
