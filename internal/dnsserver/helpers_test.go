@@ -223,7 +223,7 @@ func parentsOf(v *View) map[string]struct{} {
 	return out
 }
 
-func ptrOf(v *View) map[string]string { return maps.Collect(v.ptr.All()) }
+func ptrOf(v *View) map[string]string { return maps.Collect(v.PTRs()) }
 
 func sourcesOf(t *Table) map[netip.Addr]string { return maps.Collect(t.Sources.All()) }
 

@@ -16,15 +16,18 @@ import (
 // View holds the names of one mesh. It is immutable: the builder derives
 // the next view from it, sharing every shard a change does not touch.
 type View struct {
-	names cowMap[string, *Entry]
+	// names holds each answered name's winning claim; the Entry is
+	// derived from it when asked for, so a name costs a map slot and no
+	// allocation of its own.
+	names cowMap[string, claim]
 	// parents are the names that own no record but have names below them
 	// (empty non-terminals such as svc.mesh.local. or _tcp.web.mesh.):
 	// they exist, so they get NODATA rather than NXDOMAIN, which resolvers
 	// take for "no name below" (RFC 8020, QNAME minimisation).
 	parents cowMap[string, struct{}]
-	// ptr maps reverse names (7.0.0.241.in-addr.arpa.) to a service's
-	// first answered name.
-	ptr cowMap[string, string]
+	// ptr maps addresses to a service's first answered name, for the
+	// reverse names (7.0.0.241.in-addr.arpa.) of those addresses.
+	ptr cowMap[netip.Addr, string]
 	// rejected are, by name, the services that want it and do not get it.
 	rejected cowMap[string, []Rejection]
 	// srv counts the SRV names: they are not stored but derived from their
@@ -35,37 +38,38 @@ type View struct {
 
 func newView() *View {
 	return &View{
-		names:    newCowMap[string, *Entry](hashString),
+		names:    newCowMap[string, claim](hashString),
 		parents:  newCowMap[string, struct{}](hashString),
-		ptr:      newCowMap[string, string](hashString),
+		ptr:      newCowMap[netip.Addr, string](hashAddr),
 		rejected: newCowMap[string, []Rejection](hashString),
 	}
 }
 
 // Lookup returns the records of a lower case fully qualified name.
-func (v *View) Lookup(name string) (*Entry, bool) {
-	if e, ok := v.names.Get(name); ok {
-		return e, true
+func (v *View) Lookup(name string) (Entry, bool) {
+	if c, ok := v.names.Get(name); ok {
+		return c.entry(), true
 	}
 	return v.lookupSRV(name)
 }
 
 // lookupSRV answers _<port>._tcp.<name> from the ports of <name>.
-func (v *View) lookupSRV(name string) (*Entry, bool) {
+func (v *View) lookupSRV(name string) (Entry, bool) {
 	port, rest, ok := strings.Cut(name, "._tcp.")
 	if !ok || len(port) < 2 || port[0] != '_' || strings.Contains(port, ".") {
-		return nil, false
+		return Entry{}, false
 	}
 	target, ok := v.names.Get(rest)
 	if !ok {
-		return nil, false
+		return Entry{}, false
 	}
-	for _, p := range target.ports {
+	tn := target.name()
+	for _, p := range tn.Ports {
 		if p.Name == port[1:] {
-			return &Entry{Name: name, Service: target.Service, Source: target.Source, SRV: []SRV{{Target: rest, Port: p.Port}}}, true
+			return Entry{Name: name, Service: target.svc.Key, Source: tn.Source, SRV: []SRV{{Target: rest, Port: p.Port}}}, true
 		}
 	}
-	return nil, false
+	return Entry{}, false
 }
 
 // IsParent reports whether name is an empty non-terminal.
@@ -74,14 +78,20 @@ func (v *View) IsParent(name string) bool {
 		return true
 	}
 	if rest, ok := strings.CutPrefix(name, "_tcp."); ok {
-		e, ok := v.names.Get(rest)
-		return ok && len(e.ports) > 0
+		c, ok := v.names.Get(rest)
+		return ok && len(c.name().Ports) > 0
 	}
 	return false
 }
 
-// PTR returns the name a reverse name points to.
-func (v *View) PTR(rev string) (string, bool) { return v.ptr.Get(rev) }
+// PTR returns the name a lower case reverse name points to.
+func (v *View) PTR(rev string) (string, bool) {
+	ip, ok := parseReverse(rev)
+	if !ok {
+		return "", false
+	}
+	return v.ptr.Get(ip)
+}
 
 // reverse is PTR for any name, skipping the lookup for names outside
 // in-addr.arpa and ip6.arpa (nearly every query).
@@ -89,7 +99,7 @@ func (v *View) reverse(name string) (string, bool) {
 	if !strings.HasSuffix(name, ".arpa.") {
 		return "", false
 	}
-	return v.ptr.Get(name)
+	return v.PTR(name)
 }
 
 // Len returns the number of names with records.
@@ -99,8 +109,9 @@ func (v *View) Len() int { return v.names.Len() + v.srv }
 // particular order.
 func (v *View) Entries() iter.Seq[*Entry] {
 	return func(yield func(*Entry) bool) {
-		for _, e := range v.names.All() {
-			if !yield(e) {
+		for _, c := range v.names.All() {
+			e := c.entry()
+			if !yield(&e) {
 				return
 			}
 			for _, p := range srvPorts(e.ports) {
@@ -121,8 +132,8 @@ func (v *View) Parents() iter.Seq[string] {
 				return
 			}
 		}
-		for _, e := range v.names.All() {
-			if len(e.ports) > 0 && !yield("_tcp."+e.Name) {
+		for name, c := range v.names.All() {
+			if len(c.name().Ports) > 0 && !yield("_tcp."+name) {
 				return
 			}
 		}
@@ -130,7 +141,16 @@ func (v *View) Parents() iter.Seq[string] {
 }
 
 // PTRs yields reverse names and their targets, in no particular order.
-func (v *View) PTRs() iter.Seq2[string, string] { return v.ptr.All() }
+func (v *View) PTRs() iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for ip, target := range v.ptr.All() {
+			rev, err := dns.ReverseAddr(ip.String())
+			if err == nil && !yield(rev, target) {
+				return
+			}
+		}
+	}
+}
 
 // srvPorts are the ports that give SRV names: the first of each name.
 func srvPorts(ports []SRVPort) []SRVPort {
@@ -166,9 +186,9 @@ func (v *View) Rejections() []Rejection {
 // viewEdit is a change being made to a view.
 type viewEdit struct {
 	srv      int
-	names    *cowEdit[string, *Entry]
+	names    *cowEdit[string, claim]
 	parents  *cowEdit[string, struct{}]
-	ptr      *cowEdit[string, string]
+	ptr      *cowEdit[netip.Addr, string]
 	rejected *cowEdit[string, []Rejection]
 }
 
@@ -187,6 +207,41 @@ type claim struct {
 }
 
 func (c claim) name() *Name { return &c.svc.Names[c.idx] }
+
+// entry is the records of the name c claims. The addresses are slices of
+// the claim's (Extract puts IPv4 before IPv6), so no allocation is made
+// on the query path.
+func (c claim) entry() Entry {
+	n := c.name()
+	a, aaaa := splitFamilies(n.Addrs)
+	return Entry{Name: n.Name, Service: c.svc.Key, Source: n.Source, A: a, AAAA: aaaa, ports: n.Ports}
+}
+
+// splitFamilies returns the IPv4 and the IPv6 addresses of addrs, in
+// order: sub-slices of addrs when its IPv4 addresses come first.
+func splitFamilies(addrs []netip.Addr) (v4, v6 []netip.Addr) {
+	i := 0
+	for i < len(addrs) && addrs[i].Is4() {
+		i++
+	}
+	if !slices.ContainsFunc(addrs[i:], netip.Addr.Is4) {
+		if i > 0 {
+			v4 = addrs[:i:i]
+		}
+		if i < len(addrs) {
+			v6 = addrs[i:]
+		}
+		return v4, v6
+	}
+	for _, a := range addrs {
+		if a.Is4() {
+			v4 = append(v4, a)
+		} else {
+			v6 = append(v6, a)
+		}
+	}
+	return v4, v6
+}
 
 // precedence orders claims on a name: by source (a generated hostname
 // beats an InternalVIP value, which beats a service-tag name, which beats
@@ -207,9 +262,8 @@ func serviceOrder(a, b *ServiceNames) int {
 type meshIndex struct {
 	svcs   map[resource.Key]*ServiceNames
 	claims map[string][]claim
-	// ptrClaims are the services holding each reverse name's address, in
-	// service order.
-	ptrClaims map[string][]*ServiceNames
+	// ptrClaims are the services holding each address, in service order.
+	ptrClaims map[netip.Addr][]*ServiceNames
 	// children counts the answered names below each name.
 	children map[string]int
 	view     *View
@@ -217,7 +271,7 @@ type meshIndex struct {
 
 func newMeshIndex() *meshIndex {
 	return &meshIndex{
-		svcs: map[resource.Key]*ServiceNames{}, claims: map[string][]claim{}, ptrClaims: map[string][]*ServiceNames{},
+		svcs: map[resource.Key]*ServiceNames{}, claims: map[string][]claim{}, ptrClaims: map[netip.Addr][]*ServiceNames{},
 		children: map[string]int{}, view: newView(),
 	}
 }
@@ -228,7 +282,7 @@ func newMeshIndex() *meshIndex {
 func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 	ed := ix.view.edit()
 	names := map[string]struct{}{}
-	revs := map[string]struct{}{}
+	revs := map[netip.Addr]struct{}{}
 	touched := map[resource.Key]struct{}{}
 	for key, next := range changes {
 		if old := ix.svcs[key]; old != nil {
@@ -239,7 +293,7 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 					delete(ix.claims, n.Name)
 				}
 			}
-			for _, rev := range reverseNames(old.VIPs) {
+			for _, rev := range distinct(old.VIPs) {
 				revs[rev] = struct{}{}
 				ix.ptrClaims[rev] = slices.DeleteFunc(ix.ptrClaims[rev], func(s *ServiceNames) bool { return s == old })
 				if len(ix.ptrClaims[rev]) == 0 {
@@ -260,7 +314,7 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 			at, _ := slices.BinarySearchFunc(cs, c, precedence)
 			ix.claims[n.Name] = slices.Insert(cs, at, c)
 		}
-		for _, rev := range reverseNames(next.VIPs) {
+		for _, rev := range distinct(next.VIPs) {
 			revs[rev] = struct{}{}
 			ss := ix.ptrClaims[rev]
 			at, _ := slices.BinarySearchFunc(ss, next, serviceOrder)
@@ -273,7 +327,7 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 	// A service that won or lost a name may have a new first name.
 	for key := range touched {
 		if s := ix.svcs[key]; s != nil {
-			for _, rev := range reverseNames(s.VIPs) {
+			for _, rev := range distinct(s.VIPs) {
 				revs[rev] = struct{}{}
 			}
 		}
@@ -290,8 +344,8 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 func (ix *meshIndex) resolve(ed *viewEdit, name string, touched map[resource.Key]struct{}) {
 	cur, had := ed.names.Get(name)
 	if had {
-		touched[cur.Service] = struct{}{}
-		ed.srv -= len(srvPorts(cur.ports))
+		touched[cur.svc.Key] = struct{}{}
+		ed.srv -= len(srvPorts(cur.name().Ports))
 	}
 	cs := ix.claims[name]
 	if len(cs) == 0 {
@@ -305,16 +359,8 @@ func (ix *meshIndex) resolve(ed *viewEdit, name string, touched map[resource.Key
 	w := cs[0]
 	wn := w.name()
 	touched[w.svc.Key] = struct{}{}
-	e := &Entry{Name: name, Service: w.svc.Key, Source: wn.Source, ports: wn.Ports}
-	for _, a := range wn.Addrs {
-		if a.Is4() {
-			e.A = append(e.A, a)
-		} else {
-			e.AAAA = append(e.AAAA, a)
-		}
-	}
-	ed.names.Set(name, e)
-	ed.srv += len(srvPorts(e.ports))
+	ed.names.Set(name, w)
+	ed.srv += len(srvPorts(wn.Ports))
 	if !had {
 		ix.published(ed, name)
 	}
@@ -366,12 +412,12 @@ func (ix *meshIndex) updateParent(ed *viewEdit, name string) {
 	}
 }
 
-// resolvePTR points a reverse name at the first answered name of the first
+// resolvePTR points an address at the first answered name of the first
 // service (in service order) holding the address that has one.
-func (ix *meshIndex) resolvePTR(ed *viewEdit, rev string) {
+func (ix *meshIndex) resolvePTR(ed *viewEdit, rev netip.Addr) {
 	for _, s := range ix.ptrClaims[rev] {
 		for _, n := range s.Names {
-			if e, ok := ed.names.Get(n.Name); ok && e.Service == s.Key {
+			if c, ok := ed.names.Get(n.Name); ok && c.svc.Key == s.Key {
 				ed.ptr.Set(rev, n.Name)
 				return
 			}
@@ -380,15 +426,90 @@ func (ix *meshIndex) resolvePTR(ed *viewEdit, rev string) {
 	ed.ptr.Delete(rev)
 }
 
-// reverseNames returns the distinct reverse names of addresses.
-func reverseNames(ips []netip.Addr) []string {
-	var out []string
-	for _, ip := range ips {
-		if rev, err := dns.ReverseAddr(ip.String()); err == nil && !slices.Contains(out, rev) {
-			out = append(out, rev)
+// distinct returns addresses without repeats, in order (ips itself when
+// it has none, as it nearly always has).
+func distinct(ips []netip.Addr) []netip.Addr {
+	for i := 1; i < len(ips); i++ {
+		if slices.Contains(ips[:i], ips[i]) {
+			out := slices.Clone(ips[:i])
+			for _, ip := range ips[i:] {
+				if !slices.Contains(out, ip) {
+					out = append(out, ip)
+				}
+			}
+			return out
 		}
 	}
-	return out
+	return ips
+}
+
+// parseReverse returns the address a lower case, fully qualified reverse
+// name stands for, in the form dns.ReverseAddr writes: four decimal labels
+// under in-addr.arpa. (no leading zeros) or 32 hexadecimal nibbles under
+// ip6.arpa. Any other name (a partial or non-canonical one) is not an
+// address.
+func parseReverse(name string) (netip.Addr, bool) {
+	if rest, ok := strings.CutSuffix(name, ".in-addr.arpa."); ok {
+		var b [4]byte
+		for i := 3; i >= 0; i-- {
+			label := rest
+			if i > 0 {
+				var found bool
+				label, rest, found = strings.Cut(rest, ".")
+				if !found {
+					return netip.Addr{}, false
+				}
+			} else if strings.Contains(rest, ".") {
+				return netip.Addr{}, false
+			}
+			if len(label) == 0 || len(label) > 3 || (len(label) > 1 && label[0] == '0') {
+				return netip.Addr{}, false
+			}
+			n := 0
+			for _, c := range []byte(label) {
+				if c < '0' || c > '9' {
+					return netip.Addr{}, false
+				}
+				n = n*10 + int(c-'0')
+			}
+			if n > 255 {
+				return netip.Addr{}, false
+			}
+			b[i] = byte(n)
+		}
+		return netip.AddrFrom4(b), true
+	}
+	if rest, ok := strings.CutSuffix(name, ".ip6.arpa."); ok {
+		// 32 nibbles, lowest first, each followed by a dot but the last.
+		if len(rest) != 63 {
+			return netip.Addr{}, false
+		}
+		var b [16]byte
+		for i := range 32 {
+			c := rest[2*i]
+			if i < 31 && rest[2*i+1] != '.' {
+				return netip.Addr{}, false
+			}
+			var v byte
+			switch {
+			case c >= '0' && c <= '9':
+				v = c - '0'
+			case c >= 'a' && c <= 'f':
+				v = c - 'a' + 10
+			default:
+				return netip.Addr{}, false
+			}
+			// Nibble i counts from the address's last one.
+			pos := 31 - i
+			if pos%2 == 0 {
+				b[pos/2] |= v << 4
+			} else {
+				b[pos/2] |= v
+			}
+		}
+		return netip.AddrFrom16(b), true
+	}
+	return netip.Addr{}, false
 }
 
 // parent strips the first label of a fully qualified name; "" above the

@@ -257,7 +257,7 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 		}
 		if e, ok := view.Lookup(name); ok {
 			m.Authoritative = true
-			m.Answer = records(e, q, t.TTL)
+			m.Answer = records(&e, q, t.TTL)
 			if len(m.Answer) == 0 {
 				m.Ns = []dns.RR{soa(zoneOr(zone, name), t.TTL)} // NODATA
 			}

@@ -203,6 +203,11 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 	if len(general) == 0 {
 		general = out.VIPs
 	}
+	// IPv4 first: the view answers A and AAAA from sub-slices.
+	general = v4First(general)
+	for h, addrs := range byHost {
+		byHost[h] = v4First(addrs)
+	}
 	held := map[string]bool{} // InternalVIP values this service holds
 	for _, a := range st.Addresses {
 		if a.Status != resource.AddressAvailable || a.Hostname == "" {
@@ -238,6 +243,16 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 		}
 	}
 	return out
+}
+
+// v4First orders addrs with its IPv4 addresses first, each family in its
+// own order; addrs itself when it already is.
+func v4First(addrs []netip.Addr) []netip.Addr {
+	a, aaaa := splitFamilies(addrs)
+	if len(a) == 0 || len(aaaa) == 0 || &a[0] == &addrs[0] {
+		return addrs
+	}
+	return append(a, aaaa...)
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
