@@ -38,10 +38,10 @@ type Cache struct {
 	st  store.Store
 	log *slog.Logger
 
-	mu       sync.RWMutex
-	objects  map[resource.Key]*resource.Object
-	groups   map[group]map[string]*resource.Object
-	sorted   map[group][]string // names in order; dropped when the group's membership changes
+	mu     sync.RWMutex
+	groups map[group]map[string]entry
+	sorted map[group][]string // names in order; dropped when the group's membership changes
+	labels *labelSets
 	revision int64
 	synced   bool
 	lastErr  error
@@ -61,9 +61,9 @@ func New(st store.Store, log *slog.Logger, reg prometheus.Registerer) *Cache {
 	c := &Cache{
 		st:       st,
 		log:      log,
-		objects:  map[resource.Key]*resource.Object{},
-		groups:   map[group]map[string]*resource.Object{},
+		groups:   map[group]map[string]entry{},
 		sorted:   map[group][]string{},
+		labels:   newLabelSets(),
 		advanced: make(chan struct{}),
 		subs:     map[int]func([]resource.Key){},
 		objectsGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -141,13 +141,15 @@ func (c *Cache) relist(ctx context.Context) error {
 	}
 	c.relists.Inc()
 	c.mu.Lock()
-	changed := make([]resource.Key, 0, len(c.objects)+len(objs))
-	for k := range c.objects {
-		changed = append(changed, k)
+	changed := make([]resource.Key, 0, c.count()+len(objs))
+	for g, m := range c.groups {
+		for name := range m {
+			changed = append(changed, resource.Key{Kind: g.kind, Mesh: g.mesh, Name: name})
+		}
 	}
-	c.objects = make(map[resource.Key]*resource.Object, len(objs))
-	c.groups = map[group]map[string]*resource.Object{}
+	c.groups = map[group]map[string]entry{}
 	c.sorted = map[group][]string{}
+	c.labels = newLabelSets()
 	for _, o := range objs {
 		c.put(o)
 		changed = append(changed, o.Key())
@@ -215,31 +217,41 @@ func (c *Cache) notify(keys []resource.Key) {
 
 // put stores o, which the cache now owns.
 func (c *Cache) put(o *resource.Object) {
-	k := o.Key()
 	g := group{o.Kind, o.Mesh}
-	if _, ok := c.objects[k]; !ok {
-		delete(c.sorted, g)
-	}
-	c.objects[k] = o
 	m := c.groups[g]
 	if m == nil {
-		m = map[string]*resource.Object{}
+		m = map[string]entry{}
 		c.groups[g] = m
 	}
-	m[o.Name] = o
+	if old, ok := m[o.Name]; ok {
+		c.labels.release(old)
+	} else {
+		delete(c.sorted, g)
+	}
+	m[o.Name] = c.labels.hold(o)
 }
 
 func (c *Cache) remove(k resource.Key) {
-	if _, ok := c.objects[k]; !ok {
+	g := group{k.Kind, k.Mesh}
+	old, ok := c.groups[g][k.Name]
+	if !ok {
 		return
 	}
-	delete(c.objects, k)
-	g := group{k.Kind, k.Mesh}
+	c.labels.release(old)
 	delete(c.groups[g], k.Name)
 	if len(c.groups[g]) == 0 {
 		delete(c.groups, g)
 	}
 	delete(c.sorted, g)
+}
+
+// count is the number of resources held.
+func (c *Cache) count() int {
+	n := 0
+	for _, m := range c.groups {
+		n += len(m)
+	}
+	return n
 }
 
 func (c *Cache) advance(rev int64) {
@@ -314,11 +326,11 @@ func (c *Cache) WaitFor(ctx context.Context, rev int64) error {
 func (c *Cache) Get(k resource.Key) (*resource.Object, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	o, ok := c.objects[k]
+	e, ok := c.groups[group{k.Kind, k.Mesh}][k.Name]
 	if !ok {
 		return nil, false
 	}
-	return o.Clone(), true
+	return e.clone(), true
 }
 
 // Query selects resources for List.
@@ -353,12 +365,12 @@ func (c *Cache) List(q Query) (items []*resource.Object, total int) {
 			}
 		}
 		for _, name := range names {
-			o := c.groups[g][name]
-			if !matches(o.Labels, q.Labels) {
+			e := c.groups[g][name]
+			if !matches(e, q.Labels) {
 				continue
 			}
 			if total >= q.Offset && (q.Size == 0 || len(items) < q.Size) {
-				items = append(items, o.Clone())
+				items = append(items, e.clone())
 			}
 			total++
 		}
@@ -408,9 +420,9 @@ func (c *Cache) sortedNames(g group) []string {
 	return s
 }
 
-func matches(labels, want map[string]string) bool {
+func matches(e entry, want map[string]string) bool {
 	for k, v := range want {
-		if got, ok := labels[k]; !ok || got != v {
+		if got, ok := e.label(k); !ok || got != v {
 			return false
 		}
 	}

@@ -315,3 +315,89 @@ func TestCache_SubscribersSeeChangedKeys(t *testing.T) {
 		t.Errorf("cancelled subscriber was still told of %s", d.Key())
 	}
 }
+
+// Resources with the same labels share one map in the cache, a display
+// name equal to the name is kept as a flag, and every reader still sees
+// each resource's own labels, in a map it may change.
+func TestCache_SharedLabelSets(t *testing.T) {
+	c, st, _ := newCache(t)
+	zone := map[string]string{"kuma.io/origin": "zone", "kuma.io/zone": "z1"}
+	with := func(extra map[string]string) map[string]string {
+		m := maps.Clone(zone)
+		maps.Copy(m, extra)
+		return m
+	}
+	objs := []*resource.Object{
+		svc("default", "a", with(map[string]string{resource.LabelDisplayName: "a"})),
+		svc("default", "b", with(map[string]string{resource.LabelDisplayName: "b"})),
+		svc("default", "c", with(map[string]string{resource.LabelDisplayName: "other"})),
+		svc("default", "d", with(nil)),
+		svc("default", "e", nil),
+		svc("default", "f", map[string]string{resource.LabelDisplayName: "f"}),
+	}
+	var rev int64
+	for _, o := range objs {
+		rev = mustCreate(t, st, o).Revision
+	}
+	wait(t, c, rev)
+	for _, o := range objs {
+		got, ok := c.Get(o.Key())
+		if !ok {
+			t.Fatalf("%s missing", o.Name)
+		}
+		if diff := cmp.Diff(o.Labels, got.Labels); diff != "" {
+			t.Errorf("%s labels (-stored +got):\n%s", o.Name, diff)
+		}
+		if got.Labels != nil {
+			got.Labels["scribble"] = "x" // the caller's copy
+		}
+	}
+	c.mu.RLock()
+	sets := len(c.labels.sets)
+	c.mu.RUnlock()
+	// a, b and d share {origin, zone}; c has its own; f has none left.
+	if sets != 2 {
+		t.Errorf("%d label sets held, want 2", sets)
+	}
+	for _, tc := range []struct {
+		filter map[string]string
+		want   []string
+	}{
+		{map[string]string{resource.LabelDisplayName: "b"}, []string{"b"}},
+		{map[string]string{resource.LabelDisplayName: "other"}, []string{"c"}},
+		{map[string]string{resource.LabelDisplayName: "c"}, nil},
+		{map[string]string{"kuma.io/zone": "z1"}, []string{"a", "b", "c", "d"}},
+		{map[string]string{"scribble": "x"}, nil},
+	} {
+		items, total := c.List(Query{Kind: resource.MeshService, Mesh: "default", Labels: tc.filter})
+		var names []string
+		for _, o := range items {
+			names = append(names, o.Name)
+		}
+		if total != len(tc.want) || !cmp.Equal(names, tc.want) {
+			t.Errorf("List(%v) = %v (total %d), want %v", tc.filter, names, total, tc.want)
+		}
+	}
+
+	// Sets are dropped when their last user goes or changes labels.
+	for _, name := range []string{"a", "b"} {
+		rev, _ = store.Delete(context.Background(), st, resource.Key{Kind: resource.MeshService, Mesh: "default", Name: name}, 0)
+	}
+	cur, _ := c.Get(objs[2].Key())
+	cur.Labels = with(map[string]string{resource.LabelDisplayName: "c"})
+	upd, err := store.Update(context.Background(), st, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, c, max(rev, upd.Revision))
+	c.mu.RLock()
+	sets = len(c.labels.sets)
+	refs := c.labels.sets[setKey(zone)].refs
+	c.mu.RUnlock()
+	if sets != 1 || refs != 2 {
+		t.Errorf("after deletes and an update: %d sets, the zone set used %d times; want 1 set used by c and d", sets, refs)
+	}
+	if got, _ := c.Get(objs[2].Key()); got.Labels[resource.LabelDisplayName] != "c" {
+		t.Errorf("c's display name after update = %q", got.Labels[resource.LabelDisplayName])
+	}
+}
