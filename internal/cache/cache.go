@@ -38,10 +38,10 @@ type Cache struct {
 	st  store.Store
 	log *slog.Logger
 
-	mu     sync.RWMutex
-	groups map[group]map[string]entry
-	sorted map[group][]string // names in order; dropped when the group's membership changes
-	labels *labelSets
+	mu       sync.RWMutex
+	groups   map[group]map[string]entry
+	sorted   map[group][]string // names in order; dropped when the group's membership changes
+	labels   *labelSets
 	revision int64
 	synced   bool
 	lastErr  error
