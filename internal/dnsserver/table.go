@@ -187,6 +187,7 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 	// InternalVIP hostname (for a MeshExternalService with only those, all).
 	var general []netip.Addr
 	byHost := map[string][]netip.Addr{}
+	out.VIPs = make([]netip.Addr, 0, len(st.VIPs))
 	for _, v := range st.VIPs {
 		ip, err := netip.ParseAddr(v.IP)
 		if err != nil {
@@ -200,7 +201,8 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 			byHost[h] = append(byHost[h], ip)
 		}
 	}
-	if len(general) == 0 {
+	if len(general) == 0 || len(byHost) == 0 {
+		// Every VIP (nearly always): share the one slice.
 		general = out.VIPs
 	}
 	// IPv4 first: the view answers A and AAAA from sub-slices.
