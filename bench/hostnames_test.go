@@ -340,7 +340,7 @@ func idleCores(b *testing.B, p *serverProc) float64 {
 
 // BenchmarkIdle measures a server holding 100,000 named MeshServices while
 // nothing changes: its CPU over 10 s (-idle-window) without requests,
-// after 5 s of quiet, and its RSS at the end of that window, less the RSS
+// after its cache has frozen what stopped changing and 5 s of quiet, and its RSS at the end of that window, less the RSS
 // of a fresh server without services measured the same way in the same
 // iteration, per service.
 func BenchmarkIdle(b *testing.B) {
@@ -374,6 +374,7 @@ func BenchmarkIdle(b *testing.B) {
 				// less means /proc/PID/stat was misread.
 				b.Fatalf("server CPU time after naming %d services is %s (%v)", n, cpu, err)
 			}
+			waitFrozen(b, c, p.api, n, 5*time.Minute)
 			time.Sleep(idleSettle)
 			cores = append(cores, idleCores(b, p))
 			r1, err := rss(p.pid())

@@ -28,7 +28,8 @@ func liveHeap() uint64 {
 
 // BenchmarkLiveHeap measures the live heap per service of a control plane
 // run in-process on a store seeded with 100,000 MeshServices, once every
-// service is named and has a VIP and the DNS table is built. It is the
+// service is named and has a VIP, the DNS table is built and the cache
+// has frozen the resources that stopped changing. It is the
 // in-process companion of BenchmarkIdle (which reads the RSS of a real
 // process) and tells which part holds the memory: run it with
 // -args -heap-profile FILE and read FILE with `go tool pprof -sample_index
@@ -81,8 +82,9 @@ func BenchmarkLiveHeap(b *testing.B) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		// Let the echoes of the last status writes reach every part.
-		time.Sleep(3 * time.Second)
+		// The steady state: the echoes of the last status writes have
+		// reached every part and the cache has frozen what stopped changing.
+		waitFrozen(b, c, api, n, 5*time.Minute)
 		c.CloseIdleConnections()
 		live := liveHeap()
 		b.ReportMetric(float64(live-base)/n, "live-B/service")

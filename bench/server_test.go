@@ -363,7 +363,31 @@ const (
 	writesOK       = `meshnames_hostnames_status_writes_total{result="ok"}`
 	writesConflict = `meshnames_hostnames_status_writes_total{result="conflict"}`
 	heapInuse      = `go_memstats_heap_inuse_bytes`
+	cacheFrozen    = `meshnames_cache_frozen_total`
 )
+
+// waitFrozen waits until the server's cache holds at least n resources in
+// their stored encoding (the steady state: it freezes what has not changed
+// for cache.FreezeAfter) and then for quiet: the memory a burst of work
+// leaves is returned to the OS in the first quiet second after it.
+func waitFrozen(tb testing.TB, c *http.Client, api string, n int, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v, err := metric(c, api, cacheFrozen)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if v >= float64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the cache froze %.0f resources in %s, want at least %d", v, timeout, n)
+		}
+		time.Sleep(time.Second)
+	}
+	time.Sleep(3 * time.Second)
+}
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100
 // on every Linux architecture Go supports.

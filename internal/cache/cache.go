@@ -51,9 +51,13 @@ type Cache struct {
 	subs  map[int]func([]resource.Key)
 	subID int
 
+	// now is the clock entries are stamped with (tests replace it).
+	now func() time.Time
+
 	objectsGauge *prometheus.GaugeVec
 	revGauge     prometheus.Gauge
 	relists      prometheus.Counter
+	frozenTotal  prometheus.Counter
 }
 
 // New returns a cache over st. It holds nothing until Run has listed the store.
@@ -66,6 +70,7 @@ func New(st store.Store, log *slog.Logger, reg prometheus.Registerer) *Cache {
 		labels:   newLabelSets(),
 		advanced: make(chan struct{}),
 		subs:     map[int]func([]resource.Key){},
+		now:      time.Now,
 		objectsGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshnames_cache_objects", Help: "Resources held in the in-memory cache, by kind.",
 		}, []string{"kind"}),
@@ -75,15 +80,19 @@ func New(st store.Store, log *slog.Logger, reg prometheus.Registerer) *Cache {
 		relists: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meshnames_cache_relists_total", Help: "Full relists of the store by the cache (start and compaction).",
 		}),
+		frozenTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshnames_cache_frozen_total", Help: "Resources the cache turned from decoded values into their stored encoding after they stopped changing.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(c.objectsGauge, c.revGauge, c.relists)
+		reg.MustRegister(c.objectsGauge, c.revGauge, c.relists, c.frozenTotal)
 	}
 	return c
 }
 
 // Run lists the store and then follows its change feed until ctx ends.
 func (c *Cache) Run(ctx context.Context) error {
+	go c.freezeLoop(ctx)
 	backoff := newBackoff()
 	for ctx.Err() == nil {
 		if err := c.relist(ctx); err != nil {
@@ -228,7 +237,9 @@ func (c *Cache) put(o *resource.Object) {
 	} else {
 		delete(c.sorted, g)
 	}
-	m[o.Name] = c.labels.hold(o)
+	e := c.labels.hold(o)
+	e.at = c.now().UnixNano()
+	m[o.Name] = e
 }
 
 func (c *Cache) remove(k resource.Key) {
@@ -330,7 +341,7 @@ func (c *Cache) Get(k resource.Key) (*resource.Object, bool) {
 	if !ok {
 		return nil, false
 	}
-	return e.clone(), true
+	return e.clone(k), true
 }
 
 // Query selects resources for List.
@@ -366,11 +377,11 @@ func (c *Cache) List(q Query) (items []*resource.Object, total int) {
 		}
 		for _, name := range names {
 			e := c.groups[g][name]
-			if !matches(e, q.Labels) {
+			if !matches(e, name, q.Labels) {
 				continue
 			}
 			if total >= q.Offset && (q.Size == 0 || len(items) < q.Size) {
-				items = append(items, e.clone())
+				items = append(items, e.clone(resource.Key{Kind: g.kind, Mesh: g.mesh, Name: name}))
 			}
 			total++
 		}
@@ -420,9 +431,9 @@ func (c *Cache) sortedNames(g group) []string {
 	return s
 }
 
-func matches(e entry, want map[string]string) bool {
+func matches(e entry, name string, want map[string]string) bool {
 	for k, v := range want {
-		if got, ok := e.label(k); !ok || got != v {
+		if got, ok := e.label(name, k); !ok || got != v {
 			return false
 		}
 	}

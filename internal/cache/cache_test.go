@@ -401,3 +401,207 @@ func TestCache_SharedLabelSets(t *testing.T) {
 		t.Errorf("c's display name after update = %q", got.Labels[resource.LabelDisplayName])
 	}
 }
+
+// frozenDocs are resources of every kind, services with a full status.
+var frozenDocs = []string{`type: Mesh
+name: default
+`, `type: MeshService
+name: web
+mesh: default
+labels:
+  kuma.io/display-name: web
+  team: a
+spec:
+  selector:
+    dataplaneTags:
+      kuma.io/service: web
+  ports:
+  - name: http
+    port: 80
+    targetPort: 8080
+    appProtocol: http
+  - port: 81
+    targetPort: admin
+  identities:
+  - type: ServiceTag
+    value: web_default_svc_80
+`, `type: MeshExternalService
+name: ext
+mesh: default
+labels:
+  kuma.io/display-name: External
+spec:
+  match:
+  - {type: Domain, value: example.com, port: 443, protocol: tls}
+  - {type: InternalVIP, value: db.internal, port: 5432}
+`, `type: MeshMultiZoneService
+name: multi
+mesh: default
+spec:
+  selector:
+    meshService:
+      matchLabels:
+        team: a
+  ports:
+  - port: 80
+    appProtocol: http
+`, `type: HostnameGenerator
+name: gen
+spec:
+  selector:
+    meshService:
+      matchLabels:
+        team: a
+  template: '{{ .DisplayName }}.team.mesh'
+`, `type: Dataplane
+name: dp-1
+mesh: default
+spec:
+  networking:
+    address: 10.1.0.1
+    inbound:
+    - port: 8080
+      tags:
+        kuma.io/service: web
+`}
+
+// A frozen entry reads back exactly as it was decoded, for every kind,
+// and freezing leaves recent entries alone.
+func TestCache_FreezeRoundTrip(t *testing.T) {
+	c, st, reg := newCache(t)
+	now := time.Unix(1_800_000_000, 0)
+	var clockMu sync.Mutex
+	c.mu.Lock()
+	c.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	c.mu.Unlock()
+	advance := func(d time.Duration) { clockMu.Lock(); now = now.Add(d); clockMu.Unlock() }
+
+	var keys []resource.Key
+	var rev int64
+	for _, doc := range frozenDocs {
+		o, err := resource.Decode([]byte(doc))
+		if err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		got := mustCreate(t, st, o)
+		if d, _ := resource.Lookup(got.Kind); d.ServiceKind {
+			status := d.NewStatus()
+			*status.(resource.ServiceStatusOf).Service() = resource.ServiceStatus{
+				Addresses: []resource.Address{{Hostname: got.Name + ".mesh.local", Status: resource.AddressAvailable,
+					Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "gen"}}},
+				VIPs: []resource.VIP{{IP: "241.0.0.1"}},
+			}
+			got.Status = status
+			if got, err = store.UpdateStatus(context.Background(), st, got); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keys = append(keys, got.Key())
+		rev = got.Revision
+	}
+	wait(t, c, rev)
+	hot := map[resource.Key]*resource.Object{}
+	for _, k := range keys {
+		o, ok := c.Get(k)
+		if !ok {
+			t.Fatalf("%s missing", k)
+		}
+		hot[k] = o
+	}
+	hotList, _ := c.List(Query{Kind: resource.MeshService})
+
+	if n := c.freeze(now.Add(-FreezeAfter)); n != 0 {
+		t.Fatalf("froze %d entries stored just now", n)
+	}
+	advance(FreezeAfter)
+	if n := c.freeze(now.Add(-FreezeAfter)); n != len(keys) {
+		t.Fatalf("froze %d entries, want %d", n, len(keys))
+	}
+	if n := testutil.ToFloat64(c.frozenTotal); n != float64(len(keys)) {
+		t.Errorf("meshnames_cache_frozen_total = %v", n)
+	}
+	_ = reg
+	for _, k := range keys {
+		o, _ := c.Get(k)
+		if diff := cmp.Diff(hot[k], o); diff != "" {
+			t.Errorf("%s frozen and read back (-hot +frozen):\n%s", k, diff)
+		}
+		if o.Labels != nil {
+			o.Labels["scribble"] = "x" // the caller's own copy
+		}
+	}
+	if coldList, _ := c.List(Query{Kind: resource.MeshService}); !cmp.Equal(hotList, coldList) {
+		t.Errorf("List after freezing differs:\n%s", cmp.Diff(hotList, coldList))
+	}
+	if items, _ := c.List(Query{Kind: resource.MeshService, Labels: map[string]string{"team": "a", resource.LabelDisplayName: "web"}}); len(items) != 1 {
+		t.Errorf("label filter on a frozen entry found %d", len(items))
+	}
+
+	// A change makes the entry hot again, with the new content.
+	web := hot[keys[1]].Clone()
+	web.Spec.(*resource.MeshServiceSpec).Ports[0].Port = 90
+	upd, err := store.Update(context.Background(), st, web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, c, upd.Revision)
+	if n := c.freeze(now.Add(-FreezeAfter)); n != 0 {
+		t.Errorf("froze %d entries after a change", n)
+	}
+	if o, _ := c.Get(keys[1]); o.Spec.(*resource.MeshServiceSpec).Ports[0].Port != 90 || o.Version != upd.Version {
+		t.Errorf("updated entry reads %+v", o)
+	}
+}
+
+// Freezing while writers change the same resources loses nothing.
+func TestCache_FreezeConcurrentWrites(t *testing.T) {
+	c, st, _ := newCache(t)
+	const n = 50
+	ctx := context.Background()
+	for i := range n {
+		mustCreate(t, st, svc("default", fmt.Sprintf("s%02d", i), map[string]string{"i": fmt.Sprint(i)}))
+	}
+	done := make(chan struct{})
+	var last int64 // revision of the last write, read after done
+	go func() {
+		defer close(done)
+		for round := range 5 {
+			for i := range n {
+				o, err := st.Get(ctx, resource.Key{Kind: resource.MeshService, Mesh: "default", Name: fmt.Sprintf("s%02d", i)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				o.Spec.(*resource.MeshServiceSpec).Ports[0].Port = 1000 + round
+				upd, err := store.Update(ctx, st, o)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				last = upd.Revision
+			}
+		}
+	}()
+	for {
+		c.freeze(time.Now().Add(time.Hour)) // everything is old enough
+		for i := range n {
+			c.Get(resource.Key{Kind: resource.MeshService, Mesh: "default", Name: fmt.Sprintf("s%02d", i)})
+		}
+		select {
+		case <-done:
+		default:
+			continue
+		}
+		break
+	}
+	wait(t, c, last)
+	c.freeze(time.Now().Add(time.Hour))
+	for i := range n {
+		k := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: fmt.Sprintf("s%02d", i)}
+		want, _ := st.Get(ctx, k)
+		got, _ := c.Get(k)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-store +cache):\n%s", k, diff)
+		}
+	}
+}

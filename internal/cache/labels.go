@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -16,29 +18,43 @@ import (
 // resource's name as a flag instead of a label. Get and List restore each
 // resource's own labels in the clone they return.
 
-// entry is one resource as the cache holds it.
+// entry is one resource as the cache holds it: decoded while recent,
+// frozen (see frozen.go) once it has not changed for FreezeAfter.
 type entry struct {
-	// obj is the resource with its Labels replaced by a shared set
-	// (never modified) that lacks the display name when nameLabel is set.
-	obj *resource.Object
+	hot  *resource.Object // decoded, never modified; nil once frozen
+	cold *frozen          // the stored encoding; nil while hot
+	// labels is the resource's shared label set (hot.Labels too), which
+	// lacks the display name when nameLabel is set.
+	labels map[string]string
 	// nameLabel means the resource is labelled kuma.io/display-name with
 	// its own name.
 	nameLabel bool
+	at        int64 // when the cache stored it, UnixNano
 }
 
 // label returns the value of the label k of the resource.
-func (e entry) label(k string) (string, bool) {
+func (e entry) label(name, k string) (string, bool) {
 	if e.nameLabel && k == resource.LabelDisplayName {
-		return e.obj.Name, true
+		return name, true
 	}
-	v, ok := e.obj.Labels[k]
+	v, ok := e.labels[k]
 	return v, ok
 }
 
-// clone returns a copy of the resource with its own labels, which the
+// clone returns a copy of the resource k with its own labels, which the
 // caller owns.
-func (e entry) clone() *resource.Object {
-	o := e.obj.Clone()
+func (e entry) clone(k resource.Key) *resource.Object {
+	var o *resource.Object
+	if e.hot != nil {
+		o = e.hot.Clone()
+	} else {
+		var err error
+		if o, err = e.cold.thaw(k, maps.Clone(e.labels)); err != nil {
+			// The cache encoded it from a decoded resource moments ago, as
+			// the store does on every write: failing here is a bug.
+			panic(fmt.Sprintf("cache: cannot decode %s as frozen: %v", k, err))
+		}
+	}
 	if e.nameLabel {
 		if o.Labels == nil {
 			o.Labels = make(map[string]string, 1)
@@ -86,10 +102,10 @@ func setKey(labels map[string]string) string {
 	return b.String()
 }
 
-// hold turns o, which the cache now owns, into an entry whose labels are
-// a shared set.
+// hold turns o, which the cache now owns, into a hot entry whose labels
+// are a shared set.
 func (s *labelSets) hold(o *resource.Object) entry {
-	e := entry{obj: o}
+	e := entry{hot: o}
 	if o.Labels[resource.LabelDisplayName] == o.Name {
 		e.nameLabel = true
 		delete(o.Labels, resource.LabelDisplayName)
@@ -105,13 +121,13 @@ func (s *labelSets) hold(o *resource.Object) entry {
 		s.sets[k] = set
 	}
 	set.refs++
-	o.Labels = set.labels
+	o.Labels, e.labels = set.labels, set.labels
 	return e
 }
 
 // release forgets e's use of its label set.
 func (s *labelSets) release(e entry) {
-	k := setKey(e.obj.Labels)
+	k := setKey(e.labels)
 	if k == "" {
 		return
 	}
