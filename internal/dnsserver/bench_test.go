@@ -106,9 +106,11 @@ func BenchmarkAnswer(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if m := s.answer(src, "udp", qs[i%len(qs)]); m == nil {
+		rp := replies.Get().(*answerMem)
+		if m := s.answerInto(rp, src, "udp", qs[i%len(qs)]); m == nil {
 			b.Fatal("no answer")
 		}
+		rp.release()
 		i++
 	}
 }

@@ -184,7 +184,9 @@ func (s *Server) Addr(ctx context.Context) (string, error) {
 // ServeDNS implements dns.Handler.
 func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	start := time.Now()
-	m := s.answer(w.RemoteAddr(), w.LocalAddr().Network(), r)
+	rp := replies.Get().(*answerMem)
+	defer rp.release()
+	m := s.answerInto(rp, w.RemoteAddr(), w.LocalAddr().Network(), r)
 	qtype := "none"
 	if len(r.Question) > 0 {
 		qtype = dns.TypeToString[r.Question[0].Qtype]
@@ -192,7 +194,14 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 			qtype = "other"
 		}
 	}
-	if err := w.WriteMsg(m); err != nil {
+	// Packing into the reply's own buffer is what WriteMsg does, without
+	// a new buffer per answer.
+	out, err := m.PackBuffer(rp.buf[:cap(rp.buf)])
+	if err == nil {
+		rp.buf = out[:0]
+		_, err = w.Write(out)
+	}
+	if err != nil {
 		s.o.Log.Debug("writing a DNS answer", "err", err)
 	}
 	s.queryCounter(qtype, m.Rcode).Inc()
@@ -203,29 +212,92 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 }
 
-// answer computes the reply to r from source over network ("udp" or "tcp").
+// answerMem is the memory of one answer, reused from query to query: the
+// message, its question, its OPT record, room for a few address records
+// and the packing buffer. Nearly every answer then allocates nothing.
+type answerMem struct {
+	m     dns.Msg
+	q     [1]dns.Question
+	opt   dns.OPT
+	rr    [maxPooledRR]dns.RR
+	a     [maxPooledRR]dns.A
+	aaaa  [maxPooledRR]dns.AAAA
+	ip    [maxPooledRR][16]byte
+	extra [1]dns.RR
+	buf   []byte
+}
+
+// maxPooledRR address records are built in a reply's own memory; more are
+// allocated.
+const maxPooledRR = 4
+
+var replies = sync.Pool{New: func() any { return &answerMem{buf: make([]byte, 0, 512)} }}
+
+// release returns rp to the pool, dropping what it points to.
+func (rp *answerMem) release() {
+	buf := rp.buf
+	if cap(buf) > 64<<10 {
+		buf = nil // a large TCP answer: do not keep its buffer
+	}
+	*rp = answerMem{buf: buf}
+	replies.Put(rp)
+}
+
+// setReply makes rp's message the reply to r, as dns.Msg.SetReply does
+// but with the question in rp's memory.
+func (rp *answerMem) setReply(r *dns.Msg) *dns.Msg {
+	m := &rp.m
+	m.Id = r.Id
+	m.Response = true
+	m.Opcode = r.Opcode
+	if m.Opcode == dns.OpcodeQuery {
+		m.RecursionDesired = r.RecursionDesired
+		m.CheckingDisabled = r.CheckingDisabled
+	}
+	m.Rcode = dns.RcodeSuccess
+	if len(r.Question) > 0 {
+		rp.q[0] = r.Question[0]
+		m.Question = rp.q[:1]
+	}
+	return m
+}
+
+// setEdns0 adds rp's OPT record with our UDP size, as dns.Msg.SetEdns0.
+func (rp *answerMem) setEdns0() {
+	rp.opt = dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+	rp.opt.SetUDPSize(udpSize)
+	rp.extra[0] = &rp.opt
+	rp.m.Extra = rp.extra[:1]
+}
+
+// answer computes the reply to r from source over network ("udp" or
+// "tcp") in memory of its own.
 func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
-	m := new(dns.Msg)
-	m.SetReply(r)
+	return s.answerInto(new(answerMem), source, network, r)
+}
+
+// answerInto computes the reply to r in rp's memory.
+func (s *Server) answerInto(rp *answerMem, source net.Addr, network string, r *dns.Msg) *dns.Msg {
+	m := rp.setReply(r)
 	m.RecursionAvailable = false
 	if r.Opcode != dns.OpcodeQuery {
-		m.SetRcode(r, dns.RcodeNotImplemented)
+		m.Rcode = dns.RcodeNotImplemented
 		return m
 	}
 	if len(r.Question) != 1 || r.Response {
-		m.SetRcode(r, dns.RcodeFormatError)
+		m.Rcode = dns.RcodeFormatError
 		return m
 	}
 	q := r.Question[0]
 	bufsize := uint16(dns.MinMsgSize)
 	if opt := r.IsEdns0(); opt != nil {
 		if opt.Version() != 0 {
-			m.SetRcode(r, dns.RcodeBadVers)
-			m.SetEdns0(udpSize, false)
+			m.Rcode = dns.RcodeBadVers
+			rp.setEdns0()
 			return m
 		}
 		bufsize = max(opt.UDPSize(), dns.MinMsgSize)
-		m.SetEdns0(udpSize, false)
+		rp.setEdns0()
 	}
 	defer func() {
 		if network == "udp" {
@@ -233,7 +305,7 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 		}
 	}()
 	if q.Qclass != dns.ClassINET {
-		m.SetRcode(r, dns.RcodeNotImplemented)
+		m.Rcode = dns.RcodeNotImplemented
 		return m
 	}
 
@@ -242,7 +314,7 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 		// Still loading: an NXDOMAIN now would be cached by resolvers for
 		// names that exist (and a forwarded query would reach an upstream
 		// that does not know them), so ask the client to come back.
-		m.SetRcode(r, dns.RcodeServerFailure)
+		m.Rcode = dns.RcodeServerFailure
 		return m
 	}
 	name := strings.ToLower(q.Name)
@@ -257,7 +329,7 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 		}
 		if e, ok := view.Lookup(name); ok {
 			m.Authoritative = true
-			m.Answer = records(&e, q, t.TTL)
+			m.Answer = rp.records(&e, q, t.TTL)
 			if len(m.Answer) == 0 {
 				m.Ns = []dns.RR{soa(zoneOr(zone, name), t.TTL)} // NODATA
 			}
@@ -279,7 +351,7 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 			return m
 		}
 		if view == nil && mesh == "" {
-			m.SetRcode(r, dns.RcodeRefused) // a source with no mesh to answer from
+			m.Rcode = dns.RcodeRefused // a source with no mesh to answer from
 			return m
 		}
 		m.Authoritative = true
@@ -289,7 +361,7 @@ func (s *Server) answer(source net.Addr, network string, r *dns.Msg) *dns.Msg {
 				return m
 			}
 		}
-		m.SetRcode(r, dns.RcodeNameError)
+		m.Rcode = dns.RcodeNameError
 		m.Ns = []dns.RR{soa(zone, t.TTL)}
 		return m
 	}
@@ -351,17 +423,32 @@ func hdr(name string, rrtype uint16, ttl uint32) dns.RR_Header {
 	return dns.RR_Header{Name: name, Rrtype: rrtype, Class: dns.ClassINET, Ttl: ttl}
 }
 
-// records answers q from e, echoing the question's case.
-func records(e *Entry, q dns.Question, ttl uint32) []dns.RR {
-	var out []dns.RR
+// records answers q from e, echoing the question's case, in rp's memory
+// when the answer is small.
+func (rp *answerMem) records(e *Entry, q dns.Question, ttl uint32) []dns.RR {
+	out := rp.rr[:0]
 	switch q.Qtype {
 	case dns.TypeA:
-		for _, ip := range e.A {
-			out = append(out, &dns.A{Hdr: hdr(q.Name, dns.TypeA, ttl), A: ip.AsSlice()})
+		for i, ip := range e.A {
+			var rr *dns.A
+			if i < maxPooledRR {
+				rr = &rp.a[i]
+			} else {
+				rr = new(dns.A)
+			}
+			rr.Hdr, rr.A = hdr(q.Name, dns.TypeA, ttl), ipBytes(&rp.ip[i%maxPooledRR], ip, i)
+			out = append(out, rr)
 		}
 	case dns.TypeAAAA:
-		for _, ip := range e.AAAA {
-			out = append(out, &dns.AAAA{Hdr: hdr(q.Name, dns.TypeAAAA, ttl), AAAA: ip.AsSlice()})
+		for i, ip := range e.AAAA {
+			var rr *dns.AAAA
+			if i < maxPooledRR {
+				rr = &rp.aaaa[i]
+			} else {
+				rr = new(dns.AAAA)
+			}
+			rr.Hdr, rr.AAAA = hdr(q.Name, dns.TypeAAAA, ttl), ipBytes(&rp.ip[i%maxPooledRR], ip, i)
+			out = append(out, rr)
 		}
 	case dns.TypeSRV:
 		for _, s := range e.SRV {
@@ -371,7 +458,23 @@ func records(e *Entry, q dns.Question, ttl uint32) []dns.RR {
 		// RFC 8482: a minimal answer to ANY.
 		out = append(out, &dns.HINFO{Hdr: hdr(q.Name, dns.TypeHINFO, ttl), Cpu: "RFC8482"})
 	}
+	if len(out) == 0 {
+		return nil
+	}
 	return out
+}
+
+// ipBytes is ip in the form miekg/dns packs (4 bytes for IPv4), in buf
+// for the first maxPooledRR addresses of an answer.
+func ipBytes(buf *[16]byte, ip netip.Addr, i int) net.IP {
+	if i >= maxPooledRR {
+		return ip.AsSlice()
+	}
+	*buf = ip.As16()
+	if ip.Is4() {
+		return net.IP(buf[12:16])
+	}
+	return net.IP(buf[:])
 }
 
 // soa is the SOA of zone, for authority sections.
@@ -387,7 +490,7 @@ func soaNamed(owner, zone string, ttl uint32) dns.RR {
 // asked again over TCP.
 func (s *Server) forward(r, m *dns.Msg, network string) *dns.Msg {
 	if len(s.o.Upstreams) == 0 {
-		m.SetRcode(r, dns.RcodeRefused)
+		m.Rcode = dns.RcodeRefused
 		return m
 	}
 	var last error
@@ -403,6 +506,6 @@ func (s *Server) forward(r, m *dns.Msg, network string) *dns.Msg {
 		last = err
 	}
 	s.o.Log.Debug("forwarding failed", "name", r.Question[0].Name, "err", last)
-	m.SetRcode(r, dns.RcodeServerFailure)
+	m.Rcode = dns.RcodeServerFailure
 	return m
 }

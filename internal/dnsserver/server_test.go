@@ -1,10 +1,12 @@
 package dnsserver
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -549,11 +552,8 @@ func startUpstream(t *testing.T) *upstream {
 		}
 		_ = w.WriteMsg(m)
 	})
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
+	// listen retries when the UDP port it got is taken for TCP.
+	pc, ln, err := listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -781,6 +781,67 @@ func TestBuilder(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal(ctx.Err())
 		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// captureWriter keeps what ServeDNS writes.
+type captureWriter struct {
+	packWriter
+	out []byte
+}
+
+func (w *captureWriter) Write(b []byte) (int, error) {
+	w.out = append(w.out[:0], b...)
+	return len(b), nil
+}
+
+// Answers built in reused memory are byte for byte those built in fresh
+// memory, whatever the previous query left behind: more addresses than
+// the pooled records, both families, SRV, NXDOMAIN, EDNS0, bad versions.
+func TestServeDNS_ReusedMemoryMatchesFresh(t *testing.T) {
+	var many4, many6 []string
+	for i := range 6 {
+		many4 = append(many4, fmt.Sprintf("241.0.1.%d", i+1))
+		many6 = append(many6, fmt.Sprintf("fd00::%d", i+1))
+	}
+	big := svc(resource.MeshService, "default", "big", 0, vips(append(many4, many6...)...), hosts("big.mesh.local"))
+	big.Spec = &resource.MeshServiceSpec{Ports: []resource.Port{{Name: "http", Port: 80, AppProtocol: "http"}}}
+	s := New(Options{DefaultMesh: "default", Log: discard, Registerer: prometheus.NewRegistry()})
+	s.SetTable(Build([]*resource.Object{
+		big,
+		svc(resource.MeshService, "default", "one", 1, vips("241.0.0.7"), hosts("one.mesh.local")),
+		svc(resource.MeshService, "default", "six", 2, vips("fd00::7"), hosts("six.mesh.local")),
+	}, testOpts))
+	w := &captureWriter{packWriter: packWriter{local: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5653}, remote: &net.UDPAddr{IP: net.IPv4(10, 9, 9, 9), Port: 5353}}}
+
+	var qs []*dns.Msg
+	for _, name := range []string{"big.mesh.local.", "ONE.mesh.local.", "six.mesh.local.", "none.mesh.local.", "_http._tcp.big.mesh.local.", "7.0.0.241.in-addr.arpa.", "mesh.local."} {
+		for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypePTR, dns.TypeANY, dns.TypeSOA} {
+			qs = append(qs, question(name, qt))
+			e := question(name, qt)
+			e.SetEdns0(4096, false)
+			qs = append(qs, e)
+		}
+	}
+	bad := question("big.mesh.local.", dns.TypeA)
+	bad.SetEdns0(4096, false)
+	bad.IsEdns0().SetVersion(1)
+	qs = append(qs, bad)
+
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		q := qs[r.IntN(len(qs))]
+		q.Id = uint16(i)
+		s.ServeDNS(w, q)
+		want, err := s.answer(w.remote, "udp", q).Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(w.out, want) {
+			var got dns.Msg
+			_ = got.Unpack(w.out)
+			t.Fatalf("query %d (%s): served\n%v\nwant\n%v", i, q.Question[0].String(), &got, s.answer(w.remote, "udp", q))
 		}
 	}
 }
