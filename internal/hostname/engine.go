@@ -111,8 +111,14 @@ const (
 
 type genState struct {
 	Generator
+	// match is the selector (Generator.MatchLabels) in the engine's form.
+	match labelSet
 	// own marks the engine's pseudo-generator of own names.
 	own bool
+}
+
+func newGenState(g Generator) *genState {
+	return &genState{Generator: g, match: labelSetOf(g.MatchLabels)}
 }
 
 // before reports whether g takes precedence over o: own names first, then
@@ -130,21 +136,23 @@ func (g *genState) before(o *genState) bool {
 	return g.Name < o.Name
 }
 
-func (g *genState) selects(s *Service) bool {
-	if g.Kind != s.Key.Kind {
-		return false
-	}
-	for k, v := range g.MatchLabels {
-		if got, ok := s.Labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
+// selects reports whether g selects a service of kind with labels.
+func (g *genState) selects(kind string, labels labelSet) bool {
+	return g.Kind == kind && labels.contains(g.match)
 }
 
+// svcState is what the engine keeps of a service. There is one per
+// service, so it is kept small: the labels in their compact form, the
+// creation time without its location, and no copy of the own names, which
+// are the hosts of the first renders (those of the own pseudo-generator).
 type svcState struct {
-	Service
+	key     ServiceKey
+	labels  labelSet
 	renders []render
+	// sec and nsec are the creation time (Unix seconds and nanoseconds):
+	// only its instant matters.
+	sec  int64
+	nsec int32
 	// dirty is set while the service is in Engine.dirty; deleted once it
 	// has been removed, so that TakeDirty skips it.
 	dirty, deleted bool
@@ -153,13 +161,32 @@ type svcState struct {
 // before reports whether s takes precedence over o for a name: older, then
 // by name, then by kind.
 func (s *svcState) before(o *svcState) bool {
-	if !s.Created.Equal(o.Created) {
-		return s.Created.Before(o.Created)
+	if s.sec != o.sec {
+		return s.sec < o.sec
 	}
-	if s.Key.Name != o.Key.Name {
-		return s.Key.Name < o.Key.Name
+	if s.nsec != o.nsec {
+		return s.nsec < o.nsec
 	}
-	return s.Key.Kind < o.Key.Kind
+	if s.key.Name != o.key.Name {
+		return s.key.Name < o.key.Name
+	}
+	return s.key.Kind < o.key.Kind
+}
+
+// ownNamesEqual reports whether names, without repeats, are the own names
+// of s: the hosts of its own renders, which come first, in order.
+func (s *svcState) ownNamesEqual(names []string) bool {
+	i := 0
+	for j, n := range names {
+		if slices.Contains(names[:j], n) {
+			continue
+		}
+		if i == len(s.renders) || !s.renders[i].gen.own || s.renders[i].host != n {
+			return false
+		}
+		i++
+	}
+	return i == len(s.renders) || !s.renders[i].gen.own
 }
 
 // render is one generator's result for one service.
@@ -199,7 +226,7 @@ type claim struct {
 
 // String describes the claim for reasons: the service, and how it claims.
 func (c claim) String() string {
-	k := c.svc.Key
+	k := c.svc.key
 	if c.gen.own {
 		return fmt.Sprintf("%s %s/%s (its InternalVIP match)", k.Kind, k.Mesh, k.Name)
 	}
@@ -267,10 +294,11 @@ func NewEngine(zone string) *Engine {
 // SetGenerator adds or replaces the generator named g.Name.
 func (e *Engine) SetGenerator(g Generator) {
 	old := e.gens[g.Name]
-	// Keep a copy of the selector: old.selects must see the selector old
-	// was set with, even if the caller edits and passes the same map again.
-	g.MatchLabels = maps.Clone(g.MatchLabels)
-	ng := &genState{Generator: g}
+	// The selector is kept as a labelSet, a copy: old.selects must see the
+	// selector old was set with, even if the caller edits and passes the
+	// same map again. Drop the caller's map.
+	ng := newGenState(g)
+	ng.MatchLabels = nil
 	affected := e.selectedBy(old, ng)
 	if old != nil {
 		// Release old's names before ng claims any, so that no claims list
@@ -284,7 +312,7 @@ func (e *Engine) SetGenerator(g Generator) {
 	i := sort.Search(len(e.order), func(i int) bool { return ng.before(e.order[i]) })
 	e.order = slices.Insert(e.order, i, ng)
 	for _, s := range affected {
-		e.update(s, true)
+		e.update(s, nil, true)
 	}
 	e.settle()
 }
@@ -300,7 +328,7 @@ func (e *Engine) DeleteGenerator(name string) {
 	e.order = slices.DeleteFunc(e.order, func(x *genState) bool { return x == old })
 	// update releases old's claims: old is no longer in e.order.
 	for _, s := range affected {
-		e.update(s, true)
+		e.update(s, nil, true)
 	}
 	e.settle()
 }
@@ -309,7 +337,7 @@ func (e *Engine) DeleteGenerator(name string) {
 func (e *Engine) selectedBy(a, b *genState) []*svcState {
 	var out []*svcState
 	for _, s := range e.svcs {
-		if (a != nil && a.selects(&s.Service)) || (b != nil && b.selects(&s.Service)) {
+		if (a != nil && a.selects(s.key.Kind, s.labels)) || (b != nil && b.selects(s.key.Kind, s.labels)) {
 			out = append(out, s)
 		}
 	}
@@ -317,34 +345,27 @@ func (e *Engine) selectedBy(a, b *genState) []*svcState {
 }
 
 // SetService adds or replaces the service s.Key. Setting a service with
-// the same labels and creation time again does nothing.
+// the same labels, own names and creation time again does nothing. The
+// engine keeps none of s's maps or slices.
 func (e *Engine) SetService(s Service) {
+	sec, nsec := s.Created.Unix(), int32(s.Created.Nanosecond())
 	cur := e.svcs[s.Key]
 	switch {
 	case cur == nil:
-		cur = &svcState{}
+		cur = &svcState{key: s.Key, sec: sec, nsec: nsec}
 		e.svcs[s.Key] = cur
-	case !cur.Created.Equal(s.Created):
+	case cur.sec != sec || cur.nsec != nsec:
 		// Its priority changes, so every claim of it moves.
 		e.release(cur, nil)
-	case maps.Equal(cur.Labels, s.Labels) && slices.Equal(cur.OwnNames, ownNames(s.OwnNames)):
+		cur.sec, cur.nsec = sec, nsec
+	case cur.labels.equalMap(s.Labels) && cur.ownNamesEqual(s.OwnNames):
 		return
 	}
-	cur.Service = Service{Key: s.Key, Labels: maps.Clone(s.Labels), Created: s.Created, OwnNames: ownNames(s.OwnNames)}
-	e.update(cur, false)
-	e.settle()
-}
-
-// ownNames returns names without repeats, in their first order, in a new
-// slice (nil when there are none).
-func ownNames(names []string) []string {
-	var out []string
-	for _, n := range names {
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
+	if !cur.labels.equalMap(s.Labels) {
+		cur.labels = labelSetOf(s.Labels)
 	}
-	return out
+	e.update(cur, s.OwnNames, false)
+	e.settle()
 }
 
 // DeleteService removes the service k.
@@ -379,29 +400,42 @@ func (e *Engine) unclaim(s *svcState, r *render) {
 }
 
 // update recomputes the renders of s and brings its claims in line,
-// touching only the names whose claims change, and marks s dirty.
+// touching only the names whose claims change, and marks s dirty. own are
+// the service's own names (repeats are skipped).
 //
-// When reuse is set the service has not changed, only a generator: the
-// render of every generator s already had a render from is taken from
-// before, and only the new generator (a new *genState) is rendered. A
-// generator change thus renders each service it selects once, not once
-// per generator that selects it.
-func (e *Engine) update(s *svcState, reuse bool) {
+// When reuse is set the service has not changed, only a generator: own is
+// ignored and the own renders are kept, the render of every generator s
+// already had a render from is taken from before, and only the new
+// generator (a new *genState) is rendered. A generator change thus renders
+// each service it selects once, not once per generator that selects it.
+func (e *Engine) update(s *svcState, own []string, reuse bool) {
 	// Collect on the stack, then copy once to a slice of the right size:
 	// the renders live as long as the service.
 	var buf [16]render
 	rs := buf[:0]
-	for _, n := range s.OwnNames {
-		r := render{gen: e.own, host: n}
-		if rule := validate.DNS1123Subdomain(n); rule != "" {
-			// Admission refuses such a value; one stored under older rules names nothing.
-			r.err = fmt.Sprintf("InternalVIP value %q is not a valid DNS name: %s", n, rule)
+	if reuse {
+		for _, r := range s.renders {
+			if !r.gen.own {
+				break
+			}
+			rs = append(rs, render{gen: r.gen, host: r.host, err: r.err})
 		}
-		rs = append(rs, r)
+	} else {
+		for j, n := range own {
+			if slices.Contains(own[:j], n) {
+				continue
+			}
+			r := render{gen: e.own, host: n}
+			if rule := validate.DNS1123Subdomain(n); rule != "" {
+				// Admission refuses such a value; one stored under older rules names nothing.
+				r.err = fmt.Sprintf("InternalVIP value %q is not a valid DNS name: %s", n, rule)
+			}
+			rs = append(rs, r)
+		}
 	}
 	var vars *Vars
 	for _, g := range e.order {
-		if !g.selects(&s.Service) {
+		if !g.selects(s.key.Kind, s.labels) {
 			continue
 		}
 		if reuse {
@@ -411,7 +445,7 @@ func (e *Engine) update(s *svcState, reuse bool) {
 			}
 		}
 		if vars == nil {
-			vars = e.vars(s)
+			vars = e.vars(s.key, s.labels)
 		}
 		rs = append(rs, e.render(g, vars))
 	}
@@ -443,10 +477,10 @@ func (e *Engine) update(s *svcState, reuse bool) {
 			continue
 		}
 		if names == nil {
-			names = e.claims[s.Key.Mesh]
+			names = e.claims[s.key.Mesh]
 			if names == nil {
 				names = meshNames{}
-				e.claims[s.Key.Mesh] = names
+				e.claims[s.key.Mesh] = names
 			}
 		}
 		r.list = e.claim(names, s, r.gen, r.host)
@@ -481,19 +515,15 @@ func (e *Engine) markDirty(s *svcState) {
 	}
 }
 
-// vars returns the template values of s, as Template.Render would use
-// them. update calls Template.render with them directly: Render
-// takes Vars by value, which costs an allocation per render, and a full
-// computation renders every service once per generator.
-func (e *Engine) vars(s *svcState) *Vars {
-	v := &Vars{
-		Name:        s.Key.Name,
-		DisplayName: s.Labels[labelDisplayName],
-		Namespace:   s.Labels[labelNamespace],
-		Zone:        s.Labels[labelZone],
-		Mesh:        s.Key.Mesh,
-		Labels:      s.Labels,
-	}
+// vars returns the template values of service k with labels, as
+// Template.Render would use them. update calls Template.render with them
+// directly: Render takes Vars by value, which costs an allocation per
+// render, and a full computation renders every service once per generator.
+func (e *Engine) vars(k ServiceKey, labels labelSet) *Vars {
+	v := &Vars{Name: k.Name, Mesh: k.Mesh, labels: labels}
+	v.DisplayName, _ = labels.get(labelDisplayName)
+	v.Namespace, _ = labels.get(labelNamespace)
+	v.Zone, _ = labels.get(labelZone)
 	if v.Zone == "" {
 		v.Zone = e.zone
 	}
@@ -598,7 +628,7 @@ func (e *Engine) TakeDirty() []ServiceKey {
 	for _, s := range e.dirty {
 		s.dirty = false
 		if !s.deleted {
-			out = append(out, s.Key)
+			out = append(out, s.key)
 		}
 	}
 	// Do not keep the backing array of a full computation for the small
@@ -664,7 +694,7 @@ func (e *Engine) Claimants(mesh, hostname string) []Claimant {
 	}
 	out := make([]Claimant, len(list))
 	for i, c := range list {
-		out[i] = Claimant{Service: c.svc.Key, Generator: c.gen.Name, Own: c.gen.own}
+		out[i] = Claimant{Service: c.svc.key, Generator: c.gen.Name, Own: c.gen.own}
 	}
 	return out
 }
@@ -695,18 +725,19 @@ type Outcome struct {
 func Explain(gens []Generator, s Service, zone string) []Outcome {
 	states := make([]*genState, len(gens))
 	for i := range gens {
-		states[i] = &genState{Generator: gens[i]}
+		states[i] = newGenState(gens[i])
 	}
 	sort.SliceStable(states, func(i, j int) bool { return states[i].before(states[j]) })
 	e := Engine{zone: zone}
-	vars := e.vars(&svcState{Service: s})
+	labels := labelSetOf(s.Labels)
+	vars := e.vars(s.Key, labels)
 	out := make([]Outcome, 0, len(states))
 	for _, g := range states {
 		o := Outcome{Generator: g.Name}
 		switch {
 		case g.Kind != s.Key.Kind:
 			o.NotSelected = "selects " + g.Kind + "s"
-		case !g.selects(&s):
+		case !g.selects(s.Key.Kind, labels):
 			o.NotSelected = "selector needs " + unmatched(g.MatchLabels, s.Labels)
 		default:
 			o.Selects = true
