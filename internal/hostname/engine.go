@@ -189,27 +189,30 @@ func (s *svcState) ownNamesEqual(names []string) bool {
 	return i == len(s.renders) || !s.renders[i].gen.own
 }
 
-// render is one generator's result for one service.
+// render is one generator's result for one service. There is one per
+// service and generator that selects it, so it is kept to 48 bytes.
 type render struct {
 	gen  *genState
 	host string
 	err  string // why it did not render to a valid name; empty when it did
-	// dup marks a name an earlier (higher precedence) generator already
-	// gave this service: not a collision, and not listed twice.
-	dup bool
-	// list is the claims index entry of host when this render claims it
-	// (a valid name, not dup), so that neither Addresses nor a release
-	// has to look the name up; nil otherwise.
+	// list is the claims index entry of host when this render claims it,
+	// so that neither Addresses nor a release has to look the name up; nil
+	// otherwise. Between operations every render with a valid name claims
+	// it, but a dup: see dup.
 	list *claimList
 }
 
-// claimList is the claims index entry of one hostname in one mesh.
+// dup reports, between operations, whether r is a valid name an earlier
+// (higher precedence) render of its service already has: not a collision,
+// and not listed twice. Such a render is the only one with a valid name
+// that claims nothing, so it needs no flag of its own.
+func (r *render) dup() bool { return r.err == "" && r.list == nil }
+
+// claimList is the claims index entry of one hostname in one mesh. There
+// is one per name, so it is kept to 64 bytes: it does not point back to
+// its index (an operation that touches it knows the index).
 type claimList struct {
 	host string
-	// names is the index of the mesh, and next the following entry whose
-	// name has the same hash.
-	names meshNames
-	next  *claimList
 	// claims are ordered by priority; the first holds the name.
 	claims []claim
 	// one backs claims while there is a single claimant, the common case,
@@ -241,10 +244,50 @@ func (c claim) before(o claim) bool {
 }
 
 // meshNames is the claims index of one mesh: hostname -> claimants, by a
-// 64-bit hash of the name (names with the same hash are chained). The full
-// computation is dominated by these lookups, and a map of string keys
-// re-reads and re-hashes every name each time it grows.
-type meshNames map[uint64]*claimList
+// 64-bit hash of the name. The full computation is dominated by these
+// lookups, and a map of string keys re-reads and re-hashes every name each
+// time it grows. A name whose hash another name had first, which in
+// practice happens only in tests that narrow Engine.hashMask, goes to
+// collided.
+type meshNames struct {
+	byHash   map[uint64]*claimList
+	collided map[string]*claimList
+}
+
+// find returns the entry of host, whose hash is h, or nil. n may be nil.
+func (n *meshNames) find(h uint64, host string) *claimList {
+	if n == nil {
+		return nil
+	}
+	if l := n.byHash[h]; l != nil && l.host == host {
+		return l
+	}
+	return n.collided[host] // a nil map reads as empty
+}
+
+// add adds l, whose name has hash h and is not in n yet.
+func (n *meshNames) add(h uint64, l *claimList) {
+	if n.byHash[h] == nil {
+		n.byHash[h] = l
+		return
+	}
+	if n.collided == nil {
+		n.collided = map[string]*claimList{}
+	}
+	n.collided[l.host] = l
+}
+
+// remove removes l, whose name has hash h.
+func (n *meshNames) remove(h uint64, l *claimList) {
+	if n.byHash[h] == l {
+		delete(n.byHash, h)
+		return
+	}
+	delete(n.collided, l.host)
+	if len(n.collided) == 0 {
+		n.collided = nil
+	}
+}
 
 // Engine computes the addresses of services. The zero value is not usable;
 // call NewEngine.
@@ -254,8 +297,8 @@ type Engine struct {
 	order []*genState // by precedence
 	// own is the pseudo-generator of the services' own names.
 	own    *genState
-	svcs   map[ServiceKey]*svcState
-	claims map[string]meshNames // by mesh
+	svcs   svcIndex
+	claims map[string]*meshNames // by mesh
 	seed   maphash.Seed
 	// hashMask is ANDed into every name hash; all ones except in tests,
 	// which narrow it to make names share hashes.
@@ -271,10 +314,12 @@ type Engine struct {
 	touched []touched
 }
 
-// touched is a name an operation changed, with its holder before.
+// touched is a name an operation changed, with its holder before and the
+// index of its mesh.
 type touched struct {
 	list   *claimList
 	holder claim // zero when the name had no claimant
+	names  *meshNames
 }
 
 // NewEngine returns an empty engine for a control plane in zone (the value
@@ -284,8 +329,8 @@ func NewEngine(zone string) *Engine {
 		zone:     zone,
 		gens:     map[string]*genState{},
 		own:      &genState{own: true},
-		svcs:     map[ServiceKey]*svcState{},
-		claims:   map[string]meshNames{},
+		svcs:     newSvcIndex(),
+		claims:   map[string]*meshNames{},
 		seed:     maphash.MakeSeed(),
 		hashMask: ^uint64(0),
 	}
@@ -336,7 +381,7 @@ func (e *Engine) DeleteGenerator(name string) {
 // selectedBy returns the services either generator selects, each once.
 func (e *Engine) selectedBy(a, b *genState) []*svcState {
 	var out []*svcState
-	for _, s := range e.svcs {
+	for s := range e.svcs.all {
 		if (a != nil && a.selects(s.key.Kind, s.labels)) || (b != nil && b.selects(s.key.Kind, s.labels)) {
 			out = append(out, s)
 		}
@@ -349,11 +394,12 @@ func (e *Engine) selectedBy(a, b *genState) []*svcState {
 // engine keeps none of s's maps or slices.
 func (e *Engine) SetService(s Service) {
 	sec, nsec := s.Created.Unix(), int32(s.Created.Nanosecond())
-	cur := e.svcs[s.Key]
+	h := e.keyHash(s.Key)
+	cur := e.svcs.get(h, s.Key)
 	switch {
 	case cur == nil:
 		cur = &svcState{key: s.Key, sec: sec, nsec: nsec}
-		e.svcs[s.Key] = cur
+		e.svcs.add(h, cur)
 	case cur.sec != sec || cur.nsec != nsec:
 		// Its priority changes, so every claim of it moves.
 		e.release(cur, nil)
@@ -370,12 +416,13 @@ func (e *Engine) SetService(s Service) {
 
 // DeleteService removes the service k.
 func (e *Engine) DeleteService(k ServiceKey) {
-	cur := e.svcs[k]
+	h := e.keyHash(k)
+	cur := e.svcs.get(h, k)
 	if cur == nil {
 		return
 	}
 	e.release(cur, nil)
-	delete(e.svcs, k)
+	e.svcs.remove(h, cur)
 	e.settle()
 	cur.deleted = true
 }
@@ -394,7 +441,7 @@ func (e *Engine) release(s *svcState, g *genState) {
 // unclaim drops the claim of render r of s.
 func (e *Engine) unclaim(s *svcState, r *render) {
 	l := r.list
-	e.touch(l)
+	e.touch(l, e.claims[s.key.Mesh])
 	l.claims = slices.DeleteFunc(l.claims, func(c claim) bool { return c.svc == s && c.gen == r.gen })
 	r.list = nil
 }
@@ -449,11 +496,13 @@ func (e *Engine) update(s *svcState, own []string, reuse bool) {
 		}
 		rs = append(rs, e.render(g, vars))
 	}
+	// claims[i] tells whether rs[i] claims its name: a valid name that no
+	// earlier render has (the others are dups).
+	var claimsBuf [16]bool
+	claims := claimsBuf[:0]
 	for i := range rs {
 		r := &rs[i]
-		if r.err == "" {
-			r.dup = slices.ContainsFunc(rs[:i], func(p render) bool { return p.err == "" && p.host == r.host })
-		}
+		claims = append(claims, r.err == "" && !slices.ContainsFunc(rs[:i], func(p render) bool { return p.err == "" && p.host == r.host }))
 	}
 	// Keep the claims that stay (same generator, same name, and the
 	// service's priority is unchanged, so their place in the lists too);
@@ -463,32 +512,37 @@ func (e *Engine) update(s *svcState, own []string, reuse bool) {
 		if r.list == nil {
 			continue
 		}
-		j := slices.IndexFunc(rs, func(n render) bool { return n.gen == r.gen && n.host == r.host && n.err == "" && !n.dup })
-		if j >= 0 {
+		j := slices.IndexFunc(rs, func(n render) bool { return n.gen == r.gen && n.host == r.host && n.err == "" })
+		if j >= 0 && claims[j] {
 			rs[j].list = r.list
 		} else {
 			e.unclaim(s, r)
 		}
 	}
-	var names meshNames // looked up at the first new claim
+	var names *meshNames // looked up at the first new claim
 	for i := range rs {
 		r := &rs[i]
-		if r.err != "" || r.dup || r.list != nil {
+		if !claims[i] || r.list != nil {
 			continue
 		}
 		if names == nil {
 			names = e.claims[s.key.Mesh]
 			if names == nil {
-				names = meshNames{}
+				names = &meshNames{byHash: map[uint64]*claimList{}}
 				e.claims[s.key.Mesh] = names
 			}
 		}
 		r.list = e.claim(names, s, r.gen, r.host)
 	}
-	prev := len(s.renders)
-	s.renders = append(slices.Grow(s.renders[:0], len(rs)), rs...)
-	if prev > len(s.renders) {
-		clear(s.renders[len(s.renders):prev]) // updated in place: drop what the tail still holds
+	// The renders live as long as the service: reuse their slice when it
+	// has exactly the room, else make one of exactly their number.
+	if cap(s.renders) == len(rs) {
+		s.renders = append(s.renders[:0], rs...)
+	} else if len(rs) == 0 {
+		s.renders = nil
+	} else {
+		s.renders = make([]render, len(rs))
+		copy(s.renders, rs)
 	}
 	e.markDirty(s)
 }
@@ -535,28 +589,28 @@ func (e *Engine) vars(k ServiceKey, labels labelSet) *Vars {
 
 // claim adds s's claim on host through g to names, the index of s's mesh,
 // and returns the name's entry.
-func (e *Engine) claim(names meshNames, s *svcState, g *genState, host string) *claimList {
+func (e *Engine) claim(names *meshNames, s *svcState, g *genState, host string) *claimList {
 	h := e.hash(host)
 	l := names.find(h, host)
 	if l == nil {
-		l = &claimList{host: host, names: names, next: names[h]}
+		l = &claimList{host: host}
 		l.claims = l.one[:0]
-		names[h] = l
+		names.add(h, l)
 		e.names++
 	}
-	e.touch(l)
+	e.touch(l, names)
 	c := claim{gen: g, svc: s}
 	i := sort.Search(len(l.claims), func(i int) bool { return c.before(l.claims[i]) })
 	l.claims = slices.Insert(l.claims, i, c)
 	return l
 }
 
-// touch records that l is about to change, with its holder before the
-// change. Call it before changing l.claims.
-func (e *Engine) touch(l *claimList) {
+// touch records that l, an entry of names, is about to change, with its
+// holder before the change. Call it before changing l.claims.
+func (e *Engine) touch(l *claimList, names *meshNames) {
 	if !l.touched {
 		l.touched = true
-		t := touched{list: l}
+		t := touched{list: l, names: names}
 		if len(l.claims) > 0 {
 			t.holder = l.claims[0]
 		}
@@ -575,7 +629,8 @@ func (e *Engine) settle() {
 		l.touched = false
 		switch {
 		case len(l.claims) == 0:
-			e.drop(l)
+			t.names.remove(e.hash(l.host), l)
+			e.names--
 		case l.claims[0] != t.holder:
 			for _, c := range l.claims {
 				e.markDirty(c.svc)
@@ -591,34 +646,6 @@ func (e *Engine) settle() {
 
 func (e *Engine) hash(host string) uint64 {
 	return maphash.String(e.seed, host) & e.hashMask
-}
-
-func (n meshNames) find(h uint64, host string) *claimList {
-	for l := n[h]; l != nil; l = l.next {
-		if l.host == host {
-			return l
-		}
-	}
-	return nil
-}
-
-// drop removes l from its mesh's index.
-func (e *Engine) drop(l *claimList) {
-	h := e.hash(l.host)
-	names := l.names
-	if p := names[h]; p == l {
-		if l.next == nil {
-			delete(names, h)
-		} else {
-			names[h] = l.next
-		}
-	} else {
-		for p.next != l {
-			p = p.next
-		}
-		p.next = l.next
-	}
-	e.names--
 }
 
 // TakeDirty returns the services whose addresses may have changed since
@@ -646,13 +673,13 @@ func (e *Engine) TakeDirty() []ServiceKey {
 // order, or false when the engine does not know k. A name given to the
 // service by several generators is listed once, under the first.
 func (e *Engine) Addresses(k ServiceKey) ([]Address, bool) {
-	s := e.svcs[k]
+	s := e.svcs.get(e.keyHash(k), k)
 	if s == nil {
 		return nil, false
 	}
 	out := make([]Address, 0, len(s.renders))
 	for _, r := range s.renders {
-		if r.dup {
+		if r.dup() {
 			continue
 		}
 		a := Address{Hostname: r.host, Generator: r.gen.Name, Own: r.gen.own}
@@ -702,7 +729,7 @@ func (e *Engine) Claimants(mesh, hostname string) []Claimant {
 // Sizes reports how many generators, services and claimed names the
 // engine holds (for metrics).
 func (e *Engine) Sizes() (generators, services, hostnames int) {
-	return len(e.gens), len(e.svcs), e.names
+	return len(e.gens), e.svcs.len(), e.names
 }
 
 // Outcome is what one generator makes of one service, for inspection.

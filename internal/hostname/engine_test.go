@@ -860,9 +860,10 @@ func TestEngine_SetServiceAgain(t *testing.T) {
 	}
 }
 
-// TestEngine_NameHashCollisions checks the claims index when every name
-// of a mesh has the same hash (one chain): names are found, released and
-// claimed again whatever their place in the chain.
+// TestEngine_NameHashCollisions checks the claims index and the service
+// index when every name and every service key has the same hash (one in
+// the map by hash, the others in collided): they are found, released and
+// claimed again whatever the order.
 func TestEngine_NameHashCollisions(t *testing.T) {
 	keys := make([]ServiceKey, 5)
 	for i := range keys {
@@ -897,8 +898,13 @@ func TestEngine_NameHashCollisions(t *testing.T) {
 						t.Errorf("%s: Claimants(%s) (-want +got):\n%s", step, host, diff)
 					}
 				}
-				if _, _, hosts := e.Sizes(); hosts != len(live) {
-					t.Errorf("%s: Sizes: %d hostnames, want %d", step, hosts, len(live))
+				if _, svcs, hosts := e.Sizes(); hosts != len(live) || svcs != len(live) {
+					t.Errorf("%s: Sizes: %d services, %d hostnames, want %d of each", step, svcs, hosts, len(live))
+				}
+				for i, k := range keys {
+					if _, ok := e.Addresses(k); ok != live[i] {
+						t.Errorf("%s: Addresses(%s): known = %v, want %v", step, k, ok, live[i])
+					}
 				}
 			}
 			check("initially")
@@ -913,7 +919,7 @@ func TestEngine_NameHashCollisions(t *testing.T) {
 				live[i] = true
 			}
 			check("after adding them again")
-			// A second service claiming a name in the chain joins its list.
+			// A second service claiming a name of the same hash joins its list.
 			late := msKey("default", "late")
 			e.SetService(svc(late, at(1), map[string]string{"kuma.io/display-name": "s2"}))
 			e.SetGenerator(gen("g", `{{ .DisplayName }}.mesh.local`))
@@ -1253,9 +1259,9 @@ func TestEngine_IncrementalEqualsFromScratch(t *testing.T) {
 			t.Parallel()
 			r := rand.New(rand.NewSource(int64(seed)))
 			e := NewEngine("local")
-			// Narrow the name hash for two seeds in three so that names
-			// share hashes (one chain per mesh, or two), which exercises
-			// the chains of the claims index.
+			// Narrow the hashes for two seeds in three so that names and keys
+			// share hashes (all, or two by hash), which exercises the
+			// collisions of the claims index and of the service index.
 			e.hashMask = [3]uint64{^uint64(0), 0, 1}[seed%3]
 			gens := map[string]Generator{}
 			svcs := map[ServiceKey]Service{}

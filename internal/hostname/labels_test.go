@@ -3,6 +3,7 @@ package hostname
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -116,5 +117,29 @@ func TestLabelSet_Contains(t *testing.T) {
 	}
 	if labelSetOf(nil).contains(labelSetOf(map[string]string{"a": "b"})) {
 		t.Error("a service without labels matches a selector")
+	}
+}
+
+// TestEngine_StateSizes pins the size of what the engine keeps per service
+// and per name (issue 3's memory target): a field added to one of these
+// costs 100,000 times over, so it should be a conscious choice. Sizes are
+// for 64-bit platforms.
+func TestEngine_StateSizes(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes are pinned for 64-bit platforms")
+	}
+	tests := []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"svcState", unsafe.Sizeof(svcState{}), 112},
+		{"render", unsafe.Sizeof(render{}), 48},
+		{"claimList", unsafe.Sizeof(claimList{}), 64},
+		{"labelPair", unsafe.Sizeof(labelPair{}), 32},
+	}
+	for _, tt := range tests {
+		if tt.got > tt.want {
+			t.Errorf("%s is %d bytes, more than %d", tt.name, tt.got, tt.want)
+		}
 	}
 }
