@@ -36,6 +36,7 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+	"unique"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -141,14 +142,18 @@ type family struct {
 	cursor netip.Addr
 }
 
-// vip is one address held by a service.
+// vip is one address held by a service. There is one per service and
+// family, so it is kept to 48 bytes: the type is one of a few strings,
+// interned, and the pool of a managed address is found from the address
+// (pools do not overlap, and do not change within a term).
 type vip struct {
 	ip       netip.Addr
-	typ      string
 	hostname string
-	// pool is the family it came from, or nil for an address outside
-	// every pool (kept, not managed).
-	pool *family
+	typ      unique.Handle[string]
+}
+
+func newVIP(ip netip.Addr, typ, hostname string) vip {
+	return vip{ip: ip, hostname: hostname, typ: unique.Make(typ)}
 }
 
 // state is what one leadership term knows.
@@ -300,7 +305,7 @@ func (c *Controller) rebuild(ctx context.Context, st *state) ([]resource.Key, er
 					}
 					holder[ip] = obj.Key()
 				}
-				vs = append(vs, vip{ip: ip, typ: v.Type, hostname: v.Hostname, pool: f})
+				vs = append(vs, newVIP(ip, v.Type, v.Hostname))
 			}
 			if vs != nil {
 				st.owned[obj.Key()] = exact(vs)
@@ -458,7 +463,7 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 			}
 			ops = append(ops, putLease(ip, leaseValue{Owner: ownerString(k), Hostname: v.Hostname}, time.Time{}))
 		}
-		have = append(have, vip{ip: ip, typ: v.Type, hostname: v.Hostname, pool: f})
+		have = append(have, newVIP(ip, v.Type, v.Hostname))
 	}
 	// Keep what fills a slot; release managed VIPs that no longer do
 	// (a MeshExternalService InternalVIP match that was removed).
@@ -489,7 +494,7 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 			continue
 		}
 		c.allocations.WithLabelValues(f.name).Inc()
-		v := vip{ip: ip, typ: resource.VIPKuma, hostname: s.hostname, pool: f}
+		v := newVIP(ip, resource.VIPKuma, s.hostname)
 		want = append(want, v)
 		ops = append(ops, putLease(ip, leaseValue{Owner: ownerString(k), Hostname: s.hostname}, time.Time{}))
 	}
@@ -551,11 +556,12 @@ func (st *state) familyOf(k resource.Kind, v6 bool) *family {
 // release frees a managed VIP of service k into quarantine. A managed VIP
 // in owned is one k took: see state.
 func (c *Controller) release(st *state, k resource.Key, v vip, now time.Time) []store.Op {
-	if v.pool == nil {
-		return nil
+	f := st.findFamily(v.ip)
+	if f == nil {
+		return nil // outside every pool: kept, not managed
 	}
 	until := now.Add(st.q)
-	if err := v.pool.pool.Release(v.ip, until); err != nil {
+	if err := f.pool.Release(v.ip, until); err != nil {
 		c.o.Log.Warn("releasing a VIP", "ip", v.ip, "err", err)
 	}
 	return []store.Op{putLease(v.ip, leaseValue{Owner: ownerString(k), Hostname: v.hostname, Released: true}, until)}
@@ -567,7 +573,7 @@ func toStatus(vs []vip) []resource.VIP {
 	}
 	out := make([]resource.VIP, len(vs))
 	for i, v := range vs {
-		out[i] = resource.VIP{IP: v.ip.String(), Type: v.typ, Hostname: v.hostname}
+		out[i] = resource.VIP{IP: v.ip.String(), Type: v.typ.Value(), Hostname: v.hostname}
 	}
 	return out
 }

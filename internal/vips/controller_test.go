@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -692,5 +693,21 @@ func (e *env) waitLease(t *testing.T, ip string, quarantined bool) {
 			t.Fatalf("lease of %s: %+v (exists %v), want quarantined %v", ip, l, ok, quarantined)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestVIPSize pins the size of what the controller keeps per VIP (one per
+// service and family): a field added costs 100,000 times over.
+func TestVIPSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes are pinned for 64-bit platforms")
+	}
+	if got := unsafe.Sizeof(vip{}); got > 48 {
+		t.Errorf("vip is %d bytes, more than 48", got)
+	}
+	v := newVIP(netip.MustParseAddr("241.0.0.1"), resource.VIPKubernetes, "a.ext.local")
+	want := []resource.VIP{{IP: "241.0.0.1", Type: resource.VIPKubernetes, Hostname: "a.ext.local"}}
+	if diff := cmp.Diff(want, toStatus([]vip{v})); diff != "" {
+		t.Errorf("toStatus (-want +got):\n%s", diff)
 	}
 }
