@@ -279,7 +279,10 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 		// way, else what the cache shows.
 		cur := st.Service().Addresses
 		if w, ok := c.written.get(k); ok {
-			if obj.Revision < w.revision {
+			// A copy without a revision is taken as caught up: the worst
+			// that can come of it is the redundant write this prevents,
+			// never a stale belief about what the store holds.
+			if obj.Revision != 0 && obj.Revision < w.revision {
 				cur = w.addrs
 			} else {
 				// The cache shows our write, or a later one (a new service
