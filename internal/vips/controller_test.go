@@ -377,10 +377,19 @@ func TestController_RemovedInternalVIPIsQuarantined(t *testing.T) {
 	e.create(&resource.Object{Kind: resource.MeshExternalService, Mesh: "default", Name: "x", Spec: spec})
 	k := key(resource.MeshExternalService, "x")
 	e.waitVIPs(k, "242.0.0.1 one.ext.local", "242.0.0.2 two.ext.local")
-	cur, _ := e.st.Get(context.Background(), k)
-	cur.Spec.(*resource.MeshExternalServiceSpec).Match = cur.Spec.(*resource.MeshExternalServiceSpec).Match[1:]
-	if _, err := store.Update(context.Background(), e.st, cur); err != nil {
-		t.Fatal(err)
+	// The controller may still be writing the status (each write bumps
+	// the version), so retry a conflict as any client would.
+	for {
+		cur, _ := e.st.Get(context.Background(), k)
+		cur.Spec.(*resource.MeshExternalServiceSpec).Match = cur.Spec.(*resource.MeshExternalServiceSpec).Match[1:]
+		_, err := store.Update(context.Background(), e.st, cur)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		break
 	}
 	e.waitVIPs(k, "242.0.0.2 two.ext.local")
 	if l, ok := e.lease("242.0.0.1"); !ok || l.ExpiresAt.IsZero() {
