@@ -111,8 +111,14 @@ const (
 
 type genState struct {
 	Generator
+	// match is the selector (Generator.MatchLabels) in the engine's form.
+	match labelSet
 	// own marks the engine's pseudo-generator of own names.
 	own bool
+}
+
+func newGenState(g Generator) *genState {
+	return &genState{Generator: g, match: labelSetOf(g.MatchLabels)}
 }
 
 // before reports whether g takes precedence over o: own names first, then
@@ -130,21 +136,23 @@ func (g *genState) before(o *genState) bool {
 	return g.Name < o.Name
 }
 
-func (g *genState) selects(s *Service) bool {
-	if g.Kind != s.Key.Kind {
-		return false
-	}
-	for k, v := range g.MatchLabels {
-		if got, ok := s.Labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
+// selects reports whether g selects a service of kind with labels.
+func (g *genState) selects(kind string, labels labelSet) bool {
+	return g.Kind == kind && labels.contains(g.match)
 }
 
+// svcState is what the engine keeps of a service. There is one per
+// service, so it is kept small: the labels in their compact form, the
+// creation time without its location, and no copy of the own names, which
+// are the hosts of the first renders (those of the own pseudo-generator).
 type svcState struct {
-	Service
+	key     ServiceKey
+	labels  labelSet
 	renders []render
+	// sec and nsec are the creation time (Unix seconds and nanoseconds):
+	// only its instant matters.
+	sec  int64
+	nsec int32
 	// dirty is set while the service is in Engine.dirty; deleted once it
 	// has been removed, so that TakeDirty skips it.
 	dirty, deleted bool
@@ -153,36 +161,58 @@ type svcState struct {
 // before reports whether s takes precedence over o for a name: older, then
 // by name, then by kind.
 func (s *svcState) before(o *svcState) bool {
-	if !s.Created.Equal(o.Created) {
-		return s.Created.Before(o.Created)
+	if s.sec != o.sec {
+		return s.sec < o.sec
 	}
-	if s.Key.Name != o.Key.Name {
-		return s.Key.Name < o.Key.Name
+	if s.nsec != o.nsec {
+		return s.nsec < o.nsec
 	}
-	return s.Key.Kind < o.Key.Kind
+	if s.key.Name != o.key.Name {
+		return s.key.Name < o.key.Name
+	}
+	return s.key.Kind < o.key.Kind
 }
 
-// render is one generator's result for one service.
+// ownNamesEqual reports whether names, without repeats, are the own names
+// of s: the hosts of its own renders, which come first, in order.
+func (s *svcState) ownNamesEqual(names []string) bool {
+	i := 0
+	for j, n := range names {
+		if slices.Contains(names[:j], n) {
+			continue
+		}
+		if i == len(s.renders) || !s.renders[i].gen.own || s.renders[i].host != n {
+			return false
+		}
+		i++
+	}
+	return i == len(s.renders) || !s.renders[i].gen.own
+}
+
+// render is one generator's result for one service. There is one per
+// service and generator that selects it, so it is kept to 48 bytes.
 type render struct {
 	gen  *genState
 	host string
 	err  string // why it did not render to a valid name; empty when it did
-	// dup marks a name an earlier (higher precedence) generator already
-	// gave this service: not a collision, and not listed twice.
-	dup bool
-	// list is the claims index entry of host when this render claims it
-	// (a valid name, not dup), so that neither Addresses nor a release
-	// has to look the name up; nil otherwise.
+	// list is the claims index entry of host when this render claims it,
+	// so that neither Addresses nor a release has to look the name up; nil
+	// otherwise. Between operations every render with a valid name claims
+	// it, but a dup: see dup.
 	list *claimList
 }
 
-// claimList is the claims index entry of one hostname in one mesh.
+// dup reports, between operations, whether r is a valid name an earlier
+// (higher precedence) render of its service already has: not a collision,
+// and not listed twice. Such a render is the only one with a valid name
+// that claims nothing, so it needs no flag of its own.
+func (r *render) dup() bool { return r.err == "" && r.list == nil }
+
+// claimList is the claims index entry of one hostname in one mesh. There
+// is one per name, so it is kept to 64 bytes: it does not point back to
+// its index (an operation that touches it knows the index).
 type claimList struct {
 	host string
-	// names is the index of the mesh, and next the following entry whose
-	// name has the same hash.
-	names meshNames
-	next  *claimList
 	// claims are ordered by priority; the first holds the name.
 	claims []claim
 	// one backs claims while there is a single claimant, the common case,
@@ -199,7 +229,7 @@ type claim struct {
 
 // String describes the claim for reasons: the service, and how it claims.
 func (c claim) String() string {
-	k := c.svc.Key
+	k := c.svc.key
 	if c.gen.own {
 		return fmt.Sprintf("%s %s/%s (its InternalVIP match)", k.Kind, k.Mesh, k.Name)
 	}
@@ -214,10 +244,50 @@ func (c claim) before(o claim) bool {
 }
 
 // meshNames is the claims index of one mesh: hostname -> claimants, by a
-// 64-bit hash of the name (names with the same hash are chained). The full
-// computation is dominated by these lookups, and a map of string keys
-// re-reads and re-hashes every name each time it grows.
-type meshNames map[uint64]*claimList
+// 64-bit hash of the name. The full computation is dominated by these
+// lookups, and a map of string keys re-reads and re-hashes every name each
+// time it grows. A name whose hash another name had first, which in
+// practice happens only in tests that narrow Engine.hashMask, goes to
+// collided.
+type meshNames struct {
+	byHash   map[uint64]*claimList
+	collided map[string]*claimList
+}
+
+// find returns the entry of host, whose hash is h, or nil. n may be nil.
+func (n *meshNames) find(h uint64, host string) *claimList {
+	if n == nil {
+		return nil
+	}
+	if l := n.byHash[h]; l != nil && l.host == host {
+		return l
+	}
+	return n.collided[host] // a nil map reads as empty
+}
+
+// add adds l, whose name has hash h and is not in n yet.
+func (n *meshNames) add(h uint64, l *claimList) {
+	if n.byHash[h] == nil {
+		n.byHash[h] = l
+		return
+	}
+	if n.collided == nil {
+		n.collided = map[string]*claimList{}
+	}
+	n.collided[l.host] = l
+}
+
+// remove removes l, whose name has hash h.
+func (n *meshNames) remove(h uint64, l *claimList) {
+	if n.byHash[h] == l {
+		delete(n.byHash, h)
+		return
+	}
+	delete(n.collided, l.host)
+	if len(n.collided) == 0 {
+		n.collided = nil
+	}
+}
 
 // Engine computes the addresses of services. The zero value is not usable;
 // call NewEngine.
@@ -227,8 +297,8 @@ type Engine struct {
 	order []*genState // by precedence
 	// own is the pseudo-generator of the services' own names.
 	own    *genState
-	svcs   map[ServiceKey]*svcState
-	claims map[string]meshNames // by mesh
+	svcs   svcIndex
+	claims map[string]*meshNames // by mesh
 	seed   maphash.Seed
 	// hashMask is ANDed into every name hash; all ones except in tests,
 	// which narrow it to make names share hashes.
@@ -244,10 +314,12 @@ type Engine struct {
 	touched []touched
 }
 
-// touched is a name an operation changed, with its holder before.
+// touched is a name an operation changed, with its holder before and the
+// index of its mesh.
 type touched struct {
 	list   *claimList
 	holder claim // zero when the name had no claimant
+	names  *meshNames
 }
 
 // NewEngine returns an empty engine for a control plane in zone (the value
@@ -257,8 +329,8 @@ func NewEngine(zone string) *Engine {
 		zone:     zone,
 		gens:     map[string]*genState{},
 		own:      &genState{own: true},
-		svcs:     map[ServiceKey]*svcState{},
-		claims:   map[string]meshNames{},
+		svcs:     newSvcIndex(),
+		claims:   map[string]*meshNames{},
 		seed:     maphash.MakeSeed(),
 		hashMask: ^uint64(0),
 	}
@@ -267,10 +339,11 @@ func NewEngine(zone string) *Engine {
 // SetGenerator adds or replaces the generator named g.Name.
 func (e *Engine) SetGenerator(g Generator) {
 	old := e.gens[g.Name]
-	// Keep a copy of the selector: old.selects must see the selector old
-	// was set with, even if the caller edits and passes the same map again.
-	g.MatchLabels = maps.Clone(g.MatchLabels)
-	ng := &genState{Generator: g}
+	// The selector is kept as a labelSet, a copy: old.selects must see the
+	// selector old was set with, even if the caller edits and passes the
+	// same map again. Drop the caller's map.
+	ng := newGenState(g)
+	ng.MatchLabels = nil
 	affected := e.selectedBy(old, ng)
 	if old != nil {
 		// Release old's names before ng claims any, so that no claims list
@@ -284,7 +357,7 @@ func (e *Engine) SetGenerator(g Generator) {
 	i := sort.Search(len(e.order), func(i int) bool { return ng.before(e.order[i]) })
 	e.order = slices.Insert(e.order, i, ng)
 	for _, s := range affected {
-		e.update(s, true)
+		e.update(s, nil, true)
 	}
 	e.settle()
 }
@@ -300,7 +373,7 @@ func (e *Engine) DeleteGenerator(name string) {
 	e.order = slices.DeleteFunc(e.order, func(x *genState) bool { return x == old })
 	// update releases old's claims: old is no longer in e.order.
 	for _, s := range affected {
-		e.update(s, true)
+		e.update(s, nil, true)
 	}
 	e.settle()
 }
@@ -308,8 +381,8 @@ func (e *Engine) DeleteGenerator(name string) {
 // selectedBy returns the services either generator selects, each once.
 func (e *Engine) selectedBy(a, b *genState) []*svcState {
 	var out []*svcState
-	for _, s := range e.svcs {
-		if (a != nil && a.selects(&s.Service)) || (b != nil && b.selects(&s.Service)) {
+	for s := range e.svcs.all {
+		if (a != nil && a.selects(s.key.Kind, s.labels)) || (b != nil && b.selects(s.key.Kind, s.labels)) {
 			out = append(out, s)
 		}
 	}
@@ -317,44 +390,39 @@ func (e *Engine) selectedBy(a, b *genState) []*svcState {
 }
 
 // SetService adds or replaces the service s.Key. Setting a service with
-// the same labels and creation time again does nothing.
+// the same labels, own names and creation time again does nothing. The
+// engine keeps none of s's maps or slices.
 func (e *Engine) SetService(s Service) {
-	cur := e.svcs[s.Key]
+	sec, nsec := s.Created.Unix(), int32(s.Created.Nanosecond())
+	h := e.keyHash(s.Key)
+	cur := e.svcs.get(h, s.Key)
 	switch {
 	case cur == nil:
-		cur = &svcState{}
-		e.svcs[s.Key] = cur
-	case !cur.Created.Equal(s.Created):
+		cur = &svcState{key: s.Key, sec: sec, nsec: nsec}
+		e.svcs.add(h, cur)
+	case cur.sec != sec || cur.nsec != nsec:
 		// Its priority changes, so every claim of it moves.
 		e.release(cur, nil)
-	case maps.Equal(cur.Labels, s.Labels) && slices.Equal(cur.OwnNames, ownNames(s.OwnNames)):
+		cur.sec, cur.nsec = sec, nsec
+	case cur.labels.equalMap(s.Labels) && cur.ownNamesEqual(s.OwnNames):
 		return
 	}
-	cur.Service = Service{Key: s.Key, Labels: maps.Clone(s.Labels), Created: s.Created, OwnNames: ownNames(s.OwnNames)}
-	e.update(cur, false)
-	e.settle()
-}
-
-// ownNames returns names without repeats, in their first order, in a new
-// slice (nil when there are none).
-func ownNames(names []string) []string {
-	var out []string
-	for _, n := range names {
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
+	if !cur.labels.equalMap(s.Labels) {
+		cur.labels = labelSetOf(s.Labels)
 	}
-	return out
+	e.update(cur, s.OwnNames, false)
+	e.settle()
 }
 
 // DeleteService removes the service k.
 func (e *Engine) DeleteService(k ServiceKey) {
-	cur := e.svcs[k]
+	h := e.keyHash(k)
+	cur := e.svcs.get(h, k)
 	if cur == nil {
 		return
 	}
 	e.release(cur, nil)
-	delete(e.svcs, k)
+	e.svcs.remove(h, cur)
 	e.settle()
 	cur.deleted = true
 }
@@ -373,35 +441,48 @@ func (e *Engine) release(s *svcState, g *genState) {
 // unclaim drops the claim of render r of s.
 func (e *Engine) unclaim(s *svcState, r *render) {
 	l := r.list
-	e.touch(l)
+	e.touch(l, e.claims[s.key.Mesh])
 	l.claims = slices.DeleteFunc(l.claims, func(c claim) bool { return c.svc == s && c.gen == r.gen })
 	r.list = nil
 }
 
 // update recomputes the renders of s and brings its claims in line,
-// touching only the names whose claims change, and marks s dirty.
+// touching only the names whose claims change, and marks s dirty. own are
+// the service's own names (repeats are skipped).
 //
-// When reuse is set the service has not changed, only a generator: the
-// render of every generator s already had a render from is taken from
-// before, and only the new generator (a new *genState) is rendered. A
-// generator change thus renders each service it selects once, not once
-// per generator that selects it.
-func (e *Engine) update(s *svcState, reuse bool) {
+// When reuse is set the service has not changed, only a generator: own is
+// ignored and the own renders are kept, the render of every generator s
+// already had a render from is taken from before, and only the new
+// generator (a new *genState) is rendered. A generator change thus renders
+// each service it selects once, not once per generator that selects it.
+func (e *Engine) update(s *svcState, own []string, reuse bool) {
 	// Collect on the stack, then copy once to a slice of the right size:
 	// the renders live as long as the service.
 	var buf [16]render
 	rs := buf[:0]
-	for _, n := range s.OwnNames {
-		r := render{gen: e.own, host: n}
-		if rule := validate.DNS1123Subdomain(n); rule != "" {
-			// Admission refuses such a value; one stored under older rules names nothing.
-			r.err = fmt.Sprintf("InternalVIP value %q is not a valid DNS name: %s", n, rule)
+	if reuse {
+		for _, r := range s.renders {
+			if !r.gen.own {
+				break
+			}
+			rs = append(rs, render{gen: r.gen, host: r.host, err: r.err})
 		}
-		rs = append(rs, r)
+	} else {
+		for j, n := range own {
+			if slices.Contains(own[:j], n) {
+				continue
+			}
+			r := render{gen: e.own, host: n}
+			if rule := validate.DNS1123Subdomain(n); rule != "" {
+				// Admission refuses such a value; one stored under older rules names nothing.
+				r.err = fmt.Sprintf("InternalVIP value %q is not a valid DNS name: %s", n, rule)
+			}
+			rs = append(rs, r)
+		}
 	}
 	var vars *Vars
 	for _, g := range e.order {
-		if !g.selects(&s.Service) {
+		if !g.selects(s.key.Kind, s.labels) {
 			continue
 		}
 		if reuse {
@@ -411,15 +492,17 @@ func (e *Engine) update(s *svcState, reuse bool) {
 			}
 		}
 		if vars == nil {
-			vars = e.vars(s)
+			vars = e.vars(s.key, s.labels)
 		}
 		rs = append(rs, e.render(g, vars))
 	}
+	// claims[i] tells whether rs[i] claims its name: a valid name that no
+	// earlier render has (the others are dups).
+	var claimsBuf [16]bool
+	claims := claimsBuf[:0]
 	for i := range rs {
 		r := &rs[i]
-		if r.err == "" {
-			r.dup = slices.ContainsFunc(rs[:i], func(p render) bool { return p.err == "" && p.host == r.host })
-		}
+		claims = append(claims, r.err == "" && !slices.ContainsFunc(rs[:i], func(p render) bool { return p.err == "" && p.host == r.host }))
 	}
 	// Keep the claims that stay (same generator, same name, and the
 	// service's priority is unchanged, so their place in the lists too);
@@ -429,32 +512,37 @@ func (e *Engine) update(s *svcState, reuse bool) {
 		if r.list == nil {
 			continue
 		}
-		j := slices.IndexFunc(rs, func(n render) bool { return n.gen == r.gen && n.host == r.host && n.err == "" && !n.dup })
-		if j >= 0 {
+		j := slices.IndexFunc(rs, func(n render) bool { return n.gen == r.gen && n.host == r.host && n.err == "" })
+		if j >= 0 && claims[j] {
 			rs[j].list = r.list
 		} else {
 			e.unclaim(s, r)
 		}
 	}
-	var names meshNames // looked up at the first new claim
+	var names *meshNames // looked up at the first new claim
 	for i := range rs {
 		r := &rs[i]
-		if r.err != "" || r.dup || r.list != nil {
+		if !claims[i] || r.list != nil {
 			continue
 		}
 		if names == nil {
-			names = e.claims[s.Key.Mesh]
+			names = e.claims[s.key.Mesh]
 			if names == nil {
-				names = meshNames{}
-				e.claims[s.Key.Mesh] = names
+				names = &meshNames{byHash: map[uint64]*claimList{}}
+				e.claims[s.key.Mesh] = names
 			}
 		}
 		r.list = e.claim(names, s, r.gen, r.host)
 	}
-	prev := len(s.renders)
-	s.renders = append(slices.Grow(s.renders[:0], len(rs)), rs...)
-	if prev > len(s.renders) {
-		clear(s.renders[len(s.renders):prev]) // updated in place: drop what the tail still holds
+	// The renders live as long as the service: reuse their slice when it
+	// has exactly the room, else make one of exactly their number.
+	if cap(s.renders) == len(rs) {
+		s.renders = append(s.renders[:0], rs...)
+	} else if len(rs) == 0 {
+		s.renders = nil
+	} else {
+		s.renders = make([]render, len(rs))
+		copy(s.renders, rs)
 	}
 	e.markDirty(s)
 }
@@ -481,19 +569,15 @@ func (e *Engine) markDirty(s *svcState) {
 	}
 }
 
-// vars returns the template values of s, as Template.Render would use
-// them. update calls Template.render with them directly: Render
-// takes Vars by value, which costs an allocation per render, and a full
-// computation renders every service once per generator.
-func (e *Engine) vars(s *svcState) *Vars {
-	v := &Vars{
-		Name:        s.Key.Name,
-		DisplayName: s.Labels[labelDisplayName],
-		Namespace:   s.Labels[labelNamespace],
-		Zone:        s.Labels[labelZone],
-		Mesh:        s.Key.Mesh,
-		Labels:      s.Labels,
-	}
+// vars returns the template values of service k with labels, as
+// Template.Render would use them. update calls Template.render with them
+// directly: Render takes Vars by value, which costs an allocation per
+// render, and a full computation renders every service once per generator.
+func (e *Engine) vars(k ServiceKey, labels labelSet) *Vars {
+	v := &Vars{Name: k.Name, Mesh: k.Mesh, labels: labels}
+	v.DisplayName, _ = labels.get(labelDisplayName)
+	v.Namespace, _ = labels.get(labelNamespace)
+	v.Zone, _ = labels.get(labelZone)
 	if v.Zone == "" {
 		v.Zone = e.zone
 	}
@@ -505,28 +589,28 @@ func (e *Engine) vars(s *svcState) *Vars {
 
 // claim adds s's claim on host through g to names, the index of s's mesh,
 // and returns the name's entry.
-func (e *Engine) claim(names meshNames, s *svcState, g *genState, host string) *claimList {
+func (e *Engine) claim(names *meshNames, s *svcState, g *genState, host string) *claimList {
 	h := e.hash(host)
 	l := names.find(h, host)
 	if l == nil {
-		l = &claimList{host: host, names: names, next: names[h]}
+		l = &claimList{host: host}
 		l.claims = l.one[:0]
-		names[h] = l
+		names.add(h, l)
 		e.names++
 	}
-	e.touch(l)
+	e.touch(l, names)
 	c := claim{gen: g, svc: s}
 	i := sort.Search(len(l.claims), func(i int) bool { return c.before(l.claims[i]) })
 	l.claims = slices.Insert(l.claims, i, c)
 	return l
 }
 
-// touch records that l is about to change, with its holder before the
-// change. Call it before changing l.claims.
-func (e *Engine) touch(l *claimList) {
+// touch records that l, an entry of names, is about to change, with its
+// holder before the change. Call it before changing l.claims.
+func (e *Engine) touch(l *claimList, names *meshNames) {
 	if !l.touched {
 		l.touched = true
-		t := touched{list: l}
+		t := touched{list: l, names: names}
 		if len(l.claims) > 0 {
 			t.holder = l.claims[0]
 		}
@@ -545,7 +629,8 @@ func (e *Engine) settle() {
 		l.touched = false
 		switch {
 		case len(l.claims) == 0:
-			e.drop(l)
+			t.names.remove(e.hash(l.host), l)
+			e.names--
 		case l.claims[0] != t.holder:
 			for _, c := range l.claims {
 				e.markDirty(c.svc)
@@ -563,34 +648,6 @@ func (e *Engine) hash(host string) uint64 {
 	return maphash.String(e.seed, host) & e.hashMask
 }
 
-func (n meshNames) find(h uint64, host string) *claimList {
-	for l := n[h]; l != nil; l = l.next {
-		if l.host == host {
-			return l
-		}
-	}
-	return nil
-}
-
-// drop removes l from its mesh's index.
-func (e *Engine) drop(l *claimList) {
-	h := e.hash(l.host)
-	names := l.names
-	if p := names[h]; p == l {
-		if l.next == nil {
-			delete(names, h)
-		} else {
-			names[h] = l.next
-		}
-	} else {
-		for p.next != l {
-			p = p.next
-		}
-		p.next = l.next
-	}
-	e.names--
-}
-
 // TakeDirty returns the services whose addresses may have changed since
 // the last call, and forgets them.
 func (e *Engine) TakeDirty() []ServiceKey {
@@ -598,7 +655,7 @@ func (e *Engine) TakeDirty() []ServiceKey {
 	for _, s := range e.dirty {
 		s.dirty = false
 		if !s.deleted {
-			out = append(out, s.Key)
+			out = append(out, s.key)
 		}
 	}
 	// Do not keep the backing array of a full computation for the small
@@ -616,13 +673,13 @@ func (e *Engine) TakeDirty() []ServiceKey {
 // order, or false when the engine does not know k. A name given to the
 // service by several generators is listed once, under the first.
 func (e *Engine) Addresses(k ServiceKey) ([]Address, bool) {
-	s := e.svcs[k]
+	s := e.svcs.get(e.keyHash(k), k)
 	if s == nil {
 		return nil, false
 	}
 	out := make([]Address, 0, len(s.renders))
 	for _, r := range s.renders {
-		if r.dup {
+		if r.dup() {
 			continue
 		}
 		a := Address{Hostname: r.host, Generator: r.gen.Name, Own: r.gen.own}
@@ -664,7 +721,7 @@ func (e *Engine) Claimants(mesh, hostname string) []Claimant {
 	}
 	out := make([]Claimant, len(list))
 	for i, c := range list {
-		out[i] = Claimant{Service: c.svc.Key, Generator: c.gen.Name, Own: c.gen.own}
+		out[i] = Claimant{Service: c.svc.key, Generator: c.gen.Name, Own: c.gen.own}
 	}
 	return out
 }
@@ -672,7 +729,7 @@ func (e *Engine) Claimants(mesh, hostname string) []Claimant {
 // Sizes reports how many generators, services and claimed names the
 // engine holds (for metrics).
 func (e *Engine) Sizes() (generators, services, hostnames int) {
-	return len(e.gens), len(e.svcs), e.names
+	return len(e.gens), e.svcs.len(), e.names
 }
 
 // Outcome is what one generator makes of one service, for inspection.
@@ -695,18 +752,19 @@ type Outcome struct {
 func Explain(gens []Generator, s Service, zone string) []Outcome {
 	states := make([]*genState, len(gens))
 	for i := range gens {
-		states[i] = &genState{Generator: gens[i]}
+		states[i] = newGenState(gens[i])
 	}
 	sort.SliceStable(states, func(i, j int) bool { return states[i].before(states[j]) })
 	e := Engine{zone: zone}
-	vars := e.vars(&svcState{Service: s})
+	labels := labelSetOf(s.Labels)
+	vars := e.vars(s.Key, labels)
 	out := make([]Outcome, 0, len(states))
 	for _, g := range states {
 		o := Outcome{Generator: g.Name}
 		switch {
 		case g.Kind != s.Key.Kind:
 			o.NotSelected = "selects " + g.Kind + "s"
-		case !g.selects(&s):
+		case !g.selects(s.Key.Kind, labels):
 			o.NotSelected = "selector needs " + unmatched(g.MatchLabels, s.Labels)
 		default:
 			o.Selects = true

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // Service kinds as the engine sees them (the user-facing names).
@@ -788,11 +789,81 @@ func TestEngine_KeepsNoReferenceToCallerMaps(t *testing.T) {
 		}
 		checkAddresses(t, e, map[ServiceKey][]Address{web: {avail("api.mesh.local", "g")}})
 	})
+	t.Run("ServiceOwnNames", func(t *testing.T) {
+		mes := ServiceKey{Kind: kindMES, Mesh: "default", Name: "db"}
+		names := []string{"db.ext.local"}
+		e := newEngine("", nil, []Service{{Key: mes, Created: t0, OwnNames: names}})
+		e.TakeDirty()
+
+		names[0] = "other.ext.local"
+		e.SetService(Service{Key: mes, Created: t0, OwnNames: names})
+		if diff := cmp.Diff([]ServiceKey{mes}, e.TakeDirty()); diff != "" {
+			t.Errorf("TakeDirty (-want +got):\n%s", diff)
+		}
+		checkAddresses(t, e, map[ServiceKey][]Address{mes: {own("other.ext.local")}})
+	})
 }
 
-// TestEngine_NameHashCollisions checks the claims index when every name
-// of a mesh has the same hash (one chain): names are found, released and
-// claimed again whatever their place in the chain.
+// TestEngine_SetServiceAgain checks what SetService counts as a change of
+// a service it knows: labels, own names (repeats aside) and the instant of
+// creation. An unchanged service marks nothing dirty; a changed one ends
+// with the addresses an engine given only its new state computes.
+func TestEngine_SetServiceAgain(t *testing.T) {
+	k := ServiceKey{Kind: kindMES, Mesh: "default", Name: "db"}
+	gens := []Generator{{Name: "g", Kind: kindMES, Template: mustTemplate(`{{ label "app" }}.ext.local`), Created: t0}}
+	labels := map[string]string{"app": "db", "team": "a"}
+	first := Service{Key: k, Labels: labels, Created: t0, OwnNames: []string{"a.ext.local", "b.ext.local"}}
+	with := func(f func(s *Service)) Service {
+		s := first
+		s.Labels = maps.Clone(labels)
+		s.OwnNames = slices.Clone(first.OwnNames)
+		f(&s)
+		return s
+	}
+	tests := []struct {
+		name      string
+		next      Service
+		wantDirty bool
+	}{
+		{"Same", first, false},
+		{"EqualMaps", with(func(*Service) {}), false},
+		{"OwnNameRepeated", with(func(s *Service) { s.OwnNames = []string{"a.ext.local", "a.ext.local", "b.ext.local", "a.ext.local"} }), false},
+		{"SameInstantOtherLocation", with(func(s *Service) { s.Created = t0.In(time.FixedZone("x", 3600)) }), false},
+		{"LabelValue", with(func(s *Service) { s.Labels["team"] = "b" }), true},
+		{"LabelAdded", with(func(s *Service) { s.Labels["x"] = "" }), true},
+		{"LabelRemoved", with(func(s *Service) { delete(s.Labels, "team") }), true},
+		{"NoLabels", with(func(s *Service) { s.Labels = nil }), true},
+		{"OwnNameAdded", with(func(s *Service) { s.OwnNames = append(s.OwnNames, "c.ext.local") }), true},
+		{"OwnNameRemoved", with(func(s *Service) { s.OwnNames = s.OwnNames[:1] }), true},
+		{"OwnNamesReordered", with(func(s *Service) { s.OwnNames = []string{"b.ext.local", "a.ext.local"} }), true},
+		{"NoOwnNames", with(func(s *Service) { s.OwnNames = nil }), true},
+		{"OwnNameIsGenerated", with(func(s *Service) { s.OwnNames = []string{"db.ext.local"} }), true},
+		{"Created", with(func(s *Service) { s.Created = t0.Add(time.Nanosecond) }), true},
+		{"CreatedEarlier", with(func(s *Service) { s.Created = t0.Add(-time.Second) }), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEngine("", gens, []Service{first})
+			e.TakeDirty()
+			e.SetService(tt.next)
+			var want []ServiceKey
+			if tt.wantDirty {
+				want = []ServiceKey{k}
+			}
+			if diff := cmp.Diff(want, e.TakeDirty(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("TakeDirty (-want +got):\n%s", diff)
+			}
+			fresh := newEngine("", gens, []Service{tt.next})
+			wantAddrs, _ := fresh.Addresses(k)
+			checkAddresses(t, e, map[ServiceKey][]Address{k: wantAddrs})
+		})
+	}
+}
+
+// TestEngine_NameHashCollisions checks the claims index and the service
+// index when every name and every service key has the same hash (one in
+// the map by hash, the others in collided): they are found, released and
+// claimed again whatever the order.
 func TestEngine_NameHashCollisions(t *testing.T) {
 	keys := make([]ServiceKey, 5)
 	for i := range keys {
@@ -827,8 +898,13 @@ func TestEngine_NameHashCollisions(t *testing.T) {
 						t.Errorf("%s: Claimants(%s) (-want +got):\n%s", step, host, diff)
 					}
 				}
-				if _, _, hosts := e.Sizes(); hosts != len(live) {
-					t.Errorf("%s: Sizes: %d hostnames, want %d", step, hosts, len(live))
+				if _, svcs, hosts := e.Sizes(); hosts != len(live) || svcs != len(live) {
+					t.Errorf("%s: Sizes: %d services, %d hostnames, want %d of each", step, svcs, hosts, len(live))
+				}
+				for i, k := range keys {
+					if _, ok := e.Addresses(k); ok != live[i] {
+						t.Errorf("%s: Addresses(%s): known = %v, want %v", step, k, ok, live[i])
+					}
 				}
 			}
 			check("initially")
@@ -843,7 +919,7 @@ func TestEngine_NameHashCollisions(t *testing.T) {
 				live[i] = true
 			}
 			check("after adding them again")
-			// A second service claiming a name in the chain joins its list.
+			// A second service claiming a name of the same hash joins its list.
 			late := msKey("default", "late")
 			e.SetService(svc(late, at(1), map[string]string{"kuma.io/display-name": "s2"}))
 			e.SetGenerator(gen("g", `{{ .DisplayName }}.mesh.local`))
@@ -1183,9 +1259,9 @@ func TestEngine_IncrementalEqualsFromScratch(t *testing.T) {
 			t.Parallel()
 			r := rand.New(rand.NewSource(int64(seed)))
 			e := NewEngine("local")
-			// Narrow the name hash for two seeds in three so that names
-			// share hashes (one chain per mesh, or two), which exercises
-			// the chains of the claims index.
+			// Narrow the hashes for two seeds in three so that names and keys
+			// share hashes (all, or two by hash), which exercises the
+			// collisions of the claims index and of the service index.
 			e.hashMask = [3]uint64{^uint64(0), 0, 1}[seed%3]
 			gens := map[string]Generator{}
 			svcs := map[ServiceKey]Service{}

@@ -58,6 +58,18 @@ type Vars struct {
 	Mesh string
 	// Labels are the service's labels, read by `label "KEY"`.
 	Labels map[string]string
+	// labels, when not nil, are read instead of Labels: the engine keeps
+	// each service's labels in this compact form.
+	labels labelSet
+}
+
+// label returns the value of the label key and whether the service has it.
+func (v *Vars) label(key string) (string, bool) {
+	if v.labels != nil {
+		return v.labels.get(key)
+	}
+	value, ok := v.Labels[key]
+	return value, ok
 }
 
 // data is what a template sees as dot. Labels are reachable only through
@@ -276,7 +288,7 @@ func (seg *segment) value(v *Vars, stub bool) (string, error) {
 	case segmentField:
 		return seg.field(v), nil
 	}
-	switch value, ok := v.Labels[seg.text]; {
+	switch value, ok := v.label(seg.text); {
 	case stub:
 		return "label", nil
 	case ok:
@@ -370,7 +382,7 @@ func (b *binding) label(key string) (string, error) {
 	if b.vars == nil {
 		return "", &MissingLabelError{Key: key}
 	}
-	v, ok := b.vars.Labels[key]
+	v, ok := b.vars.label(key)
 	if !ok {
 		return "", &MissingLabelError{Key: key}
 	}

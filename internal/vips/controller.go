@@ -36,6 +36,7 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+	"unique"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -141,26 +142,37 @@ type family struct {
 	cursor netip.Addr
 }
 
-// vip is one address held by a service.
+// vip is one address held by a service. There is one per service and
+// family, so it is kept to 48 bytes: the type is one of a few strings,
+// interned, and the pool of a managed address is found from the address
+// (pools do not overlap, and do not change within a term).
 type vip struct {
 	ip       netip.Addr
-	typ      string
 	hostname string
-	// pool is the family it came from, or nil for an address outside
-	// every pool (kept, not managed).
-	pool *family
+	typ      unique.Handle[string]
+}
+
+func newVIP(ip netip.Addr, typ, hostname string) vip {
+	return vip{ip: ip, hostname: hostname, typ: unique.Make(typ)}
 }
 
 // state is what one leadership term knows.
+//
+// It holds one entry per service, so it keeps no more than it must: who
+// holds a managed address is not recorded apart. A managed address in use
+// (taken in its pool and not in quarantine) is always in the owned VIPs of
+// exactly one service, which took it with Allocate or Reserve; Reserve
+// refuses an address in use, so a service can only take one that is free
+// or in quarantine. The pools thus answer "is it held by another service"
+// and owned answers "is it held by this one".
 type state struct {
 	now      func() time.Time
 	q        time.Duration
 	families map[resource.Kind][]*family
 	// owned are the VIPs of each service: what its status shows, or what
-	// a status write that has not landed yet will show.
+	// a status write that has not landed yet will show. Each slice has
+	// exactly its length.
 	owned map[resource.Key][]vip
-	// owner of each managed address that is in use.
-	owner map[netip.Addr]resource.Key
 	// waiting are services that lack a VIP because a pool is exhausted.
 	waiting map[resource.Key]struct{}
 }
@@ -229,7 +241,6 @@ func (c *Controller) newState() (*state, error) {
 		now: c.o.Now, q: c.o.Quarantine,
 		families: map[resource.Kind][]*family{},
 		owned:    map[resource.Key][]vip{},
-		owner:    map[netip.Addr]resource.Key{},
 		waiting:  map[resource.Key]struct{}{},
 	}
 	for _, k := range serviceKinds {
@@ -268,10 +279,15 @@ func (st *state) findFamily(ip netip.Addr) *family {
 func (c *Controller) rebuild(ctx context.Context, st *state) ([]resource.Key, error) {
 	now := st.now()
 	var keys []resource.Key
+	// holder of each managed address in use, for this rebuild only: to
+	// name the holder of an address two statuses show, and to tell the
+	// leases of addresses in use.
+	holder := map[netip.Addr]resource.Key{}
 	for _, k := range serviceKinds {
 		objs, _ := c.o.Cache.List(cache.Query{Kind: k})
 		for _, obj := range objs {
 			keys = append(keys, obj.Key())
+			var vs []vip
 			for _, v := range statusVIPs(obj) {
 				ip, err := netip.ParseAddr(v.IP)
 				if err != nil {
@@ -279,7 +295,7 @@ func (c *Controller) rebuild(ctx context.Context, st *state) ([]resource.Key, er
 				}
 				f := st.findFamily(ip)
 				if f != nil {
-					if other, taken := st.owner[ip]; taken {
+					if other, taken := holder[ip]; taken {
 						c.o.Log.Warn("two services show the same VIP; the second will get a new one", "ip", ip, "name", obj.Name, "kind", obj.Kind, "mesh", obj.Mesh, "holder", other.String())
 						continue
 					}
@@ -287,9 +303,12 @@ func (c *Controller) rebuild(ctx context.Context, st *state) ([]resource.Key, er
 						c.o.Log.Warn("cannot reserve a VIP shown in status", "ip", ip, "name", obj.Name, "err", err)
 						continue
 					}
-					st.owner[ip] = obj.Key()
+					holder[ip] = obj.Key()
 				}
-				st.owned[obj.Key()] = append(st.owned[obj.Key()], vip{ip: ip, typ: v.Type, hostname: v.Hostname, pool: f})
+				vs = append(vs, newVIP(ip, v.Type, v.Hostname))
+			}
+			if vs != nil {
+				st.owned[obj.Key()] = exact(vs)
 			}
 		}
 	}
@@ -318,7 +337,7 @@ func (c *Controller) rebuild(ctx context.Context, st *state) ([]resource.Key, er
 			ops = append(ops, store.Op{Type: store.OpDeleteLease, Lease: &store.Lease{Name: l.Name}})
 			continue
 		}
-		if _, live := st.owner[ip]; live {
+		if _, live := holder[ip]; live {
 			continue // in use; its allocation lease stays
 		}
 		f := st.findFamily(ip)
@@ -437,24 +456,20 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 		}
 		f := st.findFamily(ip)
 		if f != nil {
-			if other, taken := st.owner[ip]; taken && other != k {
-				continue // held by another service: not ours to keep
+			// Not in have, so not held by k: free, in quarantine, or held by
+			// another service, which Reserve refuses (not ours to keep).
+			if err := f.pool.Reserve(ip); err != nil {
+				continue
 			}
-			if _, taken := st.owner[ip]; !taken {
-				if err := f.pool.Reserve(ip); err != nil {
-					continue
-				}
-				st.owner[ip] = k
-				ops = append(ops, putLease(ip, leaseValue{Owner: ownerString(k), Hostname: v.Hostname}, time.Time{}))
-			}
+			ops = append(ops, putLease(ip, leaseValue{Owner: ownerString(k), Hostname: v.Hostname}, time.Time{}))
 		}
-		have = append(have, vip{ip: ip, typ: v.Type, hostname: v.Hostname, pool: f})
+		have = append(have, newVIP(ip, v.Type, v.Hostname))
 	}
 	// Keep what fills a slot; release managed VIPs that no longer do
 	// (a MeshExternalService InternalVIP match that was removed).
-	slots := st.slots(obj)
-	var want []vip
-	free := slices.Clone(slots)
+	free := st.slots(obj)
+	var buf [4]vip
+	want := buf[:0]
 	for _, v := range have {
 		i := slices.IndexFunc(free, func(s slot) bool { return s.hostname == v.hostname && s.v6 == v.ip.Is6() })
 		switch {
@@ -479,12 +494,13 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 			continue
 		}
 		c.allocations.WithLabelValues(f.name).Inc()
-		st.owner[ip] = k
-		v := vip{ip: ip, typ: resource.VIPKuma, hostname: s.hostname, pool: f}
+		v := newVIP(ip, resource.VIPKuma, s.hostname)
 		want = append(want, v)
 		ops = append(ops, putLease(ip, leaseValue{Owner: ownerString(k), Hostname: s.hostname}, time.Time{}))
 	}
-	st.owned[k] = want
+	if old, ok := st.owned[k]; !ok || !slices.Equal(want, old) {
+		st.owned[k] = exact(want)
+	}
 	if exhausted != "" {
 		st.waiting[k] = struct{}{}
 	} else {
@@ -502,6 +518,17 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 	svc.VIPs, svc.Conditions = vips, conds
 	obj.Status = status
 	return append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch, DiscardObject: true})
+}
+
+// exact returns a copy of vs of exactly its length, or nil when vs is
+// empty: owned keeps a service's VIPs for as long as the service lives.
+func exact(vs []vip) []vip {
+	if len(vs) == 0 {
+		return nil
+	}
+	out := make([]vip, len(vs))
+	copy(out, vs)
+	return out
 }
 
 // exhaustedMessage says which pool is full and when it may have room.
@@ -526,16 +553,17 @@ func (st *state) familyOf(k resource.Kind, v6 bool) *family {
 	return nil
 }
 
-// release frees a managed VIP of service k into quarantine.
+// release frees a managed VIP of service k into quarantine. A managed VIP
+// in owned is one k took: see state.
 func (c *Controller) release(st *state, k resource.Key, v vip, now time.Time) []store.Op {
-	if v.pool == nil || st.owner[v.ip] != k {
-		return nil
+	f := st.findFamily(v.ip)
+	if f == nil {
+		return nil // outside every pool: kept, not managed
 	}
 	until := now.Add(st.q)
-	if err := v.pool.pool.Release(v.ip, until); err != nil {
+	if err := f.pool.Release(v.ip, until); err != nil {
 		c.o.Log.Warn("releasing a VIP", "ip", v.ip, "err", err)
 	}
-	delete(st.owner, v.ip)
 	return []store.Op{putLease(v.ip, leaseValue{Owner: ownerString(k), Hostname: v.hostname, Released: true}, until)}
 }
 
@@ -545,7 +573,7 @@ func toStatus(vs []vip) []resource.VIP {
 	}
 	out := make([]resource.VIP, len(vs))
 	for i, v := range vs {
-		out[i] = resource.VIP{IP: v.ip.String(), Type: v.typ, Hostname: v.hostname}
+		out[i] = resource.VIP{IP: v.ip.String(), Type: v.typ.Value(), Hostname: v.hostname}
 	}
 	return out
 }

@@ -2,6 +2,8 @@ package vips
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -374,10 +377,19 @@ func TestController_RemovedInternalVIPIsQuarantined(t *testing.T) {
 	e.create(&resource.Object{Kind: resource.MeshExternalService, Mesh: "default", Name: "x", Spec: spec})
 	k := key(resource.MeshExternalService, "x")
 	e.waitVIPs(k, "242.0.0.1 one.ext.local", "242.0.0.2 two.ext.local")
-	cur, _ := e.st.Get(context.Background(), k)
-	cur.Spec.(*resource.MeshExternalServiceSpec).Match = cur.Spec.(*resource.MeshExternalServiceSpec).Match[1:]
-	if _, err := store.Update(context.Background(), e.st, cur); err != nil {
-		t.Fatal(err)
+	// The controller may still be writing the status (each write bumps
+	// the version), so retry a conflict as any client would.
+	for {
+		cur, _ := e.st.Get(context.Background(), k)
+		cur.Spec.(*resource.MeshExternalServiceSpec).Match = cur.Spec.(*resource.MeshExternalServiceSpec).Match[1:]
+		_, err := store.Update(context.Background(), e.st, cur)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		break
 	}
 	e.waitVIPs(k, "242.0.0.2 two.ext.local")
 	if l, ok := e.lease("242.0.0.1"); !ok || l.ExpiresAt.IsZero() {
@@ -574,4 +586,137 @@ func TestController_SameInternalVIPOnTwoPorts(t *testing.T) {
 	e := newEnv(t, defaultPools())
 	e.create(mes("db", "db.ext.local", "db.ext.local", "db-ro.ext.local"))
 	e.waitVIPs(key(resource.MeshExternalService, "db"), "242.0.0.1 db.ext.local", "242.0.0.2 db-ro.ext.local")
+}
+
+// setStatusVIPs writes k's status.vips as another writer would (which
+// retries when the controller wrote in between).
+func (e *env) setStatusVIPs(k resource.Key, ips ...string) {
+	e.t.Helper()
+	for {
+		cur, err := e.st.Get(context.Background(), k)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		st := resource.ServiceStatusOrNew(cur)
+		st.Service().VIPs = nil
+		for _, ip := range ips {
+			st.Service().VIPs = append(st.Service().VIPs, resource.VIP{IP: ip, Type: resource.VIPKuma})
+		}
+		cur.Status = st
+		_, err = store.UpdateStatus(context.Background(), e.st, cur)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return
+	}
+}
+
+// TestController_StatusShowsAVIPOfAnother checks who keeps a pool address
+// that a status shows but the service does not hold: not a service while
+// another holds it (running, or found twice at rebuild), and the service
+// when the address is in quarantine (a live service shows it).
+func TestController_StatusShowsAVIPOfAnother(t *testing.T) {
+	a, b, c := key(resource.MeshService, "a"), key(resource.MeshService, "b"), key(resource.MeshService, "c")
+	leaseOwner := func(e *env, ip string) (owner string, quarantined bool) {
+		t.Helper()
+		l, ok := e.lease(ip)
+		if !ok {
+			t.Fatalf("no lease of %s", ip)
+		}
+		var v leaseValue
+		if err := json.Unmarshal(l.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v.Owner, !l.ExpiresAt.IsZero()
+	}
+	setup := func(t *testing.T) *env {
+		e := newEnv(t, defaultPools())
+		for _, name := range []string{"a", "b", "c"} {
+			e.create(ms(name))
+		}
+		e.waitVIPs(a, "241.0.0.1 ")
+		e.waitVIPs(b, "241.0.0.2 ")
+		e.waitVIPs(c, "241.0.0.3 ")
+		return e
+	}
+	t.Run("HeldByAnother", func(t *testing.T) {
+		e := setup(t)
+		e.setStatusVIPs(b, "241.0.0.1")
+		e.waitVIPs(b, "241.0.0.2 ")
+		e.waitVIPs(a, "241.0.0.1 ")
+		if owner, q := leaseOwner(e, "241.0.0.1"); owner != ownerString(a) || q {
+			t.Errorf("lease of 241.0.0.1: owner %q, quarantined %v; want %q, not quarantined", owner, q, ownerString(a))
+		}
+		// b did not take it, so deleting b leaves a's address alone.
+		e.delete(b)
+		e.waitLease(t, "241.0.0.2", true)
+		if owner, q := leaseOwner(e, "241.0.0.1"); owner != ownerString(a) || q {
+			t.Errorf("after deleting b, lease of 241.0.0.1: owner %q, quarantined %v; want %q, not quarantined", owner, q, ownerString(a))
+		}
+	})
+	t.Run("InQuarantine", func(t *testing.T) {
+		e := setup(t)
+		e.delete(c)
+		e.waitLease(t, "241.0.0.3", true)
+		e.setStatusVIPs(b, "241.0.0.2", "241.0.0.3")
+		e.waitLease(t, "241.0.0.3", false)
+		e.waitVIPs(b, "241.0.0.2 ", "241.0.0.3 ")
+		if owner, _ := leaseOwner(e, "241.0.0.3"); owner != ownerString(b) {
+			t.Errorf("lease of 241.0.0.3: owner %q, want %q", owner, ownerString(b))
+		}
+		// Now b's: deleting b quarantines both.
+		e.delete(b)
+		e.waitLease(t, "241.0.0.2", true)
+		e.waitLease(t, "241.0.0.3", true)
+	})
+	t.Run("TwiceAtRebuild", func(t *testing.T) {
+		e := setup(t)
+		e.halt()
+		e.setStatusVIPs(b, "241.0.0.1")
+		e.start()
+		// a is listed first and keeps it; b gets a new address (its old
+		// one is quarantined: its lease names b, whose status dropped it).
+		e.waitVIPs(b, "241.0.0.4 ")
+		e.waitVIPs(a, "241.0.0.1 ")
+		e.waitLease(t, "241.0.0.2", true)
+		if owner, q := leaseOwner(e, "241.0.0.1"); owner != ownerString(a) || q {
+			t.Errorf("lease of 241.0.0.1: owner %q, quarantined %v; want %q, not quarantined", owner, q, ownerString(a))
+		}
+	})
+}
+
+// waitLease waits until the lease of ip exists and is a quarantine (or an
+// allocation).
+func (e *env) waitLease(t *testing.T, ip string, quarantined bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, ok := e.lease(ip)
+		if ok && l.ExpiresAt.IsZero() != quarantined {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease of %s: %+v (exists %v), want quarantined %v", ip, l, ok, quarantined)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestVIPSize pins the size of what the controller keeps per VIP (one per
+// service and family): a field added costs 100,000 times over.
+func TestVIPSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes are pinned for 64-bit platforms")
+	}
+	if got := unsafe.Sizeof(vip{}); got > 48 {
+		t.Errorf("vip is %d bytes, more than 48", got)
+	}
+	v := newVIP(netip.MustParseAddr("241.0.0.1"), resource.VIPKubernetes, "a.ext.local")
+	want := []resource.VIP{{IP: "241.0.0.1", Type: resource.VIPKubernetes, Hostname: "a.ext.local"}}
+	if diff := cmp.Diff(want, toStatus([]vip{v})); diff != "" {
+		t.Errorf("toStatus (-want +got):\n%s", diff)
+	}
 }
