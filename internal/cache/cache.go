@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +59,7 @@ type Cache struct {
 	revGauge     prometheus.Gauge
 	relists      prometheus.Counter
 	frozenTotal  prometheus.Counter
+	frozen       atomic.Uint64 // frozenTotal, for Frozen
 }
 
 // New returns a cache over st. It holds nothing until Run has listed the store.

@@ -517,8 +517,8 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 	if n := c.freeze(now.Add(-FreezeAfter)); n != len(keys) {
 		t.Fatalf("froze %d entries, want %d", n, len(keys))
 	}
-	if n := testutil.ToFloat64(c.frozenTotal); n != float64(len(keys)) {
-		t.Errorf("meshnames_cache_frozen_total = %v", n)
+	if n := testutil.ToFloat64(c.frozenTotal); n != float64(len(keys)) || c.Frozen() != uint64(len(keys)) {
+		t.Errorf("meshnames_cache_frozen_total = %v, Frozen() = %d, want %d", n, c.Frozen(), len(keys))
 	}
 	_ = reg
 	for _, k := range keys {

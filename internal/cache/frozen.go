@@ -72,6 +72,10 @@ func (f *frozen) thaw(k resource.Key, labels map[string]string) (*resource.Objec
 	return o, nil
 }
 
+// Frozen returns how many times an entry has been frozen: a count of
+// decoded resources the cache has let go of.
+func (c *Cache) Frozen() uint64 { return c.frozen.Load() }
+
 // freezeLoop freezes the entries that stopped changing, until ctx ends.
 func (c *Cache) freezeLoop(ctx context.Context) {
 	t := time.NewTicker(FreezeAfter / 3)
@@ -129,5 +133,6 @@ func (c *Cache) freeze(cutoff time.Time) int {
 		c.mu.Unlock()
 	}
 	c.frozenTotal.Add(float64(n))
+	c.frozen.Add(uint64(n))
 	return n
 }
