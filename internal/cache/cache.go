@@ -239,9 +239,7 @@ func (c *Cache) put(o *resource.Object) {
 	} else {
 		delete(c.sorted, g)
 	}
-	e := c.labels.hold(o)
-	e.at = c.now().UnixNano()
-	m[o.Name] = e
+	m[o.Name] = entry{hot: o, at: c.now().UnixNano()}
 }
 
 func (c *Cache) remove(k resource.Key) {
@@ -346,6 +344,20 @@ func (c *Cache) Get(k resource.Key) (*resource.Object, bool) {
 	return e.clone(k), true
 }
 
+// Peek returns the resource with key k for reading only: it may be the
+// cache's own, which nobody may modify (clone it first). It spares the
+// copy of Get to readers that look and mostly leave (a controller
+// comparing what it would write with what is stored).
+func (c *Cache) Peek(k resource.Key) (*resource.Object, bool) {
+	c.mu.RLock()
+	e, ok := c.groups[group{k.Kind, k.Mesh}][k.Name]
+	c.mu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	return e.shared(k), true
+}
+
 // Query selects resources for List.
 type Query struct {
 	Kind resource.Kind
@@ -389,6 +401,48 @@ func (c *Cache) List(q Query) (items []*resource.Object, total int) {
 		}
 	}
 	return items, total
+}
+
+// Keys returns the keys of the resources q selects, ordered by mesh and
+// name (Offset and Size are ignored). It copies no resource.
+func (c *Cache) Keys(q Query) []resource.Key {
+	var keys []resource.Key
+	c.scan(q, func(g group, name string, _ entry) {
+		keys = append(keys, resource.Key{Kind: g.kind, Mesh: g.mesh, Name: name})
+	})
+	return keys
+}
+
+// Scan calls fn with each resource q selects, ordered by mesh and name
+// (Offset and Size are ignored), for reading only: fn must not modify the
+// resource, which may be the cache's own. It spares the copies of List
+// when a controller reads everything once (its first pass). fn runs
+// without the cache's lock held.
+func (c *Cache) Scan(q Query, fn func(*resource.Object)) {
+	type item struct {
+		k resource.Key
+		e entry
+	}
+	var items []item
+	c.scan(q, func(g group, name string, e entry) {
+		items = append(items, item{resource.Key{Kind: g.kind, Mesh: g.mesh, Name: name}, e})
+	})
+	for _, it := range items {
+		fn(it.e.shared(it.k))
+	}
+}
+
+// scan calls fn, under the lock, with every entry q selects, in order.
+func (c *Cache) scan(q Query, fn func(group, string, entry)) {
+	c.mu.Lock() // sorted name lists may be rebuilt
+	defer c.mu.Unlock()
+	for _, g := range c.groupsOf(q) {
+		for _, name := range c.sortedNames(g) {
+			if e := c.groups[g][name]; matches(e, name, q.Labels) {
+				fn(g, name, e)
+			}
+		}
+	}
 }
 
 // Count returns how many resources of kind k the mesh holds (every mesh

@@ -355,6 +355,18 @@ func TestCache_SharedLabelSets(t *testing.T) {
 	c.mu.RLock()
 	sets := len(c.labels.sets)
 	c.mu.RUnlock()
+	if sets != 0 {
+		t.Errorf("%d label sets held before freezing, want none (hot entries keep their own labels)", sets)
+	}
+	c.freeze(time.Now().Add(time.Hour))
+	for _, o := range objs {
+		if got, _ := c.Get(o.Key()); !cmp.Equal(o.Labels, got.Labels) {
+			t.Errorf("%s labels once frozen: %v, want %v", o.Name, got.Labels, o.Labels)
+		}
+	}
+	c.mu.RLock()
+	sets = len(c.labels.sets)
+	c.mu.RUnlock()
 	// a, b and d share {origin, zone}; c has its own; f has none left.
 	if sets != 2 {
 		t.Errorf("%d label sets held, want 2", sets)
@@ -390,6 +402,7 @@ func TestCache_SharedLabelSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(t, c, max(rev, upd.Revision))
+	c.freeze(time.Now().Add(time.Hour))
 	c.mu.RLock()
 	sets = len(c.labels.sets)
 	refs := c.labels.sets[setKey(zone)].refs
@@ -509,6 +522,26 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 		hot[k] = o
 	}
 	hotList, _ := c.List(Query{Kind: resource.MeshService})
+	// Scan and Keys see what List sees; Scan shares hot objects.
+	scanAll := func() []*resource.Object {
+		var out []*resource.Object
+		for _, k := range keys {
+			c.Scan(Query{Kind: k.Kind, Mesh: k.Mesh}, func(o *resource.Object) { out = append(out, o) })
+		}
+		return out
+	}
+	first, second := scanAll(), scanAll()
+	for i, k := range keys {
+		if diff := cmp.Diff(hot[k], first[i]); diff != "" {
+			t.Errorf("Scan of hot %s (-Get +Scan):\n%s", k, diff)
+		}
+		if first[i] != second[i] {
+			t.Errorf("Scan copied hot %s", k)
+		}
+	}
+	if got := c.Keys(Query{Kind: resource.MeshService, Mesh: "default"}); !cmp.Equal(got, []resource.Key{keys[1]}) {
+		t.Errorf("Keys = %v", got)
+	}
 
 	if n := c.freeze(now.Add(-FreezeAfter)); n != 0 {
 		t.Fatalf("froze %d entries stored just now", n)
@@ -528,6 +561,11 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 		}
 		if o.Labels != nil {
 			o.Labels["scribble"] = "x" // the caller's own copy
+		}
+	}
+	for i, o := range scanAll() {
+		if diff := cmp.Diff(hot[keys[i]], o); diff != "" {
+			t.Errorf("Scan of frozen %s (-hot +frozen):\n%s", keys[i], diff)
 		}
 	}
 	if coldList, _ := c.List(Query{Kind: resource.MeshService}); !cmp.Equal(hotList, coldList) {

@@ -126,6 +126,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 			if !ok || e.hot != cd.obj || fs[i] == nil {
 				continue
 			}
+			e.labels, e.nameLabel = c.labels.hold(cd.name, e.hot.Labels)
 			e.hot, e.cold = nil, fs[i]
 			c.groups[cd.g][cd.name] = e
 			n++

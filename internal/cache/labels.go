@@ -12,28 +12,33 @@ import (
 // Label maps cost far more than the strings they hold (a Go map of four
 // labels takes about 340 bytes), and most resources share their labels
 // with many others: every MeshService of a zone has the same origin, zone
-// and mesh labels, and a display name equal to its own name. The cache
-// therefore keeps one read-only map per distinct set of labels, counted by
-// the entries that use it, and records a display name equal to the
-// resource's name as a flag instead of a label. Get and List restore each
-// resource's own labels in the clone they return.
+// and mesh labels, and a display name equal to its own name. A frozen
+// entry therefore points at one read-only map per distinct set of labels,
+// counted by the entries that use it, and records a display name equal to
+// the resource's name as a flag instead of a label. Reads restore each
+// resource's own labels.
 
 // entry is one resource as the cache holds it: decoded while recent,
 // frozen (see frozen.go) once it has not changed for FreezeAfter.
 type entry struct {
-	hot  *resource.Object // decoded, never modified; nil once frozen
-	cold *frozen          // the stored encoding; nil while hot
-	// labels is the resource's shared label set (hot.Labels too), which
-	// lacks the display name when nameLabel is set.
-	labels map[string]string
-	// nameLabel means the resource is labelled kuma.io/display-name with
-	// its own name.
+	// hot is the resource decoded, with its own labels; never modified,
+	// and nil once frozen.
+	hot *resource.Object
+	// cold is the stored encoding, nil while hot; labels is then the
+	// resource's shared label set, which lacks the display name when
+	// nameLabel is set.
+	cold      *frozen
+	labels    map[string]string
 	nameLabel bool
 	at        int64 // when the cache stored it, UnixNano
 }
 
 // label returns the value of the label k of the resource.
 func (e entry) label(name, k string) (string, bool) {
+	if e.hot != nil {
+		v, ok := e.hot.Labels[k]
+		return v, ok
+	}
 	if e.nameLabel && k == resource.LabelDisplayName {
 		return name, true
 	}
@@ -41,25 +46,36 @@ func (e entry) label(name, k string) (string, bool) {
 	return v, ok
 }
 
-// clone returns a copy of the resource k with its own labels, which the
-// caller owns.
+// clone returns a copy of the resource k, which the caller owns.
 func (e entry) clone(k resource.Key) *resource.Object {
-	var o *resource.Object
 	if e.hot != nil {
-		o = e.hot.Clone()
-	} else {
-		var err error
-		if o, err = e.cold.thaw(k, maps.Clone(e.labels)); err != nil {
-			// The cache encoded it from a decoded resource moments ago, as
-			// the store does on every write: failing here is a bug.
-			panic(fmt.Sprintf("cache: cannot decode %s as frozen: %v", k, err))
-		}
+		return e.hot.Clone()
 	}
+	return e.thaw(k)
+}
+
+// shared returns the resource k for reading only: the entry's own object
+// while it is hot, else a decoded copy.
+func (e entry) shared(k resource.Key) *resource.Object {
+	if e.hot != nil {
+		return e.hot
+	}
+	return e.thaw(k)
+}
+
+func (e entry) thaw(k resource.Key) *resource.Object {
+	labels := maps.Clone(e.labels)
 	if e.nameLabel {
-		if o.Labels == nil {
-			o.Labels = make(map[string]string, 1)
+		if labels == nil {
+			labels = make(map[string]string, 1)
 		}
-		o.Labels[resource.LabelDisplayName] = o.Name
+		labels[resource.LabelDisplayName] = k.Name
+	}
+	o, err := e.cold.thaw(k, labels)
+	if err != nil {
+		// The cache encoded it from a decoded resource, as the store does
+		// on every write: failing here is a bug.
+		panic(fmt.Sprintf("cache: cannot decode %s as frozen: %v", k, err))
 	}
 	return o
 }
@@ -102,27 +118,26 @@ func setKey(labels map[string]string) string {
 	return b.String()
 }
 
-// hold turns o, which the cache now owns, into a hot entry whose labels
-// are a shared set.
-func (s *labelSets) hold(o *resource.Object) entry {
-	e := entry{hot: o}
-	if o.Labels[resource.LabelDisplayName] == o.Name {
-		e.nameLabel = true
-		delete(o.Labels, resource.LabelDisplayName)
+// hold returns the shared set for labels of the resource name (which it
+// does not modify), and whether the display name was left out because it
+// is name.
+func (s *labelSets) hold(name string, labels map[string]string) (map[string]string, bool) {
+	nameLabel := labels[resource.LabelDisplayName] == name
+	if nameLabel {
+		labels = maps.Clone(labels)
+		delete(labels, resource.LabelDisplayName)
 	}
-	k := setKey(o.Labels)
+	k := setKey(labels)
 	if k == "" {
-		o.Labels = nil
-		return e
+		return nil, nameLabel
 	}
 	set := s.sets[k]
 	if set == nil {
-		set = &labelSet{labels: o.Labels}
+		set = &labelSet{labels: maps.Clone(labels)}
 		s.sets[k] = set
 	}
 	set.refs++
-	o.Labels, e.labels = set.labels, set.labels
-	return e
+	return set.labels, nameLabel
 }
 
 // release forgets e's use of its label set.

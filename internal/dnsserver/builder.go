@@ -58,25 +58,23 @@ func (b *Builder) Run(ctx context.Context) error {
 	t := NewTable(b.opts)
 	initial := map[string]map[resource.Key]*ServiceNames{}
 	for _, k := range watchedKinds[:3] {
-		objs, _ := b.cache.List(cache.Query{Kind: k})
-		for _, o := range objs {
+		b.cache.Scan(cache.Query{Kind: k}, func(o *resource.Object) {
 			if initial[o.Mesh] == nil {
 				initial[o.Mesh] = map[resource.Key]*ServiceNames{}
 			}
 			names := Extract(o, b.opts)
 			initial[o.Mesh][o.Key()] = &names
-		}
+		})
 	}
 	for mesh, changes := range initial {
 		ix := newMeshIndex()
 		meshes[mesh] = ix
 		t.Views[mesh] = ix.apply(changes)
 	}
-	dps, _ := b.cache.List(cache.Query{Kind: resource.Dataplane})
-	dpChanges := make(map[resource.Key]*resource.Object, len(dps))
-	for _, dp := range dps {
+	dpChanges := map[resource.Key]*resource.Object{}
+	b.cache.Scan(cache.Query{Kind: resource.Dataplane}, func(dp *resource.Object) {
 		dpChanges[dp.Key()] = dp
-	}
+	})
 	t.Sources = sources.apply(dpChanges)
 	b.swap(t)
 
@@ -98,7 +96,7 @@ func (b *Builder) Run(ctx context.Context) error {
 		dirty := map[string]map[resource.Key]*ServiceNames{}
 		dpChanges := map[resource.Key]*resource.Object{}
 		for _, k := range keys {
-			obj, ok := b.cache.Get(k)
+			obj, ok := b.cache.Peek(k) // read only
 			if k.Kind == resource.Dataplane {
 				dpChanges[k] = obj // nil when deleted
 				continue

@@ -131,15 +131,14 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	start := time.Now()
 	engine := NewEngine()
-	objs, _ := c.o.Cache.List(cache.Query{Kind: resource.MeshExternalService})
-	svcs := make([]Service, len(objs))
-	all := make([]resource.Key, len(objs))
-	for i, o := range objs {
-		svcs[i], all[i] = ServiceOf(o), o.Key()
-	}
+	var svcs []Service
+	var all []resource.Key
+	c.o.Cache.Scan(cache.Query{Kind: resource.MeshExternalService}, func(o *resource.Object) {
+		svcs, all = append(svcs, ServiceOf(o)), append(all, o.Key())
+	})
 	engine.Load(svcs)
 	c.flush(ctx, engine, q, all)
-	c.o.Log.Info("external services controller started", "services", len(objs), "overlapping_pairs", engine.Pairs(), "dur", time.Since(start))
+	c.o.Log.Info("external services controller started", "services", len(all), "overlapping_pairs", engine.Pairs(), "dur", time.Since(start))
 
 	resync := time.NewTicker(c.o.Resync)
 	defer resync.Stop()
@@ -149,12 +148,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-resync.C:
-			objs, _ := c.o.Cache.List(cache.Query{Kind: resource.MeshExternalService})
-			keys := make([]resource.Key, len(objs))
-			for i, o := range objs {
-				keys[i] = o.Key()
-			}
-			c.flush(ctx, engine, q, keys)
+			c.flush(ctx, engine, q, c.o.Cache.Keys(cache.Query{Kind: resource.MeshExternalService}))
 		case keys, ok := <-next:
 			if !ok {
 				return nil

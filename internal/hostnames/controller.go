@@ -141,19 +141,19 @@ func (c *Controller) Run(ctx context.Context) error {
 	start := time.Now()
 	engine := hostname.NewEngine(c.o.Zone)
 	var all []resource.Key
-	gens, _ := c.o.Cache.List(cache.Query{Kind: resource.HostnameGenerator})
-	for _, g := range gens {
+	gens := 0
+	c.o.Cache.Scan(cache.Query{Kind: resource.HostnameGenerator}, func(g *resource.Object) {
 		c.setGenerator(engine, g)
-	}
+		gens++
+	})
 	for _, k := range serviceKinds {
-		svcs, _ := c.o.Cache.List(cache.Query{Kind: k})
-		for _, s := range svcs {
+		c.o.Cache.Scan(cache.Query{Kind: k}, func(s *resource.Object) {
 			engine.SetService(resource.HostnameServiceOf(s))
 			all = append(all, s.Key())
-		}
+		})
 	}
 	c.flush(ctx, engine, q, all)
-	c.o.Log.Info("hostnames controller started", "generators", len(gens), "services", len(all), "dur", time.Since(start))
+	c.o.Log.Info("hostnames controller started", "generators", gens, "services", len(all), "dur", time.Since(start))
 
 	resync := time.NewTicker(c.o.Resync)
 	defer resync.Stop()
@@ -208,10 +208,7 @@ func waitSynced(ctx context.Context, ch *cache.Cache) error {
 func allServices(ch *cache.Cache) []resource.Key {
 	var keys []resource.Key
 	for _, k := range serviceKinds {
-		svcs, _ := ch.List(cache.Query{Kind: k})
-		for _, s := range svcs {
-			keys = append(keys, s.Key())
-		}
+		keys = append(keys, ch.Keys(cache.Query{Kind: k})...)
 	}
 	return keys
 }
@@ -219,7 +216,7 @@ func allServices(ch *cache.Cache) []resource.Key {
 // apply feeds the current state of k to the engine and reports whether k is
 // a service whose status must be compared again.
 func (c *Controller) apply(engine *hostname.Engine, k resource.Key) bool {
-	obj, ok := c.o.Cache.Get(k)
+	obj, ok := c.o.Cache.Peek(k) // read only
 	if k.Kind == resource.HostnameGenerator {
 		if ok {
 			c.setGenerator(engine, obj)
@@ -268,7 +265,7 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 		if !ok {
 			continue
 		}
-		obj, ok := c.o.Cache.Get(k)
+		obj, ok := c.o.Cache.Peek(k) // read only: cloned before writing
 		if !ok {
 			continue
 		}
@@ -294,6 +291,8 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 			continue
 		}
 		c.written.put(k, writtenAddrs{addrs: want})
+		obj = obj.Clone()
+		st = serviceStatus(obj)
 		st.Service().Addresses = want
 		obj.Status = st
 		ops = append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch, DiscardObject: true})

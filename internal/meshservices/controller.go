@@ -140,9 +140,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.pending.Set(0)
 	var all []item
 	for _, k := range []resource.Kind{resource.Dataplane, resource.MeshService} {
-		objs, _ := c.o.Cache.List(cache.Query{Kind: k})
-		for _, o := range objs {
-			all = append(all, item{key: o.Key()})
+		for _, k := range c.o.Cache.Keys(cache.Query{Kind: k}) {
+			all = append(all, item{key: k})
 		}
 	}
 	start := time.Now()

@@ -284,8 +284,7 @@ func (c *Controller) rebuild(ctx context.Context, st *state) ([]resource.Key, er
 	// leases of addresses in use.
 	holder := map[netip.Addr]resource.Key{}
 	for _, k := range serviceKinds {
-		objs, _ := c.o.Cache.List(cache.Query{Kind: k})
-		for _, obj := range objs {
+		c.o.Cache.Scan(cache.Query{Kind: k}, func(obj *resource.Object) {
 			keys = append(keys, obj.Key())
 			var vs []vip
 			for _, v := range statusVIPs(obj) {
@@ -310,7 +309,7 @@ func (c *Controller) rebuild(ctx context.Context, st *state) ([]resource.Key, er
 			if vs != nil {
 				st.owned[obj.Key()] = exact(vs)
 			}
-		}
+		})
 	}
 	cursors, err := c.o.Store.Leases(ctx, CursorLeasePrefix)
 	if err != nil {
@@ -433,7 +432,7 @@ func (c *Controller) process(ctx context.Context, st *state, q *reconcile.Queue[
 // reconcile computes the VIPs of service k and returns the writes: its
 // status (when it changes) and the leases of what it took and released.
 func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
-	obj, ok := c.o.Cache.Get(k)
+	obj, ok := c.o.Cache.Peek(k) // read only: cloned before writing
 	now := st.now()
 	if !ok {
 		// Deleted: quarantine everything it held.
@@ -515,6 +514,9 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 	if slices.Equal(svc.VIPs, vips) && slices.Equal(svc.Conditions, conds) {
 		return ops
 	}
+	obj = obj.Clone()
+	status = resource.ServiceStatusOrNew(obj)
+	svc = status.Service()
 	svc.VIPs, svc.Conditions = vips, conds
 	obj.Status = status
 	return append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch, DiscardObject: true})
