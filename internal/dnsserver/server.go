@@ -120,52 +120,39 @@ func (s *Server) Table() *Table { return s.table.Load() }
 
 // Run serves UDP and TCP on Options.Addr until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	pc, ln, err := listen(s.o.Addr)
+	pcs, ln, err := listen(s.o.Addr, udpSockets())
 	if err != nil {
 		return err
 	}
-	udp := &dns.Server{PacketConn: pc, Handler: s, UDPSize: udpSize}
-	tcp := &dns.Server{Listener: ln, Handler: s, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}
+	servers := make([]*dns.Server, 0, len(pcs)+1)
+	for _, pc := range pcs {
+		servers = append(servers, &dns.Server{PacketConn: pc, Handler: s, UDPSize: udpSize})
+	}
+	servers = append(servers, &dns.Server{Listener: ln, Handler: s, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
+	addr := pcs[0].LocalAddr().String()
 	s.mu.Lock()
-	s.servers = []*dns.Server{udp, tcp}
-	s.addrs = []string{pc.LocalAddr().String()}
+	s.servers = servers
+	s.addrs = []string{addr}
 	close(s.listening)
 	s.mu.Unlock()
-	s.o.Log.Info("serving DNS", "addr", pc.LocalAddr().String())
-	errs := make(chan error, 2)
-	go func() { errs <- udp.ActivateAndServe() }()
-	go func() { errs <- tcp.ActivateAndServe() }()
+	s.o.Log.Info("serving DNS", "addr", addr, "udp_sockets", len(pcs))
+	errs := make(chan error, len(servers))
+	for _, srv := range servers {
+		go func() { errs <- srv.ActivateAndServe() }()
+	}
 	select {
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = udp.ShutdownContext(sctx)
-		_ = tcp.ShutdownContext(sctx)
+		for _, srv := range servers {
+			_ = srv.ShutdownContext(sctx)
+		}
 		return nil
 	case err := <-errs:
-		_ = udp.Shutdown()
-		_ = tcp.Shutdown()
+		for _, srv := range servers {
+			_ = srv.Shutdown()
+		}
 		return fmt.Errorf("dns server: %w", err)
-	}
-}
-
-// listen opens UDP and TCP on addr. With port 0 the system picks the UDP
-// port, which another process may hold for TCP: then it tries another.
-func listen(addr string) (net.PacketConn, net.Listener, error) {
-	_, port, _ := net.SplitHostPort(addr)
-	for attempt := 1; ; attempt++ {
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return nil, nil, fmt.Errorf("dns.addr: cannot listen on %s (udp): %w", addr, err)
-		}
-		ln, err := net.Listen("tcp", pc.LocalAddr().String())
-		if err == nil {
-			return pc, ln, nil
-		}
-		pc.Close()
-		if port != "0" || attempt == 10 {
-			return nil, nil, fmt.Errorf("dns.addr: cannot listen on %s (tcp): %w", pc.LocalAddr(), err)
-		}
 	}
 }
 
@@ -179,6 +166,60 @@ func (s *Server) Addr(ctx context.Context) (string, error) {
 		defer s.mu.Unlock()
 		return s.addrs[0], nil
 	}
+}
+
+// listen opens TCP and n UDP sockets on addr (several share the port with
+// SO_REUSEPORT). With port 0 the system picks the UDP port, which another
+// process may hold for TCP: then it tries another.
+//
+// The first UDP socket is bound without SO_REUSEPORT and closed again
+// before the shared ones are bound: a port that another process holds
+// (another meshnames included, which would set SO_REUSEPORT too and
+// silently take half the queries) is then refused, as with one socket.
+func listen(addr string, n int) ([]net.PacketConn, net.Listener, error) {
+	_, port, _ := net.SplitHostPort(addr)
+	for attempt := 1; ; attempt++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dns.addr: cannot listen on %s (udp): %w", addr, err)
+		}
+		bound := pc.LocalAddr().String()
+		ln, err := net.Listen("tcp", bound)
+		if err != nil {
+			pc.Close()
+			if port != "0" || attempt == 10 {
+				return nil, nil, fmt.Errorf("dns.addr: cannot listen on %s (tcp): %w", bound, err)
+			}
+			continue
+		}
+		if n <= 1 {
+			return []net.PacketConn{pc}, ln, nil
+		}
+		pc.Close()
+		pcs, err := listenShared(bound, n)
+		if err != nil {
+			ln.Close()
+			return nil, nil, err
+		}
+		return pcs, ln, nil
+	}
+}
+
+// listenShared binds n UDP sockets on addr with SO_REUSEPORT.
+func listenShared(addr string, n int) ([]net.PacketConn, error) {
+	lc := net.ListenConfig{Control: reusePort}
+	pcs := make([]net.PacketConn, 0, n)
+	for range n {
+		pc, err := lc.ListenPacket(context.Background(), "udp", addr)
+		if err != nil {
+			for _, p := range pcs {
+				p.Close()
+			}
+			return nil, fmt.Errorf("dns.addr: cannot listen on %s (udp): %w", addr, err)
+		}
+		pcs = append(pcs, pc)
+	}
+	return pcs, nil
 }
 
 // ServeDNS implements dns.Handler.

@@ -553,10 +553,11 @@ func startUpstream(t *testing.T) *upstream {
 		_ = w.WriteMsg(m)
 	})
 	// listen retries when the UDP port it got is taken for TCP.
-	pc, ln, err := listen("127.0.0.1:0")
+	pcs, ln, err := listen("127.0.0.1:0", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pc := pcs[0]
 	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
 		go func() { _ = srv.ActivateAndServe() }()
 		t.Cleanup(func() { _ = srv.Shutdown() })
