@@ -128,6 +128,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "code", rec.code, "dur", d)
 }
 
+// loadWait is how long a request waits for the cache's first load.
+const loadWait = 10 * time.Second
+
+// waitLoaded waits until the cache has loaded the store, at most loadWait.
+func (s *Server) waitLoaded(ctx context.Context) bool {
+	if synced, _ := s.opts.Cache.Status(); synced {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, loadWait)
+	defer cancel()
+	return s.opts.Cache.WaitSynced(ctx)
+}
+
 // dispatch routes the request and returns its route template.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 	path := strings.Trim(r.URL.Path, "/")
@@ -156,6 +169,13 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 			s.leader(w, r)
 		}
 		return "/_leader"
+	}
+	// Everything below reads the cache: before it has loaded the store it
+	// would answer that nothing exists (a mesh just created at start
+	// included). Wait for it a little, then ask the client to come back.
+	if !s.waitLoaded(r.Context()) {
+		writeError(w, newError(http.StatusServiceUnavailable, "Service unavailable", "the server is still loading its store; retry shortly"))
+		return "/loading"
 	}
 	if len(seg) == 3 && seg[0] == "meshes" && seg[2] == "_dns" {
 		if allow(w, r, http.MethodGet) {

@@ -574,3 +574,64 @@ func waitStatus(t *testing.T, e *env) {
 	}
 	t.Fatal("the cache never showed the status of redis")
 }
+
+// Before the cache has loaded the store, resource requests wait for it
+// (rather than answer that the default mesh does not exist), and give up
+// with 503 and Retry-After when the load takes longer than they may wait.
+func TestAPI_WaitsForTheFirstLoad(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := store.Create(context.Background(), st, &resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := cache.New(st, log, nil) // not running yet
+	api := New(Options{Store: st, Cache: c, Mode: "standalone", Zone: "east", Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+
+	get := func(ctx context.Context, path string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv.Client().Do(req)
+	}
+	// The client gives up first: the server answers 503 once the
+	// request's context ends.
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(short, http.MethodGet, srv.URL+"/meshes/default", nil)
+	rec := httptest.NewRecorder()
+	api.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("GET before the load = %d (Retry-After %q), want 503", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if resp, err := get(context.Background(), "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz before the load: %v %v", resp, err)
+	}
+
+	// A request made while the cache loads is answered once it has.
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { stop(); <-done })
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := get(context.Background(), "/meshes/default")
+		if err != nil {
+			t.Error(err)
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	time.Sleep(100 * time.Millisecond)
+	go func() { c.Run(ctx); close(done) }()
+	if code := <-answered; code != http.StatusOK {
+		t.Errorf("GET /meshes/default during the load = %d, want 200", code)
+	}
+}
