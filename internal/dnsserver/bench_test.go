@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus"
 	"net"
+	"net/netip"
 	"runtime"
 	"testing"
 
@@ -176,6 +177,39 @@ func BenchmarkServeDNS(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		s.ServeDNS(w, qs[i%len(qs)])
+		i++
+	}
+}
+
+// BenchmarkUDPPacket is the UDP path's work for one datagram, without the
+// socket: header check, unpacking, answering and packing, from a table of
+// 100,000 names (10% unknown).
+func BenchmarkUDPPacket(b *testing.B) {
+	s := New(Options{DefaultMesh: "default", Log: discard, Registerer: prometheus.NewRegistry()})
+	s.SetTable(Build(benchServices(100000, false), testOpts))
+	src := &udpSource{ap: netip.MustParseAddrPort("10.9.9.9:5353")}
+	pkts := make([][]byte, 1000)
+	for i := range pkts {
+		n := i * 97
+		if i%10 == 0 {
+			n += 200000 // unknown
+		}
+		p, err := question(fmt.Sprintf("svc-%d.ns-%d.svc.mesh.local.", n, n%100), dns.TypeA).Pack()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pkts[i] = p
+	}
+	req := new(dns.Msg)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		rp := replies.Get().(*answerMem)
+		m, _ := s.answerPacket(rp, src, pkts[i%len(pkts)], req)
+		if _, err := rp.pack(m); err != nil {
+			b.Fatal(err)
+		}
+		rp.release()
 		i++
 	}
 }

@@ -16,6 +16,7 @@ package dnsserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -124,33 +125,36 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	servers := make([]*dns.Server, 0, len(pcs)+1)
-	for _, pc := range pcs {
-		servers = append(servers, &dns.Server{PacketConn: pc, Handler: s, UDPSize: udpSize})
-	}
-	servers = append(servers, &dns.Server{Listener: ln, Handler: s, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
+	tcp := &dns.Server{Listener: ln, Handler: s, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}
 	addr := pcs[0].LocalAddr().String()
 	s.mu.Lock()
-	s.servers = servers
+	s.servers = []*dns.Server{tcp}
 	s.addrs = []string{addr}
 	close(s.listening)
 	s.mu.Unlock()
 	s.o.Log.Info("serving DNS", "addr", addr, "udp_sockets", len(pcs))
-	errs := make(chan error, len(servers))
-	for _, srv := range servers {
-		go func() { errs <- srv.ActivateAndServe() }()
+	errs := make(chan error, len(pcs)+1)
+	for _, pc := range pcs {
+		go func() { errs <- s.serveUDP(pc.(*net.UDPConn)) }()
+	}
+	go func() { errs <- tcp.ActivateAndServe() }()
+	closeAll := func() {
+		for _, pc := range pcs {
+			pc.Close()
+		}
 	}
 	select {
 	case <-ctx.Done():
+		closeAll()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		for _, srv := range servers {
-			_ = srv.ShutdownContext(sctx)
-		}
+		_ = tcp.ShutdownContext(sctx)
 		return nil
 	case err := <-errs:
-		for _, srv := range servers {
-			_ = srv.Shutdown()
+		closeAll()
+		_ = tcp.Shutdown()
+		if err == nil {
+			err = errors.New("a listener stopped")
 		}
 		return fmt.Errorf("dns server: %w", err)
 	}
@@ -222,33 +226,45 @@ func listenShared(addr string, n int) ([]net.PacketConn, error) {
 	return pcs, nil
 }
 
-// ServeDNS implements dns.Handler.
+// ServeDNS implements dns.Handler (TCP; UDP is served by serveUDP).
 func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	start := time.Now()
 	rp := replies.Get().(*answerMem)
 	defer rp.release()
 	m := s.answerInto(rp, w.RemoteAddr(), w.LocalAddr().Network(), r)
-	qtype := "none"
-	if len(r.Question) > 0 {
-		qtype = dns.TypeToString[r.Question[0].Qtype]
-		if qtype == "" {
-			qtype = "other"
-		}
-	}
 	// Packing into the reply's own buffer is what WriteMsg does, without
 	// a new buffer per answer.
-	out, err := m.PackBuffer(rp.buf[:cap(rp.buf)])
+	out, err := rp.pack(m)
 	if err == nil {
-		rp.buf = out[:0]
 		_, err = w.Write(out)
 	}
 	if err != nil {
 		s.o.Log.Debug("writing a DNS answer", "err", err)
 	}
+	s.record(questionType(r), m, start, w.RemoteAddr())
+}
+
+// questionType is the metrics label of r's question type.
+func questionType(r *dns.Msg) string {
+	if len(r.Question) == 0 {
+		return "none"
+	}
+	if t := dns.TypeToString[r.Question[0].Qtype]; t != "" {
+		return t
+	}
+	return "other"
+}
+
+// record counts an answered query and logs it at debug level.
+func (s *Server) record(qtype string, m *dns.Msg, start time.Time, from net.Addr) {
 	s.queryCounter(qtype, m.Rcode).Inc()
 	s.duration.Observe(time.Since(start).Seconds())
-	if s.o.Log.Enabled(context.Background(), slog.LevelDebug) && len(r.Question) > 0 {
-		s.o.Log.Debug("dns query", "from", w.RemoteAddr().String(), "name", r.Question[0].Name, "type", qtype,
+	if s.o.Log.Enabled(context.Background(), slog.LevelDebug) {
+		name := ""
+		if len(m.Question) > 0 {
+			name = m.Question[0].Name
+		}
+		s.o.Log.Debug("dns query", "from", from.String(), "name", name, "type", qtype,
 			"rcode", dns.RcodeToString[m.Rcode], "answers", len(m.Answer), "dur", time.Since(start))
 	}
 }
@@ -266,6 +282,9 @@ type answerMem struct {
 	ip    [maxPooledRR][16]byte
 	extra [1]dns.RR
 	buf   []byte
+	// noForward asks answerInto to set forward instead of asking an
+	// upstream (the UDP loop forwards off the loop).
+	noForward, forward bool
 }
 
 // maxPooledRR address records are built in a reply's own memory; more are
@@ -273,6 +292,15 @@ type answerMem struct {
 const maxPooledRR = 4
 
 var replies = sync.Pool{New: func() any { return &answerMem{buf: make([]byte, 0, 512)} }}
+
+// pack packs m into rp's buffer.
+func (rp *answerMem) pack(m *dns.Msg) ([]byte, error) {
+	out, err := m.PackBuffer(rp.buf[:cap(rp.buf)])
+	if err == nil {
+		rp.buf = out[:0]
+	}
+	return out, err
+}
 
 // release returns rp to the pool, dropping what it points to.
 func (rp *answerMem) release() {
@@ -406,6 +434,10 @@ func (s *Server) answerInto(rp *answerMem, source net.Addr, network string, r *d
 		m.Ns = []dns.RR{soa(zone, t.TTL)}
 		return m
 	}
+	if rp.noForward && len(s.o.Upstreams) > 0 {
+		rp.forward = true
+		return m
+	}
 	// The forwarded answer obeys the same UDP limits as ours (the deferred
 	// Truncate applies to m).
 	m = s.forward(r, m, network)
@@ -437,6 +469,8 @@ func sourceAddr(a net.Addr) (netip.Addr, bool) {
 	case *net.TCPAddr:
 		ip, ok := netip.AddrFromSlice(a.IP)
 		return ip.Unmap(), ok
+	case *udpSource:
+		return a.ap.Addr().Unmap(), a.ap.IsValid()
 	}
 	ap, err := netip.ParseAddrPort(a.String())
 	return ap.Addr().Unmap(), err == nil
