@@ -81,7 +81,7 @@ type Controller struct {
 	// written is what this term wrote of each service's addresses that
 	// the cache does not show yet: status patches do not conflict, so a
 	// pass made before the echo arrives would otherwise write them again.
-	written inflight
+	written reconcile.Inflight[resource.Key, []resource.Address]
 }
 
 // New returns a controller; it does no I/O.
@@ -121,7 +121,7 @@ func watched(k resource.Kind) bool {
 
 // Run keeps statuses up to date until ctx ends. Call it only while leading.
 func (c *Controller) Run(ctx context.Context) error {
-	c.written = inflight{} // a new term trusts the store
+	c.written = reconcile.Inflight[resource.Key, []resource.Address]{} // a new term trusts the store
 	q := reconcile.New[resource.Key]()
 	defer q.Close()
 	cancel := c.o.Cache.Subscribe(func(keys []resource.Key) {
@@ -228,7 +228,7 @@ func (c *Controller) apply(engine *hostname.Engine, k resource.Key) bool {
 	if !ok {
 		engine.DeleteService(resource.HostnameKey(k))
 		c.setUnavailable(k, 0)
-		c.written.forget(k)
+		c.written.Forget(k)
 		return false
 	}
 	engine.SetService(resource.HostnameServiceOf(obj))
@@ -275,22 +275,13 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 		// What the store holds: our last write while its echo is on the
 		// way, else what the cache shows.
 		cur := st.Service().Addresses
-		if w, ok := c.written.get(k); ok {
-			// A copy without a revision is taken as caught up: the worst
-			// that can come of it is the redundant write this prevents,
-			// never a stale belief about what the store holds.
-			if obj.Revision != 0 && obj.Revision < w.revision {
-				cur = w.addrs
-			} else {
-				// The cache shows our write, or a later one (a new service
-				// with the name is one).
-				c.written.forget(k)
-			}
+		if w, ok := c.written.Pending(k, obj.Revision); ok {
+			cur = w
 		}
 		if slices.Equal(cur, want) {
 			continue
 		}
-		c.written.put(k, writtenAddrs{addrs: want})
+		c.written.Put(k, want)
 		obj = obj.Clone()
 		st = serviceStatus(obj)
 		st.Service().Addresses = want
@@ -305,70 +296,6 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 	c.sizes.WithLabelValues("services").Set(float64(svcs))
 	c.sizes.WithLabelValues("hostnames").Set(float64(hosts))
 }
-
-// writtenAddrs is one status write of this term whose echo the cache does
-// not show yet.
-type writtenAddrs struct {
-	// revision is the store revision the write was given; 0 while the
-	// write is under way (every revision of the service is then at least
-	// as new, so a pending write that was dropped is forgotten at once).
-	revision int64
-	addrs    []resource.Address
-}
-
-// inflight holds the writes whose echo is on the way, keyed by service.
-// Nearly always few: an entry is forgotten as soon as the cache shows the
-// write, which the echo's event makes the controller look at. Only a full
-// pass (every service, at start) fills it, and a Go map never gives back
-// the room of entries deleted from it, so inflight drops its map once
-// empty, or copies what remains once it holds a quarter of its peak.
-type inflight struct {
-	m    map[resource.Key]writtenAddrs
-	peak int
-}
-
-// shrinkMin is the peak below which inflight keeps its map.
-const shrinkMin = 64
-
-func (f *inflight) get(k resource.Key) (writtenAddrs, bool) {
-	w, ok := f.m[k]
-	return w, ok
-}
-
-func (f *inflight) put(k resource.Key, w writtenAddrs) {
-	if f.m == nil {
-		f.m = map[resource.Key]writtenAddrs{}
-	}
-	f.m[k] = w
-	f.peak = max(f.peak, len(f.m))
-}
-
-// setRevision records the revision a write of k was given.
-func (f *inflight) setRevision(k resource.Key, rev int64) {
-	if w, ok := f.m[k]; ok {
-		w.revision = rev
-		f.m[k] = w
-	}
-}
-
-func (f *inflight) forget(k resource.Key) {
-	if _, ok := f.m[k]; !ok {
-		return
-	}
-	delete(f.m, k)
-	switch n := len(f.m); {
-	case n == 0:
-		*f = inflight{}
-	case f.peak >= shrinkMin && n < f.peak/4:
-		m := make(map[resource.Key]writtenAddrs, n)
-		for k, w := range f.m {
-			m[k] = w
-		}
-		*f = inflight{m: m, peak: n}
-	}
-}
-
-func (f *inflight) len() int { return len(f.m) }
 
 // statusPatch is what the hostnames controller owns of a status: the
 // addresses. Writing only those, unversioned, keeps it from conflicting
@@ -385,7 +312,7 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key]
 			return
 		}
 		for _, op := range ops {
-			c.written.forget(op.Object.Key())
+			c.written.Forget(op.Object.Key())
 		}
 		if ctx.Err() == nil {
 			c.o.Log.Warn("writing hostnames failed; will retry", "services", len(ops), "err", err)
@@ -399,9 +326,9 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key]
 	for i, r := range results {
 		k := ops[i].Object.Key()
 		if r.Err != nil {
-			c.written.forget(k)
+			c.written.Forget(k)
 		} else {
-			c.written.setRevision(k, r.Revision)
+			c.written.Written(k, r.Revision)
 		}
 		switch {
 		case r.Err == nil:

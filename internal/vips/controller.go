@@ -175,6 +175,17 @@ type state struct {
 	owned map[resource.Key][]vip
 	// waiting are services that lack a VIP because a pool is exhausted.
 	waiting map[resource.Key]struct{}
+	// written is what this term wrote of each service's status that the
+	// cache does not show yet: status patches do not conflict, so an
+	// event that arrives before the echo would otherwise write the same
+	// VIPs again.
+	written reconcile.Inflight[resource.Key, vipStatus]
+}
+
+// vipStatus is what the controller writes of a status.
+type vipStatus struct {
+	vips  []resource.VIP
+	conds []resource.Condition
 }
 
 // leaseValue is what a VIP lease records.
@@ -425,7 +436,7 @@ func (c *Controller) process(ctx context.Context, st *state, q *reconcile.Queue[
 			}
 		}
 	}
-	c.write(ctx, q, ops)
+	c.write(ctx, st, q, ops)
 	c.updateGauges(st)
 }
 
@@ -442,6 +453,7 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 		}
 		delete(st.owned, k)
 		delete(st.waiting, k)
+		st.written.Forget(k)
 		return ops
 	}
 	var ops []store.Op
@@ -511,9 +523,14 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 	svc := status.Service()
 	vips := toStatus(want)
 	conds := withCondition(svc.Conditions, exhausted)
-	if slices.Equal(svc.VIPs, vips) && slices.Equal(svc.Conditions, conds) {
+	cur := vipStatus{svc.VIPs, svc.Conditions}
+	if w, ok := st.written.Pending(k, obj.Revision); ok {
+		cur = w
+	}
+	if slices.Equal(cur.vips, vips) && slices.Equal(cur.conds, conds) {
 		return ops
 	}
+	st.written.Put(k, vipStatus{vips, conds})
 	obj = obj.Clone()
 	status = resource.ServiceStatusOrNew(obj)
 	svc = status.Service()
@@ -599,7 +616,7 @@ var statusPatch = &store.StatusPatch{Fields: []string{"vips"}, Conditions: []str
 
 // write commits ops in batches: each batch holds whole services (their
 // status write and its leases together).
-func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key], ops []store.Op) {
+func (c *Controller) write(ctx context.Context, st *state, q *reconcile.Queue[resource.Key], ops []store.Op) {
 	for len(ops) > 0 {
 		n, statuses := 0, 0
 		for n < len(ops) && (statuses < c.o.BatchSize || ops[n].Type != store.OpPatchStatus) {
@@ -624,6 +641,7 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key]
 			c.o.Log.Warn("writing VIPs failed; will retry", "ops", len(batch), "err", err)
 			for _, op := range batch {
 				if op.Type == store.OpPatchStatus {
+					st.written.Forget(op.Object.Key())
 					c.writes.WithLabelValues("error").Inc()
 					q.AddAfter(time.Second, op.Object.Key())
 				}
@@ -632,6 +650,13 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key]
 		}
 		for i, r := range results {
 			op := batch[i]
+			if op.Type == store.OpPatchStatus {
+				if r.Err == nil {
+					st.written.Written(op.Object.Key(), r.Revision)
+				} else {
+					st.written.Forget(op.Object.Key())
+				}
+			}
 			switch {
 			case r.Err == nil:
 				if op.Type == store.OpPatchStatus {
