@@ -149,7 +149,17 @@ func TestMeshServices_FromDataplanes(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if r := query(t, p.dns, "frontend_default_svc_80.mesh", dns.TypeA); r.Rcode != dns.RcodeNameError {
-		t.Errorf("after deletion: rcode %s, want NXDOMAIN", dns.RcodeToString[r.Rcode])
+	// DNS follows the cache a moment after the API does (its table is
+	// rebuilt from the same change, asynchronously).
+	deadline = time.Now().Add(time.Second)
+	for {
+		r := query(t, p.dns, "frontend_default_svc_80.mesh", dns.TypeA)
+		if r.Rcode == dns.RcodeNameError {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("1 s after deletion: rcode %s, want NXDOMAIN", dns.RcodeToString[r.Rcode])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
