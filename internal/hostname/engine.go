@@ -244,50 +244,10 @@ func (c claim) before(o claim) bool {
 }
 
 // meshNames is the claims index of one mesh: hostname -> claimants, by a
-// 64-bit hash of the name. The full computation is dominated by these
-// lookups, and a map of string keys re-reads and re-hashes every name each
-// time it grows. A name whose hash another name had first, which in
-// practice happens only in tests that narrow Engine.hashMask, goes to
-// collided.
-type meshNames struct {
-	byHash   map[uint64]*claimList
-	collided map[string]*claimList
-}
+// hash of the name (see hashIndex).
+type meshNames = hashIndex[string, claimList]
 
-// find returns the entry of host, whose hash is h, or nil. n may be nil.
-func (n *meshNames) find(h uint64, host string) *claimList {
-	if n == nil {
-		return nil
-	}
-	if l := n.byHash[h]; l != nil && l.host == host {
-		return l
-	}
-	return n.collided[host] // a nil map reads as empty
-}
-
-// add adds l, whose name has hash h and is not in n yet.
-func (n *meshNames) add(h uint64, l *claimList) {
-	if n.byHash[h] == nil {
-		n.byHash[h] = l
-		return
-	}
-	if n.collided == nil {
-		n.collided = map[string]*claimList{}
-	}
-	n.collided[l.host] = l
-}
-
-// remove removes l, whose name has hash h.
-func (n *meshNames) remove(h uint64, l *claimList) {
-	if n.byHash[h] == l {
-		delete(n.byHash, h)
-		return
-	}
-	delete(n.collided, l.host)
-	if len(n.collided) == 0 {
-		n.collided = nil
-	}
-}
+func newMeshNames() *meshNames { return newHashIndex(func(l *claimList) string { return l.host }) }
 
 // Engine computes the addresses of services. The zero value is not usable;
 // call NewEngine.
@@ -297,7 +257,7 @@ type Engine struct {
 	order []*genState // by precedence
 	// own is the pseudo-generator of the services' own names.
 	own    *genState
-	svcs   svcIndex
+	svcs   *hashIndex[ServiceKey, svcState]
 	claims map[string]*meshNames // by mesh
 	seed   maphash.Seed
 	// hashMask is ANDed into every name hash; all ones except in tests,
@@ -329,7 +289,7 @@ func NewEngine(zone string) *Engine {
 		zone:     zone,
 		gens:     map[string]*genState{},
 		own:      &genState{own: true},
-		svcs:     newSvcIndex(),
+		svcs:     newHashIndex(func(s *svcState) ServiceKey { return s.key }),
 		claims:   map[string]*meshNames{},
 		seed:     maphash.MakeSeed(),
 		hashMask: ^uint64(0),
@@ -528,7 +488,7 @@ func (e *Engine) update(s *svcState, own []string, reuse bool) {
 		if names == nil {
 			names = e.claims[s.key.Mesh]
 			if names == nil {
-				names = &meshNames{byHash: map[uint64]*claimList{}}
+				names = newMeshNames()
 				e.claims[s.key.Mesh] = names
 			}
 		}
@@ -591,7 +551,7 @@ func (e *Engine) vars(k ServiceKey, labels labelSet) *Vars {
 // and returns the name's entry.
 func (e *Engine) claim(names *meshNames, s *svcState, g *genState, host string) *claimList {
 	h := e.hash(host)
-	l := names.find(h, host)
+	l := names.get(h, host)
 	if l == nil {
 		l = &claimList{host: host}
 		l.claims = l.one[:0]
@@ -716,7 +676,7 @@ type Claimant struct {
 // Claimants returns who claims hostname in mesh, the holder first.
 func (e *Engine) Claimants(mesh, hostname string) []Claimant {
 	var list []claim
-	if l := e.claims[mesh].find(e.hash(hostname), hostname); l != nil {
+	if l := e.claims[mesh].get(e.hash(hostname), hostname); l != nil {
 		list = l.claims
 	}
 	out := make([]Claimant, len(list))

@@ -2,64 +2,69 @@ package hostname
 
 import "hash/maphash"
 
-// svcIndex holds the engine's services by key. It is a map by a 64-bit
-// hash of the key rather than by the key itself: a map keyed by
-// ServiceKey keeps a second copy of every key (48 bytes, besides the
-// copy in svcState) and costs some 60 bytes per service more. Keys whose
-// hash another key had first, which in practice happens only in tests that
-// narrow Engine.hashMask, go to collided.
-type svcIndex struct {
-	byHash   map[uint64]*svcState
-	collided map[ServiceKey]*svcState
+// hashIndex holds values by a 64-bit hash of their key rather than by the
+// key itself: the engine's two big indexes (services by key, each mesh's
+// claims by hostname) are dominated by lookups, and a map keyed by the key
+// keeps a second copy of every key and re-hashes it each time the map
+// grows. A value whose key hashes like one already there, which in
+// practice happens only in tests that narrow Engine.hashMask, goes to
+// collided, keyed by the key itself. keyOf returns a value's key.
+type hashIndex[K comparable, V any] struct {
+	byHash   map[uint64]*V
+	collided map[K]*V
+	keyOf    func(*V) K
 }
 
-func newSvcIndex() svcIndex {
-	return svcIndex{byHash: map[uint64]*svcState{}}
+func newHashIndex[K comparable, V any](keyOf func(*V) K) *hashIndex[K, V] {
+	return &hashIndex[K, V]{byHash: map[uint64]*V{}, keyOf: keyOf}
 }
 
-// get returns the service with key k, whose hash is h, or nil.
-func (x *svcIndex) get(h uint64, k ServiceKey) *svcState {
-	if s := x.byHash[h]; s != nil && s.key == k {
-		return s
+// get returns the value of key k, whose hash is h, or nil. x may be nil.
+func (x *hashIndex[K, V]) get(h uint64, k K) *V {
+	if x == nil {
+		return nil
+	}
+	if v := x.byHash[h]; v != nil && x.keyOf(v) == k {
+		return v
 	}
 	return x.collided[k] // a nil map reads as empty
 }
 
-// add adds s, whose key has hash h and is not in x yet.
-func (x *svcIndex) add(h uint64, s *svcState) {
+// add adds v, whose key has hash h and is not in x yet.
+func (x *hashIndex[K, V]) add(h uint64, v *V) {
 	if x.byHash[h] == nil {
-		x.byHash[h] = s
+		x.byHash[h] = v
 		return
 	}
 	if x.collided == nil {
-		x.collided = map[ServiceKey]*svcState{}
+		x.collided = map[K]*V{}
 	}
-	x.collided[s.key] = s
+	x.collided[x.keyOf(v)] = v
 }
 
-// remove removes s, whose key has hash h.
-func (x *svcIndex) remove(h uint64, s *svcState) {
-	if x.byHash[h] == s {
+// remove removes v, whose key has hash h.
+func (x *hashIndex[K, V]) remove(h uint64, v *V) {
+	if x.byHash[h] == v {
 		delete(x.byHash, h)
 		return
 	}
-	delete(x.collided, s.key)
+	delete(x.collided, x.keyOf(v))
 	if len(x.collided) == 0 {
 		x.collided = nil
 	}
 }
 
-func (x *svcIndex) len() int { return len(x.byHash) + len(x.collided) }
+func (x *hashIndex[K, V]) len() int { return len(x.byHash) + len(x.collided) }
 
-// all yields every service, in no particular order.
-func (x *svcIndex) all(yield func(*svcState) bool) {
-	for _, s := range x.byHash {
-		if !yield(s) {
+// all yields every value, in no particular order.
+func (x *hashIndex[K, V]) all(yield func(*V) bool) {
+	for _, v := range x.byHash {
+		if !yield(v) {
 			return
 		}
 	}
-	for _, s := range x.collided {
-		if !yield(s) {
+	for _, v := range x.collided {
+		if !yield(v) {
 			return
 		}
 	}
