@@ -89,13 +89,9 @@ func builderBytes(n int, srv bool) uint64 {
 	return m1.HeapAlloc - m0.HeapAlloc
 }
 
-// BenchmarkAnswer is the in-process cost of answering one A query (known
-// name, 10% unknown) from a table of 100,000 names: the server's work
-// without the network.
-func BenchmarkAnswer(b *testing.B) {
-	s := New(Options{DefaultMesh: "default", Log: discard})
-	s.SetTable(Build(benchServices(100000, false), testOpts))
-	src := &net.UDPAddr{IP: net.IPv4(10, 9, 9, 9), Port: 5353}
+// benchQuestions are 1,000 A queries for the names of benchServices, one
+// in ten for a name the table does not have.
+func benchQuestions() []*dns.Msg {
 	qs := make([]*dns.Msg, 1000)
 	for i := range qs {
 		n := i * 97
@@ -104,6 +100,17 @@ func BenchmarkAnswer(b *testing.B) {
 		}
 		qs[i] = question(fmt.Sprintf("svc-%d.ns-%d.svc.mesh.local.", n, n%100), dns.TypeA)
 	}
+	return qs
+}
+
+// BenchmarkAnswer is the in-process cost of answering one A query (known
+// name, 10% unknown) from a table of 100,000 names: the server's work
+// without the network.
+func BenchmarkAnswer(b *testing.B) {
+	s := New(Options{DefaultMesh: "default", Log: discard})
+	s.SetTable(Build(benchServices(100000, false), testOpts))
+	src := &net.UDPAddr{IP: net.IPv4(10, 9, 9, 9), Port: 5353}
+	qs := benchQuestions()
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -165,14 +172,7 @@ func BenchmarkServeDNS(b *testing.B) {
 	s := New(Options{DefaultMesh: "default", Log: discard, Registerer: prometheus.NewRegistry()})
 	s.SetTable(Build(benchServices(100000, false), testOpts))
 	w := &packWriter{local: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5653}, remote: &net.UDPAddr{IP: net.IPv4(10, 9, 9, 9), Port: 5353}}
-	qs := make([]*dns.Msg, 1000)
-	for i := range qs {
-		n := i * 97
-		if i%10 == 0 {
-			n += 200000 // unknown
-		}
-		qs[i] = question(fmt.Sprintf("svc-%d.ns-%d.svc.mesh.local.", n, n%100), dns.TypeA)
-	}
+	qs := benchQuestions()
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -188,17 +188,13 @@ func BenchmarkUDPPacket(b *testing.B) {
 	s := New(Options{DefaultMesh: "default", Log: discard, Registerer: prometheus.NewRegistry()})
 	s.SetTable(Build(benchServices(100000, false), testOpts))
 	src := &udpSource{ap: netip.MustParseAddrPort("10.9.9.9:5353")}
-	pkts := make([][]byte, 1000)
-	for i := range pkts {
-		n := i * 97
-		if i%10 == 0 {
-			n += 200000 // unknown
-		}
-		p, err := question(fmt.Sprintf("svc-%d.ns-%d.svc.mesh.local.", n, n%100), dns.TypeA).Pack()
+	var pkts [][]byte
+	for _, q := range benchQuestions() {
+		p, err := q.Pack()
 		if err != nil {
 			b.Fatal(err)
 		}
-		pkts[i] = p
+		pkts = append(pkts, p)
 	}
 	req := new(dns.Msg)
 	b.ReportAllocs()

@@ -49,12 +49,8 @@ func fuzzSeeds() []*dns.Msg {
 	return out
 }
 
-// FuzzServeDNS feeds arbitrary bytes to the query path: whatever unpacks
-// as a message is answered, over UDP and TCP, from a Dataplane's address
-// and from another one, by servers with and without a default mesh. Every
-// reply must pack, carry the query's ID and QR, and over UDP fit the
-// client's buffer (512 bytes without EDNS, else its size, at most 1232).
-func FuzzServeDNS(f *testing.F) {
+// addFuzzSeeds adds the packed fuzzSeeds to f's corpus.
+func addFuzzSeeds(f *testing.F) {
 	for _, m := range fuzzSeeds() {
 		b, err := m.Pack()
 		if err != nil {
@@ -62,6 +58,15 @@ func FuzzServeDNS(f *testing.F) {
 		}
 		f.Add(b)
 	}
+}
+
+// FuzzServeDNS feeds arbitrary bytes to the query path: whatever unpacks
+// as a message is answered, over UDP and TCP, from a Dataplane's address
+// and from another one, by servers with and without a default mesh. Every
+// reply must pack, carry the query's ID and QR, and over UDP fit the
+// client's buffer (512 bytes without EDNS, else its size, at most 1232).
+func FuzzServeDNS(f *testing.F) {
+	addFuzzSeeds(f)
 	tbl := testTable(dataplane("b", "dp-b", 0, "10.0.0.1"),
 		svc(resource.MeshService, "b", "long", 0, vips(bigVIPs()...), hosts("a-rather-long-name-to-fill-the-answer-section.svc.mesh.local")))
 	var servers []*Server

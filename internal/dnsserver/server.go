@@ -505,23 +505,13 @@ func (rp *answerMem) records(e *Entry, q dns.Question, ttl uint32) []dns.RR {
 	switch q.Qtype {
 	case dns.TypeA:
 		for i, ip := range e.A {
-			var rr *dns.A
-			if i < maxPooledRR {
-				rr = &rp.a[i]
-			} else {
-				rr = new(dns.A)
-			}
+			rr := pooled(rp.a[:], i)
 			rr.Hdr, rr.A = hdr(q.Name, dns.TypeA, ttl), ipBytes(&rp.ip[i%maxPooledRR], ip, i)
 			out = append(out, rr)
 		}
 	case dns.TypeAAAA:
 		for i, ip := range e.AAAA {
-			var rr *dns.AAAA
-			if i < maxPooledRR {
-				rr = &rp.aaaa[i]
-			} else {
-				rr = new(dns.AAAA)
-			}
+			rr := pooled(rp.aaaa[:], i)
 			rr.Hdr, rr.AAAA = hdr(q.Name, dns.TypeAAAA, ttl), ipBytes(&rp.ip[i%maxPooledRR], ip, i)
 			out = append(out, rr)
 		}
@@ -537,6 +527,14 @@ func (rp *answerMem) records(e *Entry, q dns.Question, ttl uint32) []dns.RR {
 		return nil
 	}
 	return out
+}
+
+// pooled returns the i-th record of pool, or a new one past its end.
+func pooled[T any](pool []T, i int) *T {
+	if i < len(pool) {
+		return &pool[i]
+	}
+	return new(T)
 }
 
 // ipBytes is ip in the form miekg/dns packs (4 bytes for IPv4), in buf

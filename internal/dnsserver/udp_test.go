@@ -128,13 +128,7 @@ func TestUDP_SlowUpstreamDoesNotHoldUpTheSocket(t *testing.T) {
 // a response or a runt is ignored; anything else gets a reply that packs
 // within the UDP limit, with the datagram's ID and QR set.
 func FuzzAnswerPacket(f *testing.F) {
-	for _, m := range fuzzSeeds() {
-		b, err := m.Pack()
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addFuzzSeeds(f)
 	f.Add([]byte{0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 3, 'w', 'e'})
 	s := New(Options{DefaultMesh: "default", Log: discard})
 	s.SetTable(testTable())
