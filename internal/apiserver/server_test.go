@@ -28,9 +28,8 @@ type env struct {
 	st  store.Store
 }
 
-// newEnv runs the API over a real embedded store and cache, with the mesh
-// "default" created.
-func newEnv(t *testing.T, mode string) *env {
+// storeWithDefaultMesh opens an embedded store holding the mesh "default".
+func storeWithDefaultMesh(t *testing.T) store.Store {
 	t.Helper()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
@@ -40,6 +39,14 @@ func newEnv(t *testing.T, mode string) *env {
 	if _, err := store.Create(context.Background(), st, &resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}); err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+// newEnv runs the API over a real embedded store and cache, with the mesh
+// "default" created.
+func newEnv(t *testing.T, mode string) *env {
+	t.Helper()
+	st := storeWithDefaultMesh(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := cache.New(st, log, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -579,14 +586,7 @@ func waitStatus(t *testing.T, e *env) {
 // (rather than answer that the default mesh does not exist), and give up
 // with 503 and Retry-After when the load takes longer than they may wait.
 func TestAPI_WaitsForTheFirstLoad(t *testing.T) {
-	st, err := sqlite.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := store.Create(context.Background(), st, &resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}); err != nil {
-		t.Fatal(err)
-	}
+	st := storeWithDefaultMesh(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := cache.New(st, log, nil) // not running yet
 	api := New(Options{Store: st, Cache: c, Mode: "standalone", Zone: "east", Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
