@@ -92,17 +92,19 @@ type labelSet struct {
 
 func newLabelSets() *labelSets { return &labelSets{sets: map[string]*labelSet{}} }
 
-// setKey is the content of labels as a string (sorted key=value pairs);
-// "" for none.
-func setKey(labels map[string]string) string {
-	if len(labels) == 0 {
-		return ""
-	}
+// setKey is the content of labels without the label skip, as a string
+// (sorted key=value pairs); "" for none.
+func setKey(labels map[string]string, skip string) string {
 	keys := make([]string, 0, len(labels))
 	n := 0
 	for k, v := range labels {
-		keys = append(keys, k)
-		n += len(k) + len(v) + 2
+		if k != skip {
+			keys = append(keys, k)
+			n += len(k) + len(v) + 2
+		}
+	}
+	if len(keys) == 0 {
+		return ""
 	}
 	slices.Sort(keys)
 	var b strings.Builder
@@ -122,18 +124,24 @@ func setKey(labels map[string]string) string {
 // does not modify), and whether the display name was left out because it
 // is name.
 func (s *labelSets) hold(name string, labels map[string]string) (map[string]string, bool) {
+	skip := ""
 	nameLabel := labels[resource.LabelDisplayName] == name
 	if nameLabel {
-		labels = maps.Clone(labels)
-		delete(labels, resource.LabelDisplayName)
+		skip = resource.LabelDisplayName
 	}
-	k := setKey(labels)
+	k := setKey(labels, skip)
 	if k == "" {
 		return nil, nameLabel
 	}
 	set := s.sets[k]
 	if set == nil {
-		set = &labelSet{labels: maps.Clone(labels)}
+		m := make(map[string]string, len(labels))
+		for lk, lv := range labels {
+			if lk != skip {
+				m[lk] = lv
+			}
+		}
+		set = &labelSet{labels: m}
 		s.sets[k] = set
 	}
 	set.refs++
@@ -142,7 +150,7 @@ func (s *labelSets) hold(name string, labels map[string]string) (map[string]stri
 
 // release forgets e's use of its label set.
 func (s *labelSets) release(e entry) {
-	k := setKey(e.labels)
+	k := setKey(e.labels, "")
 	if k == "" {
 		return
 	}

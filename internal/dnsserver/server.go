@@ -56,7 +56,6 @@ type Server struct {
 	names    prometheus.Gauge
 
 	mu        sync.Mutex
-	servers   []*dns.Server
 	listening chan struct{}
 	addrs     []string
 }
@@ -128,7 +127,6 @@ func (s *Server) Run(ctx context.Context) error {
 	tcp := &dns.Server{Listener: ln, Handler: s, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}
 	addr := pcs[0].LocalAddr().String()
 	s.mu.Lock()
-	s.servers = []*dns.Server{tcp}
 	s.addrs = []string{addr}
 	close(s.listening)
 	s.mu.Unlock()
