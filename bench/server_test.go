@@ -364,12 +364,15 @@ const (
 	writesConflict = `meshnames_hostnames_status_writes_total{result="conflict"}`
 	heapInuse      = `go_memstats_heap_inuse_bytes`
 	cacheFrozen    = `meshnames_cache_frozen_total`
+	cacheDecoded   = `meshnames_cache_decoded_objects`
 )
 
-// waitFrozen waits until the server's cache holds at least n resources in
-// their stored encoding (the steady state: it freezes what has not changed
-// for cache.FreezeAfter) and then for quiet: the memory a burst of work
-// leaves is returned to the OS in the first quiet second after it.
+// waitFrozen waits until the server's cache has frozen at least n
+// resources and holds none decoded (the steady state: it freezes what has
+// not changed for cache.FreezeAfter, and a resource written after its
+// first freeze is decoded again until the next), and then for quiet: the
+// memory a burst of work leaves is returned to the OS in the first quiet
+// second after it.
 func waitFrozen(tb testing.TB, c *http.Client, api string, n int, timeout time.Duration) {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
@@ -378,11 +381,15 @@ func waitFrozen(tb testing.TB, c *http.Client, api string, n int, timeout time.D
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if v >= float64(n) {
+		decoded, err := metric(c, api, cacheDecoded)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if v >= float64(n) && decoded == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("the cache froze %.0f resources in %s, want at least %d", v, timeout, n)
+			tb.Fatalf("the cache froze %.0f resources in %s and holds %.0f decoded, want at least %d and none", v, timeout, decoded, n)
 		}
 		time.Sleep(time.Second)
 	}

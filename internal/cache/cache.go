@@ -59,6 +59,7 @@ type Cache struct {
 	revGauge     prometheus.Gauge
 	relists      prometheus.Counter
 	frozenTotal  prometheus.Counter
+	decoded      prometheus.Gauge
 	frozen       atomic.Uint64 // frozenTotal, for Frozen
 }
 
@@ -85,9 +86,12 @@ func New(st store.Store, log *slog.Logger, reg prometheus.Registerer) *Cache {
 		frozenTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meshnames_cache_frozen_total", Help: "Resources the cache turned from decoded values into their stored encoding after they stopped changing.",
 		}),
+		decoded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshnames_cache_decoded_objects", Help: "Resources the cache held decoded (changed recently, not frozen yet) after its last freeze pass.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(c.objectsGauge, c.revGauge, c.relists, c.frozenTotal)
+		reg.MustRegister(c.objectsGauge, c.revGauge, c.relists, c.frozenTotal, c.decoded)
 	}
 	return c
 }

@@ -546,12 +546,18 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 	if n := c.freeze(now.Add(-FreezeAfter)); n != 0 {
 		t.Fatalf("froze %d entries stored just now", n)
 	}
+	if n := testutil.ToFloat64(c.decoded); n != float64(len(keys)) {
+		t.Errorf("meshnames_cache_decoded_objects = %v before the freeze, want %d", n, len(keys))
+	}
 	advance(FreezeAfter)
 	if n := c.freeze(now.Add(-FreezeAfter)); n != len(keys) {
 		t.Fatalf("froze %d entries, want %d", n, len(keys))
 	}
 	if n := testutil.ToFloat64(c.frozenTotal); n != float64(len(keys)) || c.Frozen() != uint64(len(keys)) {
 		t.Errorf("meshnames_cache_frozen_total = %v, Frozen() = %d, want %d", n, c.Frozen(), len(keys))
+	}
+	if n := testutil.ToFloat64(c.decoded); n != 0 {
+		t.Errorf("meshnames_cache_decoded_objects = %v after the freeze, want 0", n)
 	}
 	_ = reg
 	for _, k := range keys {
@@ -585,6 +591,9 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 	wait(t, c, upd.Revision)
 	if n := c.freeze(now.Add(-FreezeAfter)); n != 0 {
 		t.Errorf("froze %d entries after a change", n)
+	}
+	if n := testutil.ToFloat64(c.decoded); n != 1 {
+		t.Errorf("meshnames_cache_decoded_objects = %v after a change, want 1", n)
 	}
 	if o, _ := c.Get(keys[1]); o.Spec.(*resource.MeshServiceSpec).Ports[0].Port != 90 || o.Version != upd.Version {
 		t.Errorf("updated entry reads %+v", o)

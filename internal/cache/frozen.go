@@ -16,8 +16,8 @@ import (
 // decoded form only around a change: subscribers read a resource right
 // after they are told it changed. So an entry stays decoded ("hot") while
 // it is recent, and the cache freezes entries untouched for FreezeAfter
-// into their stored encoding, one pointer-free allocation; a read of a
-// frozen entry decodes it, as the store would.
+// into their stored encoding, compressed into one pointer-free allocation;
+// a read of a frozen entry decodes it, as the store would.
 
 // FreezeAfter is how long an entry stays decoded after it last changed.
 const FreezeAfter = 30 * time.Second
@@ -25,33 +25,35 @@ const FreezeAfter = 30 * time.Second
 // freezeBatch bounds the entries frozen while the lock is held once.
 const freezeBatch = 2000
 
-// frozen is a resource in its stored encoding. Kind, mesh and name are the
-// entry's keys and its labels the entry's shared set.
+// frozen is a resource in its stored encoding, compressed (compress.go).
+// Kind, mesh and name are the entry's keys and its labels the entry's
+// shared set.
 type frozen struct {
 	version, revision int64
 	created, modified int64 // UnixNano
-	specLen           int   // data holds the spec's JSON, then the status's
+	specLen           int   // the JSON is the spec's, then the status's
 	data              []byte
 }
 
 // freezeObject encodes o.
 func freezeObject(o *resource.Object) (*frozen, error) {
 	f := &frozen{version: o.Version, revision: o.Revision, created: o.CreationTime.UnixNano(), modified: o.ModificationTime.UnixNano()}
+	var plain []byte
 	if o.Spec != nil {
 		b, err := json.Marshal(o.Spec)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s spec: %w", o.Key(), err)
 		}
-		f.data, f.specLen = b, len(b)
+		plain, f.specLen = b, len(b)
 	}
 	if o.Status != nil {
 		b, err := json.Marshal(o.Status)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s status: %w", o.Key(), err)
 		}
-		f.data = append(f.data, b...)
+		plain = append(plain, b...)
 	}
-	f.data = f.data[:len(f.data):len(f.data)]
+	f.data = compress(plain)
 	return f, nil
 }
 
@@ -62,11 +64,18 @@ func (f *frozen) thaw(k resource.Key, labels map[string]string) (*resource.Objec
 		Version: f.version, Revision: f.revision,
 		CreationTime: time.Unix(0, f.created).UTC(), ModificationTime: time.Unix(0, f.modified).UTC(),
 	}
-	var err error
-	if o.Spec, err = resource.UnmarshalSpec(k.Kind, f.data[:f.specLen]); err != nil {
-		return nil, err
-	}
-	if o.Status, err = resource.UnmarshalStatus(k.Kind, f.data[f.specLen:]); err != nil {
+	err := decompress(f.data, func(plain []byte) error {
+		if len(plain) < f.specLen {
+			return fmt.Errorf("%d bytes, want at least %d", len(plain), f.specLen)
+		}
+		var err error
+		if o.Spec, err = resource.UnmarshalSpec(k.Kind, plain[:f.specLen]); err != nil {
+			return err
+		}
+		o.Status, err = resource.UnmarshalStatus(k.Kind, plain[f.specLen:])
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -100,10 +109,15 @@ func (c *Cache) freeze(cutoff time.Time) int {
 		obj  *resource.Object
 	}
 	var cands []candidate
+	hot := 0
 	c.mu.RLock()
 	for g, m := range c.groups {
 		for name, e := range m {
-			if e.hot != nil && e.at <= cutoff.UnixNano() {
+			if e.hot == nil {
+				continue
+			}
+			hot++
+			if e.at <= cutoff.UnixNano() {
 				cands = append(cands, candidate{g, name, e.hot})
 			}
 		}
@@ -133,6 +147,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 		}
 		c.mu.Unlock()
 	}
+	c.decoded.Set(float64(hot - n))
 	c.frozenTotal.Add(float64(n))
 	c.frozen.Add(uint64(n))
 	return n
