@@ -118,7 +118,7 @@ type genState struct {
 }
 
 func newGenState(g Generator) *genState {
-	return &genState{Generator: g, match: labelSetOf(g.MatchLabels)}
+	return &genState{Generator: g, match: labelSetOf("", g.MatchLabels)}
 }
 
 // before reports whether g takes precedence over o: own names first, then
@@ -136,9 +136,9 @@ func (g *genState) before(o *genState) bool {
 	return g.Name < o.Name
 }
 
-// selects reports whether g selects a service of kind with labels.
-func (g *genState) selects(kind string, labels labelSet) bool {
-	return g.Kind == kind && labels.contains(g.match)
+// selects reports whether g selects the service k with labels.
+func (g *genState) selects(k ServiceKey, labels labelSet) bool {
+	return g.Kind == k.Kind && labels.contains(k.Name, g.match)
 }
 
 // svcState is what the engine keeps of a service. There is one per
@@ -258,6 +258,7 @@ type Engine struct {
 	// own is the pseudo-generator of the services' own names.
 	own    *genState
 	svcs   *hashIndex[ServiceKey, svcState]
+	labels *sharedLabels         // of the services
 	claims map[string]*meshNames // by mesh
 	seed   maphash.Seed
 	// hashMask is ANDed into every name hash; all ones except in tests,
@@ -290,6 +291,7 @@ func NewEngine(zone string) *Engine {
 		gens:     map[string]*genState{},
 		own:      &genState{own: true},
 		svcs:     newHashIndex(func(s *svcState) ServiceKey { return s.key }),
+		labels:   newSharedLabels(),
 		claims:   map[string]*meshNames{},
 		seed:     maphash.MakeSeed(),
 		hashMask: ^uint64(0),
@@ -342,7 +344,7 @@ func (e *Engine) DeleteGenerator(name string) {
 func (e *Engine) selectedBy(a, b *genState) []*svcState {
 	var out []*svcState
 	for s := range e.svcs.all {
-		if (a != nil && a.selects(s.key.Kind, s.labels)) || (b != nil && b.selects(s.key.Kind, s.labels)) {
+		if (a != nil && a.selects(s.key, s.labels)) || (b != nil && b.selects(s.key, s.labels)) {
 			out = append(out, s)
 		}
 	}
@@ -364,11 +366,12 @@ func (e *Engine) SetService(s Service) {
 		// Its priority changes, so every claim of it moves.
 		e.release(cur, nil)
 		cur.sec, cur.nsec = sec, nsec
-	case cur.labels.equalMap(s.Labels) && cur.ownNamesEqual(s.OwnNames):
+	case cur.labels.equalMap(s.Key.Name, s.Labels) && cur.ownNamesEqual(s.OwnNames):
 		return
 	}
-	if !cur.labels.equalMap(s.Labels) {
-		cur.labels = labelSetOf(s.Labels)
+	if !cur.labels.equalMap(s.Key.Name, s.Labels) {
+		e.labels.release(cur.labels)
+		cur.labels = e.labels.hold(s.Key.Name, s.Labels)
 	}
 	e.update(cur, s.OwnNames, false)
 	e.settle()
@@ -383,6 +386,7 @@ func (e *Engine) DeleteService(k ServiceKey) {
 	}
 	e.release(cur, nil)
 	e.svcs.remove(h, cur)
+	e.labels.release(cur.labels)
 	e.settle()
 	cur.deleted = true
 }
@@ -442,7 +446,7 @@ func (e *Engine) update(s *svcState, own []string, reuse bool) {
 	}
 	var vars *Vars
 	for _, g := range e.order {
-		if !g.selects(s.key.Kind, s.labels) {
+		if !g.selects(s.key, s.labels) {
 			continue
 		}
 		if reuse {
@@ -534,10 +538,10 @@ func (e *Engine) markDirty(s *svcState) {
 // directly: Render takes Vars by value, which costs an allocation per
 // render, and a full computation renders every service once per generator.
 func (e *Engine) vars(k ServiceKey, labels labelSet) *Vars {
-	v := &Vars{Name: k.Name, Mesh: k.Mesh, labels: labels}
-	v.DisplayName, _ = labels.get(labelDisplayName)
-	v.Namespace, _ = labels.get(labelNamespace)
-	v.Zone, _ = labels.get(labelZone)
+	v := &Vars{Name: k.Name, Mesh: k.Mesh, labels: labels, compact: true}
+	v.DisplayName, _ = labels.get(k.Name, labelDisplayName)
+	v.Namespace, _ = labels.get(k.Name, labelNamespace)
+	v.Zone, _ = labels.get(k.Name, labelZone)
 	if v.Zone == "" {
 		v.Zone = e.zone
 	}
@@ -716,7 +720,7 @@ func Explain(gens []Generator, s Service, zone string) []Outcome {
 	}
 	sort.SliceStable(states, func(i, j int) bool { return states[i].before(states[j]) })
 	e := Engine{zone: zone}
-	labels := labelSetOf(s.Labels)
+	labels := labelSetOf(s.Key.Name, s.Labels)
 	vars := e.vars(s.Key, labels)
 	out := make([]Outcome, 0, len(states))
 	for _, g := range states {
@@ -724,7 +728,7 @@ func Explain(gens []Generator, s Service, zone string) []Outcome {
 		switch {
 		case g.Kind != s.Key.Kind:
 			o.NotSelected = "selects " + g.Kind + "s"
-		case !g.selects(s.Key.Kind, labels):
+		case !g.selects(s.Key, labels):
 			o.NotSelected = "selector needs " + unmatched(g.MatchLabels, s.Labels)
 		default:
 			o.Selects = true

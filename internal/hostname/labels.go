@@ -1,86 +1,182 @@
 package hostname
 
 import (
+	"encoding/binary"
 	"slices"
-	"strings"
 )
 
 // labelSet is a set of labels in the compact form the engine keeps them
-// in: key/value pairs sorted by key, in a slice of exactly their number.
+// in: one string of labels sorted by key, each written as the lengths of
+// its key and value (two bytes each, little-endian: admission keeps both
+// far shorter) followed by the key and the value, so that a lookup skips a
+// label of another length without reading it.
 //
 // The engine holds the labels of every service. A Go map costs a few
-// hundred bytes even with four entries, while the strings themselves are
-// shared with the caller (the cache's decoder interns them), so a pair
-// slice holds the same labels in a fraction of the memory. Services have a
-// handful of labels, so a lookup scans them; a long set is searched.
-type labelSet []labelPair
-
-type labelPair struct {
-	key, value string
+// hundred bytes even with four entries, and a slice of pairs still costs an
+// allocation per label; one string costs one, and the engine shares it
+// between every service with the same labels (Engine.labels). Most
+// services of a zone differ only in their display name, which is nearly
+// always the service's own name: a set can leave it out (nameLabel), so
+// that those services share one string. Services have a handful of labels,
+// so a lookup scans them.
+type labelSet struct {
+	packed string
+	// nameLabel means the set also holds kuma.io/display-name with the
+	// service's name as its value, which is not in packed.
+	nameLabel bool
 }
 
-// linearLabels is the length up to which get scans rather than searches.
-const linearLabels = 8
-
-// labelSetOf returns the labels of m as a labelSet (nil when m is empty).
-// It does not keep m.
-func labelSetOf(m map[string]string) labelSet {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(labelSet, 0, len(m))
-	for k, v := range m {
-		out = append(out, labelPair{k, v})
-	}
-	slices.SortFunc(out, func(a, b labelPair) int { return strings.Compare(a.key, b.key) })
-	return out
+// labelSetOf returns the labels of m as a labelSet. A set made with the
+// name of a service leaves out a display name equal to it; a selector's
+// is made with name "". It does not keep m.
+func labelSetOf(name string, m map[string]string) labelSet {
+	packed, nameLabel := appendLabels(nil, name, m)
+	return labelSet{packed: string(packed), nameLabel: nameLabel}
 }
 
-// get returns the value of key and whether the set has it.
-func (ls labelSet) get(key string) (string, bool) {
-	if len(ls) <= linearLabels {
-		for _, p := range ls {
-			if p.key == key {
-				return p.value, true
+// appendLabels appends the packed form of the labels m of the service name
+// to dst, and reports whether it left out the display name. Admission
+// bounds keys to 317 bytes and values to 63, well within two bytes each.
+func appendLabels(dst []byte, name string, m map[string]string) ([]byte, bool) {
+	nameLabel := name != "" && m[labelDisplayName] == name
+	var buf [8]string
+	keys := buf[:0]
+	for k := range m {
+		if !nameLabel || k != labelDisplayName {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := m[k]
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(k)))
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(v)))
+		dst = append(dst, k...)
+		dst = append(dst, v...)
+	}
+	return dst, nameLabel
+}
+
+// next returns the first label of packed and the rest.
+func next(packed string) (key, value, rest string) {
+	kl := int(packed[0]) | int(packed[1])<<8
+	vl := int(packed[2]) | int(packed[3])<<8
+	rest = packed[4:]
+	return rest[:kl], rest[kl : kl+vl], rest[kl+vl:]
+}
+
+// get returns the value of key in the labels of the service name and
+// whether they have it.
+func (ls labelSet) get(name, key string) (string, bool) {
+	if ls.nameLabel && key == labelDisplayName {
+		return name, true
+	}
+	for rest := ls.packed; rest != ""; {
+		kl := int(rest[0]) | int(rest[1])<<8
+		vl := int(rest[2]) | int(rest[3])<<8
+		if kl == len(key) && rest[4:4+kl] == key {
+			return rest[4+kl : 4+kl+vl], true
+		}
+		rest = rest[4+kl+vl:]
+	}
+	return "", false
+}
+
+// equalMap reports whether the set holds exactly the labels of m, for the
+// service name.
+func (ls labelSet) equalMap(name string, m map[string]string) bool {
+	n := 0
+	if ls.nameLabel {
+		if v, ok := m[labelDisplayName]; !ok || v != name {
+			return false
+		}
+		n++
+	}
+	for rest := ls.packed; rest != ""; {
+		var k, v string
+		k, v, rest = next(rest)
+		if mv, ok := m[k]; !ok || mv != v {
+			return false
+		}
+		n++
+	}
+	return n == len(m)
+}
+
+// contains reports whether every label of the selector sel is in the
+// labels of the service name, with the same value. Both are sorted, so
+// one pass over each decides.
+func (ls labelSet) contains(name string, sel labelSet) bool {
+	have := ls.packed
+	for rest := sel.packed; rest != ""; {
+		var k, want string
+		k, want, rest = next(rest)
+		if ls.nameLabel && k == labelDisplayName {
+			if want != name {
+				return false
+			}
+			continue
+		}
+		for {
+			if have == "" {
+				return false
+			}
+			var hk, hv string
+			hk, hv, have = next(have)
+			if hk == k {
+				if hv != want {
+					return false
+				}
+				break
+			}
+			if hk > k {
+				return false
 			}
 		}
-		return "", false
-	}
-	i, ok := slices.BinarySearchFunc(ls, key, func(p labelPair, key string) int { return strings.Compare(p.key, key) })
-	if !ok {
-		return "", false
-	}
-	return ls[i].value, true
-}
-
-// equalMap reports whether the set holds exactly the labels of m.
-func (ls labelSet) equalMap(m map[string]string) bool {
-	if len(ls) != len(m) {
-		return false
-	}
-	for _, p := range ls {
-		if v, ok := m[p.key]; !ok || v != p.value {
-			return false
-		}
 	}
 	return true
 }
 
-// contains reports whether every label of sub is in ls with the same
-// value. Both are sorted, so one pass over each decides.
-func (ls labelSet) contains(sub labelSet) bool {
-	if len(sub) > len(ls) {
-		return false
+// sharedLabels holds one copy of each distinct label string the engine's
+// services use, counted by the services that use it.
+type sharedLabels struct {
+	sets map[string]*sharedSet
+	buf  []byte // scratch for hold
+}
+
+type sharedSet struct {
+	packed string
+	refs   int
+}
+
+func newSharedLabels() *sharedLabels { return &sharedLabels{sets: map[string]*sharedSet{}} }
+
+// hold returns the labels m of the service name as a set whose string is
+// shared; a new string is made only for labels no service has yet.
+func (s *sharedLabels) hold(name string, m map[string]string) labelSet {
+	var ls labelSet
+	s.buf, ls.nameLabel = appendLabels(s.buf[:0], name, m)
+	if len(s.buf) == 0 {
+		return ls
 	}
-	i := 0
-	for _, want := range sub {
-		for i < len(ls) && ls[i].key < want.key {
-			i++
-		}
-		if i == len(ls) || ls[i].key != want.key || ls[i].value != want.value {
-			return false
-		}
-		i++
+	set := s.sets[string(s.buf)]
+	if set == nil {
+		set = &sharedSet{packed: string(s.buf)}
+		s.sets[set.packed] = set
 	}
-	return true
+	set.refs++
+	ls.packed = set.packed
+	return ls
+}
+
+// release gives back a set hold returned.
+func (s *sharedLabels) release(ls labelSet) {
+	if ls.packed == "" {
+		return
+	}
+	if set := s.sets[ls.packed]; set != nil {
+		if set.refs--; set.refs == 0 {
+			delete(s.sets, ls.packed)
+		}
+	}
 }

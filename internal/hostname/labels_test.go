@@ -1,59 +1,61 @@
 package hostname
 
 import (
-	"fmt"
+	"strings"
 	"testing"
 	"unsafe"
-
-	"github.com/google/go-cmp/cmp"
 )
 
-// manyLabels returns n labels k00=v00, k01=v01, ...: more than
-// linearLabels, so that get searches.
-func manyLabels(n int) map[string]string {
-	m := map[string]string{}
-	for i := range n {
-		m[fmt.Sprintf("k%02d", i)] = fmt.Sprintf("v%02d", i)
-	}
-	return m
-}
-
 func TestLabelSet_OfAndGet(t *testing.T) {
+	// packed writes labels as the reader expects them.
+	packed := func(kv ...string) string {
+		var b []byte
+		for i := 0; i < len(kv); i += 2 {
+			b = append(b, byte(len(kv[i])), byte(len(kv[i])>>8), byte(len(kv[i+1])), byte(len(kv[i+1])>>8))
+			b = append(b, kv[i]+kv[i+1]...)
+		}
+		return string(b)
+	}
+	long := strings.Repeat("k", 300) // a length over one byte
 	tests := []struct {
-		name   string
-		labels map[string]string
-		want   labelSet
+		name      string
+		svc       string // the service the labels are of
+		labels    map[string]string
+		packed    string
+		nameLabel bool
 	}{
-		{"Nil", nil, nil},
-		{"Empty", map[string]string{}, nil},
-		{"Sorted", map[string]string{"b": "2", "a": "1", "kuma.io/zone": "east", "": "empty"},
-			labelSet{{"", "empty"}, {"a", "1"}, {"b", "2"}, {"kuma.io/zone", "east"}}},
-		{"Many", manyLabels(linearLabels * 3), nil},
+		{"Nil", "web", nil, "", false},
+		{"Empty", "web", map[string]string{}, "", false},
+		{"Sorted", "web", map[string]string{"b": "2", "a": "1", "kuma.io/zone": "east", "": "empty"},
+			packed("", "empty", "a", "1", "b", "2", "kuma.io/zone", "east"), false},
+		{"DisplayNameIsTheName", "web", map[string]string{labelDisplayName: "web", "team": "a"}, packed("team", "a"), true},
+		{"OnlyTheDisplayName", "web", map[string]string{labelDisplayName: "web"}, "", true},
+		{"DisplayNameDiffers", "web-x7", map[string]string{labelDisplayName: "web", "team": "a"},
+			packed(labelDisplayName, "web", "team", "a"), false},
+		{"SelectorKeepsTheDisplayName", "", map[string]string{labelDisplayName: ""}, packed(labelDisplayName, ""), false},
+		{"EmptyValues", "web", map[string]string{"a": "", "b": ""}, packed("a", "", "b", ""), false},
+		{"LongKey", "web", map[string]string{long: "v", "a": long}, packed("a", long, long, "v"), false},
+		{"PrefixKeys", "web", map[string]string{"ab": "1", "a": "2", "abc": "3"}, packed("a", "2", "ab", "1", "abc", "3"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := labelSetOf(tt.labels)
-			if tt.want != nil {
-				if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(labelPair{})); diff != "" {
-					t.Errorf("labelSetOf (-want +got):\n%s", diff)
-				}
+			got := labelSetOf(tt.svc, tt.labels)
+			if got.packed != tt.packed || got.nameLabel != tt.nameLabel {
+				t.Errorf("labelSetOf = %q, nameLabel %v; want %q, %v", got.packed, got.nameLabel, tt.packed, tt.nameLabel)
 			}
-			if len(got) != cap(got) {
-				t.Errorf("labelSetOf: len %d, cap %d: want an exact size", len(got), cap(got))
-			}
-			if !got.equalMap(tt.labels) {
+			if !got.equalMap(tt.svc, tt.labels) {
 				t.Errorf("labelSetOf(%v).equalMap of the same map = false", tt.labels)
 			}
 			for k, v := range tt.labels {
-				if gotV, ok := got.get(k); !ok || gotV != v {
+				if gotV, ok := got.get(tt.svc, k); !ok || gotV != v {
 					t.Errorf("get(%q) = %q, %v; want %q, true", k, gotV, ok, v)
 				}
 			}
-			for _, k := range []string{"missing", "k", "k99", "zzz", "0"} {
+			for _, k := range []string{"missing", "k", "zzz", "0", "east", "1", labelDisplayName} {
 				if _, in := tt.labels[k]; in {
 					continue
 				}
-				if v, ok := got.get(k); ok {
+				if v, ok := got.get(tt.svc, k); ok {
 					t.Errorf("get(%q) = %q, true; want not found", k, v)
 				}
 			}
@@ -62,27 +64,30 @@ func TestLabelSet_OfAndGet(t *testing.T) {
 }
 
 func TestLabelSet_EqualMap(t *testing.T) {
-	base := map[string]string{"app": "web", "team": "a"}
+	base := map[string]string{"app": "web", "team": "a", labelDisplayName: "web"}
 	tests := []struct {
 		name  string
 		other map[string]string
 		want  bool
 	}{
-		{"Same", map[string]string{"team": "a", "app": "web"}, true},
-		{"ValueDiffers", map[string]string{"app": "web", "team": "b"}, false},
-		{"KeyDiffers", map[string]string{"app": "web", "tea": "a"}, false},
-		{"Fewer", map[string]string{"app": "web"}, false},
-		{"More", map[string]string{"app": "web", "team": "a", "x": ""}, false},
+		{"Same", map[string]string{"team": "a", "app": "web", labelDisplayName: "web"}, true},
+		{"ValueDiffers", map[string]string{"app": "web", "team": "b", labelDisplayName: "web"}, false},
+		{"KeyDiffers", map[string]string{"app": "web", "tea": "a", labelDisplayName: "web"}, false},
+		{"DisplayNameDiffers", map[string]string{"app": "web", "team": "a", labelDisplayName: "api"}, false},
+		{"NoDisplayName", map[string]string{"app": "web", "team": "a"}, false},
+		{"NoDisplayNameButAnother", map[string]string{"app": "web", "team": "a", "x": "web"}, false},
+		{"Fewer", map[string]string{"app": "web", labelDisplayName: "web"}, false},
+		{"More", map[string]string{"app": "web", "team": "a", labelDisplayName: "web", "x": ""}, false},
 		{"Nil", nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := labelSetOf(base).equalMap(tt.other); got != tt.want {
+			if got := labelSetOf("web", base).equalMap("web", tt.other); got != tt.want {
 				t.Errorf("equalMap(%v) = %v, want %v", tt.other, got, tt.want)
 			}
 		})
 	}
-	if !labelSetOf(nil).equalMap(map[string]string{}) || !labelSetOf(map[string]string{}).equalMap(nil) {
+	if !labelSetOf("web", nil).equalMap("web", map[string]string{}) || !labelSetOf("web", map[string]string{}).equalMap("web", nil) {
 		t.Error("an empty set and an empty or nil map differ")
 	}
 }
@@ -90,7 +95,7 @@ func TestLabelSet_EqualMap(t *testing.T) {
 // TestLabelSet_Contains checks selector matching against the map-based
 // rule it replaces: every selector label present with an equal value.
 func TestLabelSet_Contains(t *testing.T) {
-	svc := map[string]string{"app": "web", "kuma.io/zone": "east", "team": "a", "v": ""}
+	svc := map[string]string{"app": "web", "kuma.io/zone": "east", "team": "a", "v": "", labelDisplayName: "web"}
 	tests := []struct {
 		name string
 		sel  map[string]string
@@ -98,9 +103,11 @@ func TestLabelSet_Contains(t *testing.T) {
 	}{
 		{"EmptySelectsAll", nil, true},
 		{"One", map[string]string{"team": "a"}, true},
-		{"All", map[string]string{"app": "web", "kuma.io/zone": "east", "team": "a", "v": ""}, true},
+		{"All", map[string]string{"app": "web", "kuma.io/zone": "east", "team": "a", "v": "", labelDisplayName: "web"}, true},
 		{"FirstAndLast", map[string]string{"app": "web", "v": ""}, true},
 		{"EmptyValue", map[string]string{"v": ""}, true},
+		{"DisplayName", map[string]string{labelDisplayName: "web"}, true},
+		{"DisplayNameDiffers", map[string]string{labelDisplayName: "api"}, false},
 		{"ValueDiffers", map[string]string{"team": "b"}, false},
 		{"MissingKeyBefore", map[string]string{"a": "web"}, false},
 		{"MissingKeyBetween", map[string]string{"app": "web", "b": "x"}, false},
@@ -110,13 +117,43 @@ func TestLabelSet_Contains(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := labelSetOf(svc).contains(labelSetOf(tt.sel)); got != tt.want {
+			if got := labelSetOf("web", svc).contains("web", labelSetOf("", tt.sel)); got != tt.want {
 				t.Errorf("contains(%v) = %v, want %v", tt.sel, got, tt.want)
 			}
 		})
 	}
-	if labelSetOf(nil).contains(labelSetOf(map[string]string{"a": "b"})) {
+	if labelSetOf("web", nil).contains("web", labelSetOf("", map[string]string{"a": "b"})) {
 		t.Error("a service without labels matches a selector")
+	}
+}
+
+// Services with the same labels but for a display name equal to their
+// name share one string, which the engine lets go of with the last.
+func TestEngine_SharesLabels(t *testing.T) {
+	e := NewEngine("zone-1")
+	labels := func(name, team string) map[string]string {
+		return map[string]string{labelDisplayName: name, "team": team, labelZone: "east"}
+	}
+	keys := []ServiceKey{{"MeshService", "default", "a"}, {"MeshService", "default", "b"}, {"MeshService", "default", "c"}}
+	for _, k := range keys {
+		e.SetService(Service{Key: k, Labels: labels(k.Name, "x")})
+	}
+	if len(e.labels.sets) != 1 {
+		t.Fatalf("%d shared sets for 3 services with the same labels, want 1", len(e.labels.sets))
+	}
+	data := func(k ServiceKey) *byte { return unsafe.StringData(e.svcs.get(e.keyHash(k), k).labels.packed) }
+	if data(keys[0]) != data(keys[1]) || data(keys[1]) != data(keys[2]) {
+		t.Error("services with the same labels hold different strings")
+	}
+	e.SetService(Service{Key: keys[2], Labels: labels("c", "y")})
+	if set := e.labels.sets[labelSetOf("a", labels("a", "x")).packed]; len(e.labels.sets) != 2 || set == nil || set.refs != 2 {
+		t.Errorf("after a label change: %d sets, want 2 with 2 and 1 users", len(e.labels.sets))
+	}
+	for _, k := range keys {
+		e.DeleteService(k)
+	}
+	if len(e.labels.sets) != 0 {
+		t.Errorf("%d shared sets left after every service was deleted", len(e.labels.sets))
 	}
 }
 
@@ -135,7 +172,7 @@ func TestEngine_StateSizes(t *testing.T) {
 		{"svcState", unsafe.Sizeof(svcState{}), 112},
 		{"render", unsafe.Sizeof(render{}), 48},
 		{"claimList", unsafe.Sizeof(claimList{}), 64},
-		{"labelPair", unsafe.Sizeof(labelPair{}), 32},
+		{"labelSet", unsafe.Sizeof(labelSet{}), 24},
 	}
 	for _, tt := range tests {
 		if tt.got > tt.want {

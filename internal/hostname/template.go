@@ -58,15 +58,16 @@ type Vars struct {
 	Mesh string
 	// Labels are the service's labels, read by `label "KEY"`.
 	Labels map[string]string
-	// labels, when not nil, are read instead of Labels: the engine keeps
-	// each service's labels in this compact form.
-	labels labelSet
+	// labels, when compact is set, are read instead of Labels: the engine
+	// keeps each service's labels in this compact form.
+	labels  labelSet
+	compact bool
 }
 
 // label returns the value of the label key and whether the service has it.
 func (v *Vars) label(key string) (string, bool) {
-	if v.labels != nil {
-		return v.labels.get(key)
+	if v.compact {
+		return v.labels.get(v.Name, key)
 	}
 	value, ok := v.Labels[key]
 	return value, ok
