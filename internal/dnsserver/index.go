@@ -26,8 +26,10 @@ type View struct {
 	// take for "no name below" (RFC 8020, QNAME minimisation).
 	parents cowMap[string, struct{}]
 	// ptr maps addresses to a service's first answered name, for the
-	// reverse names (7.0.0.241.in-addr.arpa.) of those addresses.
-	ptr cowMap[netip.Addr, string]
+	// reverse names (7.0.0.241.in-addr.arpa.) of those addresses. An
+	// address whose services have no answered name maps to one of them
+	// with no name: the index learns an address's only holder here.
+	ptr cowMap[netip.Addr, ptrEntry]
 	// rejected are, by name, the services that want it and do not get it.
 	rejected cowMap[string, []Rejection]
 	// srv counts the SRV names: they are not stored but derived from their
@@ -40,7 +42,7 @@ func newView() *View {
 	return &View{
 		names:    newCowMap[string, claim](hashString),
 		parents:  newCowMap[string, struct{}](hashString),
-		ptr:      newCowMap[netip.Addr, string](hashAddr),
+		ptr:      newCowMap[netip.Addr, ptrEntry](hashAddr),
 		rejected: newCowMap[string, []Rejection](hashString),
 	}
 }
@@ -90,7 +92,8 @@ func (v *View) PTR(rev string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return v.ptr.Get(ip)
+	e, ok := v.ptr.Get(ip)
+	return e.name, ok && e.name != ""
 }
 
 // reverse is PTR for any name, skipping the lookup for names outside
@@ -143,9 +146,12 @@ func (v *View) Parents() iter.Seq[string] {
 // PTRs yields reverse names and their targets, in no particular order.
 func (v *View) PTRs() iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
-		for ip, target := range v.ptr.All() {
+		for ip, e := range v.ptr.All() {
+			if e.name == "" {
+				continue
+			}
 			rev, err := dns.ReverseAddr(ip.String())
-			if err == nil && !yield(rev, target) {
+			if err == nil && !yield(rev, e.name) {
 				return
 			}
 		}
@@ -188,7 +194,7 @@ type viewEdit struct {
 	srv      int
 	names    *cowEdit[string, claim]
 	parents  *cowEdit[string, struct{}]
-	ptr      *cowEdit[netip.Addr, string]
+	ptr      *cowEdit[netip.Addr, ptrEntry]
 	rejected *cowEdit[string, []Rejection]
 }
 
@@ -198,6 +204,12 @@ func (v *View) edit() *viewEdit {
 
 func (e *viewEdit) done() *View {
 	return &View{srv: e.srv, names: e.names.done(), parents: e.parents.done(), ptr: e.ptr.done(), rejected: e.rejected.done()}
+}
+
+// ptrEntry is the target of an address's reverse name, and its service.
+type ptrEntry struct {
+	svc  *ServiceNames
+	name string // "" when no service holding the address has an answered name
 }
 
 // claim is one service wanting one name.
@@ -252,7 +264,7 @@ func precedence(a, b claim) int {
 }
 
 func serviceOrder(a, b *ServiceNames) int {
-	return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.Key.Kind, b.Key.Kind), cmp.Compare(a.Key.Name, b.Key.Name))
+	return cmp.Or(cmp.Compare(a.Created, b.Created), cmp.Compare(a.Key.Kind, b.Key.Kind), cmp.Compare(a.Key.Name, b.Key.Name))
 }
 
 // meshIndex is what the builder keeps of one mesh to update its view
@@ -260,10 +272,16 @@ func serviceOrder(a, b *ServiceNames) int {
 // is known without looking at other services. It is not safe for
 // concurrent use; the views it publishes are.
 type meshIndex struct {
-	svcs   map[resource.Key]*ServiceNames
-	claims map[string][]claim
-	// ptrClaims are the services holding each address, in service order.
-	ptrClaims map[netip.Addr][]*ServiceNames
+	svcs map[resource.Key]*ServiceNames
+	// contested holds every claim, best first, on each name that more
+	// than one service wants. A name with one claimant is only in the
+	// view, whose winner is then that claim: nearly every name has one,
+	// and a second map of them cost about 80 bytes per service.
+	contested map[string][]claim
+	// sharedVIPs are the services holding each address that more than one
+	// holds, in service order; the view's ptr gives an address's only
+	// holder.
+	sharedVIPs map[netip.Addr][]*ServiceNames
 	// children counts the answered names below each name.
 	children map[string]int
 	view     *View
@@ -271,7 +289,7 @@ type meshIndex struct {
 
 func newMeshIndex() *meshIndex {
 	return &meshIndex{
-		svcs: map[resource.Key]*ServiceNames{}, claims: map[string][]claim{}, ptrClaims: map[netip.Addr][]*ServiceNames{},
+		svcs: map[resource.Key]*ServiceNames{}, contested: map[string][]claim{}, sharedVIPs: map[netip.Addr][]*ServiceNames{},
 		children: map[string]int{}, view: newView(),
 	}
 }
@@ -281,24 +299,43 @@ func newMeshIndex() *meshIndex {
 // services touch are looked at.
 func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 	ed := ix.view.edit()
-	names := map[string]struct{}{}
-	revs := map[netip.Addr]struct{}{}
+	// names holds every claim on each name the changes touch, as they
+	// become; the view being replaced gives a name's single claim.
+	names := map[string][]claim{}
+	claimsOf := func(name string) []claim {
+		cs, ok := names[name]
+		if !ok {
+			if cs, ok = ix.contested[name]; !ok {
+				if c, held := ix.view.names.Get(name); held {
+					cs = []claim{c}
+				}
+			}
+		}
+		return cs
+	}
+	// revs holds the services holding each address the changes touch, as
+	// they become.
+	revs := map[netip.Addr][]*ServiceNames{}
+	holdersOf := func(rev netip.Addr) []*ServiceNames {
+		ss, ok := revs[rev]
+		if !ok {
+			if ss, ok = ix.sharedVIPs[rev]; !ok {
+				if e, held := ix.view.ptr.Get(rev); held {
+					ss = []*ServiceNames{e.svc}
+				}
+			}
+			ss = slices.Clone(ss) // the index's own until replaced below
+		}
+		return ss
+	}
 	touched := map[resource.Key]struct{}{}
 	for key, next := range changes {
 		if old := ix.svcs[key]; old != nil {
 			for _, n := range old.Names {
-				names[n.Name] = struct{}{}
-				ix.claims[n.Name] = slices.DeleteFunc(ix.claims[n.Name], func(c claim) bool { return c.svc == old })
-				if len(ix.claims[n.Name]) == 0 {
-					delete(ix.claims, n.Name)
-				}
+				names[n.Name] = slices.DeleteFunc(slices.Clone(claimsOf(n.Name)), func(c claim) bool { return c.svc == old })
 			}
 			for _, rev := range distinct(old.VIPs) {
-				revs[rev] = struct{}{}
-				ix.ptrClaims[rev] = slices.DeleteFunc(ix.ptrClaims[rev], func(s *ServiceNames) bool { return s == old })
-				if len(ix.ptrClaims[rev]) == 0 {
-					delete(ix.ptrClaims, rev)
-				}
+				revs[rev] = slices.DeleteFunc(holdersOf(rev), func(s *ServiceNames) bool { return s == old })
 			}
 			delete(ix.svcs, key)
 		}
@@ -308,46 +345,59 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 		}
 		ix.svcs[key] = next
 		for i, n := range next.Names {
-			names[n.Name] = struct{}{}
 			c := claim{next, i}
-			cs := ix.claims[n.Name]
+			cs := claimsOf(n.Name)
+			if _, mine := names[n.Name]; !mine {
+				cs = slices.Clone(cs) // the index's own until replaced below
+			}
 			at, _ := slices.BinarySearchFunc(cs, c, precedence)
-			ix.claims[n.Name] = slices.Insert(cs, at, c)
+			names[n.Name] = slices.Insert(cs, at, c)
 		}
 		for _, rev := range distinct(next.VIPs) {
-			revs[rev] = struct{}{}
-			ss := ix.ptrClaims[rev]
+			ss := holdersOf(rev)
 			at, _ := slices.BinarySearchFunc(ss, next, serviceOrder)
-			ix.ptrClaims[rev] = slices.Insert(ss, at, next)
+			revs[rev] = slices.Insert(ss, at, next)
 		}
 	}
-	for name := range names {
-		ix.resolve(ed, name, touched)
+	for name, cs := range names {
+		if len(cs) > 1 {
+			ix.contested[name] = slices.Clip(cs)
+		} else {
+			delete(ix.contested, name)
+		}
+		ix.resolve(ed, name, cs, touched)
 	}
 	// A service that won or lost a name may have a new first name.
 	for key := range touched {
 		if s := ix.svcs[key]; s != nil {
 			for _, rev := range distinct(s.VIPs) {
-				revs[rev] = struct{}{}
+				if _, ok := revs[rev]; !ok {
+					revs[rev] = holdersOf(rev)
+				}
 			}
 		}
 	}
-	for rev := range revs {
-		ix.resolvePTR(ed, rev)
+	for rev, ss := range revs {
+		if len(ss) > 1 {
+			ix.sharedVIPs[rev] = slices.Clip(ss)
+		} else {
+			delete(ix.sharedVIPs, rev)
+		}
+		ix.resolvePTR(ed, rev, ss)
 	}
 	ix.view = ed.done()
 	return ix.view
 }
 
-// resolve publishes the winner of name (or removes it) with its SRV
-// names and rejections, and adds the previous and new winners to touched.
-func (ix *meshIndex) resolve(ed *viewEdit, name string, touched map[resource.Key]struct{}) {
+// resolve publishes the winner of name among its claims cs (or removes
+// the name) with its SRV names and rejections, and adds the previous and
+// new winners to touched.
+func (ix *meshIndex) resolve(ed *viewEdit, name string, cs []claim, touched map[resource.Key]struct{}) {
 	cur, had := ed.names.Get(name)
 	if had {
 		touched[cur.svc.Key] = struct{}{}
 		ed.srv -= len(srvPorts(cur.name().Ports))
 	}
-	cs := ix.claims[name]
 	if len(cs) == 0 {
 		ed.rejected.Delete(name)
 		if had {
@@ -413,17 +463,22 @@ func (ix *meshIndex) updateParent(ed *viewEdit, name string) {
 }
 
 // resolvePTR points an address at the first answered name of the first
-// service (in service order) holding the address that has one.
-func (ix *meshIndex) resolvePTR(ed *viewEdit, rev netip.Addr) {
-	for _, s := range ix.ptrClaims[rev] {
+// of its holders (in service order) that has one, or at its first holder
+// with no name, or removes it when nothing holds it.
+func (ix *meshIndex) resolvePTR(ed *viewEdit, rev netip.Addr, holders []*ServiceNames) {
+	if len(holders) == 0 {
+		ed.ptr.Delete(rev)
+		return
+	}
+	for _, s := range holders {
 		for _, n := range s.Names {
 			if c, ok := ed.names.Get(n.Name); ok && c.svc.Key == s.Key {
-				ed.ptr.Set(rev, n.Name)
+				ed.ptr.Set(rev, ptrEntry{s, n.Name})
 				return
 			}
 		}
 	}
-	ed.ptr.Delete(rev)
+	ed.ptr.Set(rev, ptrEntry{svc: holders[0]})
 }
 
 // distinct returns addresses without repeats, in order (ips itself when

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
-	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
@@ -102,7 +101,7 @@ func referenceView(svcs []ServiceNames) refView {
 // shared VIPs now and then.
 func randomService(r *rand.Rand, i int) ServiceNames {
 	key := resource.Key{Kind: []resource.Kind{resource.MeshService, resource.MeshExternalService}[r.IntN(2)], Mesh: "m", Name: fmt.Sprintf("s%d", i)}
-	s := ServiceNames{Key: key, Created: time.Unix(int64(r.IntN(5)), 0)}
+	s := ServiceNames{Key: key, Created: int64(r.IntN(5)) * 1e9}
 	vip := netip.AddrFrom4([4]byte{241, 0, 0, byte(1 + r.IntN(12))})
 	s.VIPs = []netip.Addr{vip}
 	if r.IntN(4) == 0 {

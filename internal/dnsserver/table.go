@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/miekg/dns"
 
@@ -76,7 +75,7 @@ type TableOptions struct {
 // the builder keeps per service.
 type ServiceNames struct {
 	Key     resource.Key
-	Created time.Time
+	Created int64 // UnixNano: only the instant orders services
 	Names   []Name
 	// VIPs are all the service's addresses (for PTR records).
 	VIPs []netip.Addr
@@ -165,7 +164,7 @@ func serviceStatus(obj *resource.Object) *resource.ServiceStatus {
 // status.addresses (origin MeshExternalService): a value another service
 // holds is not answered for this one.
 func Extract(svc *resource.Object, o TableOptions) ServiceNames {
-	out := ServiceNames{Key: svc.Key(), Created: svc.CreationTime}
+	out := ServiceNames{Key: svc.Key(), Created: svc.CreationTime.UnixNano()}
 	st := serviceStatus(svc)
 	if st == nil || len(st.VIPs) == 0 {
 		return out // nothing to answer with yet

@@ -164,7 +164,7 @@ func TestExtract(t *testing.T) {
 				o = testOpts
 			}
 			got := Extract(tc.obj, o)
-			want := ServiceNames{Key: tc.obj.Key(), Created: tc.obj.CreationTime, Names: tc.want, VIPs: tc.vips}
+			want := ServiceNames{Key: tc.obj.Key(), Created: tc.obj.CreationTime.UnixNano(), Names: tc.want, VIPs: tc.vips}
 			if diff := cmp.Diff(want, got, cmpAddr); diff != "" {
 				t.Errorf("Extract (-want +got):\n%s", diff)
 			}
