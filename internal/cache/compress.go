@@ -137,8 +137,10 @@ var frozenCodec = sync.OnceValue(func() codec {
 	if err != nil {
 		panic(fmt.Sprintf("cache: %v", err)) // fixed data: TestDictionary fails first
 	}
+	// A window of 64 KiB holds the dictionary and a typical resource: a
+	// larger one only costs memory (the default keeps 4 MiB of history).
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderDictRaw(dictID, dict), zstd.WithEncoderLevel(zstd.SpeedFastest),
-		zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+		zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(1<<16))
 	if err != nil {
 		panic(fmt.Sprintf("cache: zstd encoder: %v", err))
 	}

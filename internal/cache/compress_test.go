@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -68,6 +69,30 @@ func TestFreeze_CompressesAgainstDictionary(t *testing.T) {
 		if diff := cmp.Diff(o, got); diff != "" {
 			t.Errorf("%s thawed (-frozen +thawed):\n%s", o.Name, diff)
 		}
+	}
+}
+
+// A resource far larger than the compressor's window reads back exactly.
+func TestFreeze_LargeResource(t *testing.T) {
+	o := typicalService(1)
+	st := o.Status.(*resource.ServiceStatus)
+	for i := range 4000 {
+		st.Conditions = append(st.Conditions, resource.Condition{Type: fmt.Sprintf("Type%d", i), Status: resource.ConditionFalse,
+			Reason: "Reason", Message: fmt.Sprintf("message %d of a long status: %x", i, i*7919)})
+	}
+	f, err := freezeObject(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.thaw(o.Key(), o.Labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(o, got); diff != "" {
+		t.Errorf("thawed (-frozen +thawed):\n%s", diff)
+	}
+	if b, _ := json.Marshal(st); len(b) < 4<<16 {
+		t.Errorf("the status is %d bytes: want one several windows long", len(b))
 	}
 }
 
