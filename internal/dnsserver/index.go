@@ -310,6 +310,7 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 					cs = []claim{c}
 				}
 			}
+			cs = slices.Clone(cs) // the index's own until replaced below
 		}
 		return cs
 	}
@@ -332,7 +333,7 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 	for key, next := range changes {
 		if old := ix.svcs[key]; old != nil {
 			for _, n := range old.Names {
-				names[n.Name] = slices.DeleteFunc(slices.Clone(claimsOf(n.Name)), func(c claim) bool { return c.svc == old })
+				names[n.Name] = slices.DeleteFunc(claimsOf(n.Name), func(c claim) bool { return c.svc == old })
 			}
 			for _, rev := range distinct(old.VIPs) {
 				revs[rev] = slices.DeleteFunc(holdersOf(rev), func(s *ServiceNames) bool { return s == old })
@@ -347,9 +348,6 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 		for i, n := range next.Names {
 			c := claim{next, i}
 			cs := claimsOf(n.Name)
-			if _, mine := names[n.Name]; !mine {
-				cs = slices.Clone(cs) // the index's own until replaced below
-			}
 			at, _ := slices.BinarySearchFunc(cs, c, precedence)
 			names[n.Name] = slices.Insert(cs, at, c)
 		}
