@@ -259,8 +259,16 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 	slices.SortFunc(keys, compareKeys)
 	keys = slices.Compact(keys)
 
-	var ops []store.Op
+	// Write as the batches fill rather than after the last key: a first
+	// pass over 100,000 services would otherwise hold 100,000 copies of
+	// them at once, and the heap that peak leaves scattered stays.
+	ops := make([]store.Op, 0, min(len(keys), c.o.BatchSize))
 	for _, k := range keys {
+		if len(ops) == c.o.BatchSize {
+			c.write(ctx, q, ops)
+			clear(ops)
+			ops = ops[:0]
+		}
 		addrs, ok := engine.Addresses(resource.HostnameKey(k))
 		if !ok {
 			continue
@@ -288,8 +296,8 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 		obj.Status = st
 		ops = append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch, DiscardObject: true})
 	}
-	for batch := range slices.Chunk(ops, c.o.BatchSize) {
-		c.write(ctx, q, batch)
+	if len(ops) > 0 {
+		c.write(ctx, q, ops)
 	}
 	gens, svcs, hosts := engine.Sizes()
 	c.sizes.WithLabelValues("generators").Set(float64(gens))

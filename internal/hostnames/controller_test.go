@@ -27,6 +27,8 @@ type env struct {
 	stop  func()
 	// settled is closed when the controller reports it has settled.
 	settled chan struct{}
+	// batch is the controller's BatchSize; 0 for the default.
+	batch int
 }
 
 // newEnv runs the controller over a real embedded store and cache.
@@ -49,7 +51,7 @@ func (e *env) start() {
 	settled := make(chan struct{})
 	e.settled = settled
 	e.ctl = New(Options{Cache: e.cache, Store: e.st, Zone: "east", Log: log, Registerer: prometheus.NewRegistry(),
-		Settled: func() { close(settled) }})
+		BatchSize: e.batch, Settled: func() { close(settled) }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { e.cache.Run(ctx); done <- struct{}{} }()
@@ -145,6 +147,27 @@ func externalService(name string) *resource.Object {
 
 func key(kind resource.Kind, name string) resource.Key {
 	return resource.Key{Kind: kind, Mesh: "default", Name: name}
+}
+
+// The first pass writes in batches as they fill, the last one partial,
+// and writes each service once.
+func TestController_WritesInBatches(t *testing.T) {
+	e := newEnv(t)
+	e.stop()
+	e.mustCreate(generator("gen", resource.MeshService, nil, "{{ .Name }}.mesh.local"))
+	const n = 7
+	for i := range n {
+		e.mustCreate(meshService(fmt.Sprintf("s%d", i), nil))
+	}
+	e.batch = 2
+	e.start()
+	for i := range n {
+		e.eventually(key(resource.MeshService, fmt.Sprintf("s%d", i)), fmt.Sprintf("s%d.mesh.local=Available", i))
+	}
+	<-e.settled
+	if got := testutil.ToFloat64(e.ctl.writes.WithLabelValues("ok")); got != n {
+		t.Errorf("%v status writes, want %d", got, n)
+	}
 }
 
 func TestController_NamesServicesAndReportsCrossKindCollisions(t *testing.T) {

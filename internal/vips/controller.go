@@ -424,10 +424,36 @@ func (c *Controller) process(ctx context.Context, st *state, q *reconcile.Queue[
 	// The queue hands out a batch in map order; allocate in key order so
 	// that the same batch always gives the same addresses.
 	slices.SortFunc(keys, func(a, b resource.Key) int { return cmp.Compare(a.String(), b.String()) })
+	// Write as the batches fill rather than after the last key: a first
+	// pass over 100,000 services would otherwise hold 100,000 copies of
+	// them at once, and the heap that peak leaves scattered stays. Each
+	// batch carries the cursors as they stand after it.
 	var ops []store.Op
-	for _, k := range keys {
-		ops = append(ops, c.reconcile(st, k)...)
+	statuses := 0
+	for i, k := range keys {
+		for _, op := range c.reconcile(st, k) {
+			ops = append(ops, op)
+			if op.Type == store.OpPatchStatus {
+				statuses++
+			}
+		}
+		if statuses < c.o.BatchSize && i < len(keys)-1 {
+			continue
+		}
+		ops = c.appendCursors(st, ops)
+		c.write(ctx, st, q, ops)
+		clear(ops)
+		ops, statuses = ops[:0], 0
 	}
+	if len(keys) == 0 {
+		c.write(ctx, st, q, c.appendCursors(st, nil))
+	}
+	c.updateGauges(st)
+}
+
+// appendCursors appends to ops the writes of the pool cursors that moved
+// since they were last written.
+func (c *Controller) appendCursors(st *state, ops []store.Op) []store.Op {
 	for _, fams := range st.families {
 		for _, f := range fams {
 			if cur := f.pool.Cursor(); cur != f.cursor {
@@ -436,8 +462,7 @@ func (c *Controller) process(ctx context.Context, st *state, q *reconcile.Queue[
 			}
 		}
 	}
-	c.write(ctx, st, q, ops)
-	c.updateGauges(st)
+	return ops
 }
 
 // reconcile computes the VIPs of service k and returns the writes: its

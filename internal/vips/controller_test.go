@@ -53,6 +53,8 @@ type env struct {
 	stop  func()
 	// fence, when set, fences the controller's writes, as a leader's are.
 	fence *store.Fence
+	// batch is the controller's BatchSize; 0 for the default.
+	batch int
 }
 
 func defaultPools() map[resource.Kind]Prefixes {
@@ -86,7 +88,7 @@ func (e *env) start() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ch := cache.New(e.st, log, nil)
 	ctl := New(Options{Cache: ch, Store: e.st, Pools: e.pools, Quarantine: quarantine, Now: e.clock.Now, Log: log, Registerer: prometheus.NewRegistry(),
-		ExpiryInterval: 20 * time.Millisecond})
+		ExpiryInterval: 20 * time.Millisecond, BatchSize: e.batch})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { ch.Run(ctx); done <- struct{}{} }()
@@ -212,6 +214,30 @@ func ms(name string) *resource.Object {
 
 func key(kind resource.Kind, name string) resource.Key {
 	return resource.Key{Kind: kind, Mesh: "default", Name: name}
+}
+
+// The first pass writes in batches as they fill, the last one partial,
+// each with the pool's cursor as it stands after the batch.
+func TestController_WritesInBatches(t *testing.T) {
+	e := newEnv(t, defaultPools())
+	e.halt()
+	const n = 7
+	for i := range n {
+		e.create(ms(fmt.Sprintf("s%d", i)))
+	}
+	e.batch = 2
+	e.start()
+	for i := range n {
+		e.waitVIPs(key(resource.MeshService, fmt.Sprintf("s%d", i)), fmt.Sprintf("241.0.0.%d ", i+1))
+	}
+	ls, err := e.st.Leases(context.Background(), CursorLeasePrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ls, func(l store.Lease) bool { return l.Name == CursorLeasePrefix+"241.0.0.0/8" })
+	if i < 0 || string(ls[i].Value) != "241.0.0.8" {
+		t.Errorf("cursor leases %+v, want 241.0.0.0/8 at 241.0.0.8", ls)
+	}
 }
 
 func TestController_AllocatesPerKind(t *testing.T) {
