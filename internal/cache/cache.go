@@ -43,6 +43,9 @@ type Cache struct {
 	groups   map[group]map[string]entry
 	sorted   map[group][]string // names in order; dropped when the group's membership changes
 	labels   *labelSets
+	hot      int           // entries held decoded
+	maxHot   int           // more hot entries wake the freezer (frozen.go)
+	pressure chan struct{} // wakes the freezer; buffered
 	revision int64
 	synced   bool
 	lastErr  error
@@ -71,6 +74,8 @@ func New(st store.Store, log *slog.Logger, reg prometheus.Registerer) *Cache {
 		groups:   map[group]map[string]entry{},
 		sorted:   map[group][]string{},
 		labels:   newLabelSets(),
+		maxHot:   MaxDecoded,
+		pressure: make(chan struct{}, 1),
 		advanced: make(chan struct{}),
 		subs:     map[int]func([]resource.Key){},
 		now:      time.Now,
@@ -165,6 +170,7 @@ func (c *Cache) relist(ctx context.Context) error {
 	c.groups = map[group]map[string]entry{}
 	c.sorted = map[group][]string{}
 	c.labels = newLabelSets()
+	c.hot = 0
 	for _, o := range objs {
 		c.put(o)
 		changed = append(changed, o.Key())
@@ -239,11 +245,26 @@ func (c *Cache) put(o *resource.Object) {
 		c.groups[g] = m
 	}
 	if old, ok := m[o.Name]; ok {
-		c.labels.release(old)
+		c.release(old)
 	} else {
 		delete(c.sorted, g)
 	}
 	m[o.Name] = entry{hot: o, at: c.now().UnixNano()}
+	c.hot++
+	if c.hot > c.maxHot {
+		select {
+		case c.pressure <- struct{}{}:
+		default: // the freezer is already woken
+		}
+	}
+}
+
+// release lets go of what the entry e, replaced or removed, held.
+func (c *Cache) release(e entry) {
+	if e.hot != nil {
+		c.hot--
+	}
+	c.labels.release(e)
 }
 
 func (c *Cache) remove(k resource.Key) {
@@ -252,7 +273,7 @@ func (c *Cache) remove(k resource.Key) {
 	if !ok {
 		return
 	}
-	c.labels.release(old)
+	c.release(old)
 	delete(c.groups[g], k.Name)
 	if len(c.groups[g]) == 0 {
 		delete(c.groups, g)

@@ -652,3 +652,114 @@ func TestCache_FreezeConcurrentWrites(t *testing.T) {
 		}
 	}
 }
+
+// hotEntries returns the names of the entries held decoded, and checks
+// that the cache's count of them agrees.
+func hotEntries(t *testing.T, c *Cache) map[string]bool {
+	t.Helper()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	hot := map[string]bool{}
+	for _, m := range c.groups {
+		for name, e := range m {
+			if e.hot != nil {
+				hot[name] = true
+			}
+		}
+	}
+	if c.hot != len(hot) {
+		t.Errorf("the cache counts %d hot entries, holds %d", c.hot, len(hot))
+	}
+	return hot
+}
+
+// More than maxHot decoded entries wake the freezer, which freezes the
+// oldest down to half the bound whatever their age; the age rule still
+// freezes old entries below the bound.
+func TestCache_BoundsDecodedEntries(t *testing.T) {
+	c := New(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c.maxHot = 10
+	now := time.Unix(1_800_000_000, 0)
+	c.now = func() time.Time { return now }
+	put := func(i int) {
+		now = now.Add(time.Second)
+		c.mu.Lock()
+		c.put(svc("default", fmt.Sprintf("s%02d", i), map[string]string{"i": fmt.Sprint(i)}))
+		c.mu.Unlock()
+	}
+	for i := range 10 {
+		put(i)
+	}
+	if len(c.pressure) != 0 {
+		t.Fatalf("the freezer was woken at %d hot entries, bound %d", c.hot, c.maxHot)
+	}
+	for i := 10; i < 25; i++ {
+		put(i)
+	}
+	if len(c.pressure) != 1 {
+		t.Fatalf("the freezer was not woken at %d hot entries, bound %d", c.hot, c.maxHot)
+	}
+	// Replacing a hot entry and removing one keep the count true.
+	put(24)
+	c.mu.Lock()
+	c.remove(resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "s23"})
+	c.mu.Unlock()
+	if got := len(hotEntries(t, c)); got != 24 {
+		t.Fatalf("%d hot entries, want 24", got)
+	}
+	// All are younger than FreezeAfter: only the bound applies.
+	if n := c.freeze(now.Add(-FreezeAfter)); n != 19 {
+		t.Errorf("froze %d entries, want 19 (24 down to 5)", n)
+	}
+	want := map[string]bool{"s19": true, "s20": true, "s21": true, "s22": true, "s24": true}
+	if got := hotEntries(t, c); !maps.Equal(got, want) {
+		t.Errorf("hot after the bound: %v, want the newest %v", got, want)
+	}
+	if n := c.freeze(now.Add(-FreezeAfter)); n != 0 {
+		t.Errorf("froze %d more entries within the bound", n)
+	}
+	// Below the bound, age decides: s19 and s20 are older than the cutoff.
+	if n := c.freeze(now.Add(-5 * time.Second)); n != 2 {
+		t.Errorf("froze %d entries older than the cutoff, want 2", n)
+	}
+	if got := hotEntries(t, c); len(got) != 3 || got["s19"] || got["s20"] {
+		t.Errorf("hot after the age cutoff: %v", got)
+	}
+	for i := range 25 {
+		k := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: fmt.Sprintf("s%02d", i)}
+		o, ok := c.Get(k)
+		if i == 23 {
+			if ok {
+				t.Errorf("removed %s still read", k)
+			}
+			continue
+		}
+		if !ok || o.Labels["i"] != fmt.Sprint(i) || o.Spec.(*resource.MeshServiceSpec).Ports[0].Port != 80 {
+			t.Errorf("%s reads %+v after freezing", k, o)
+		}
+	}
+}
+
+// A burst of changes past the bound is frozen without waiting for the
+// periodic pass (every FreezeAfter/3).
+func TestCache_BurstWakesFreezer(t *testing.T) {
+	c, st, _ := newCache(t)
+	c.mu.Lock()
+	c.maxHot = 8
+	c.mu.Unlock()
+	var rev int64
+	for i := range 30 {
+		rev = mustCreate(t, st, svc("default", fmt.Sprintf("s%02d", i), nil)).Revision
+	}
+	wait(t, c, rev)
+	deadline := time.Now().Add(FreezeAfter / 6)
+	for len(hotEntries(t, c)) > 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d entries still hot, bound 8", len(hotEntries(t, c)))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c.Frozen() < 22 {
+		t.Errorf("Frozen() = %d, want at least 22", c.Frozen())
+	}
+}

@@ -1,10 +1,12 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/meshnames/meshnames/internal/resource"
@@ -19,8 +21,21 @@ import (
 // into their stored encoding, compressed into one pointer-free allocation;
 // a read of a frozen entry decodes it, as the store would.
 
+//
+// A burst of changes (the first list of a large store, then the echoes of
+// the controllers' status writes to every service) would keep every
+// resource decoded at once: at 100,000 services that is 150 MB live for
+// half a minute, allocated among the records the controllers keep for
+// good, and the runtime cannot give back spans those records pin. So the
+// decoded entries are also bounded in number: when a change takes them
+// past MaxDecoded, the freezer freezes the oldest down to half of it,
+// whatever their age.
+
 // FreezeAfter is how long an entry stays decoded after it last changed.
 const FreezeAfter = 30 * time.Second
+
+// MaxDecoded is the default bound on decoded entries (Cache.maxHot).
+const MaxDecoded = 10_000
 
 // freezeBatch bounds the entries frozen while the lock is held once.
 const freezeBatch = 2000
@@ -94,35 +109,42 @@ func (c *Cache) freezeLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-c.pressure:
 		}
 		c.freeze(c.now().Add(-FreezeAfter))
 	}
 }
 
-// freeze encodes the hot entries stored at or before cutoff and returns
-// how many it froze. Encoding happens outside the lock (hot objects are
-// never modified); an entry replaced meanwhile is left as it is.
+// freeze encodes the hot entries stored at or before cutoff, and the
+// oldest others while more than maxHot would stay hot, and returns how
+// many it froze. Encoding happens outside the lock (hot objects are never
+// modified); an entry replaced meanwhile is left as it is.
 func (c *Cache) freeze(cutoff time.Time) int {
 	type candidate struct {
 		g    group
 		name string
 		obj  *resource.Object
+		at   int64
 	}
 	var cands []candidate
-	hot := 0
 	c.mu.RLock()
 	for g, m := range c.groups {
 		for name, e := range m {
-			if e.hot == nil {
-				continue
-			}
-			hot++
-			if e.at <= cutoff.UnixNano() {
-				cands = append(cands, candidate{g, name, e.hot})
+			if e.hot != nil {
+				cands = append(cands, candidate{g, name, e.hot, e.at})
 			}
 		}
 	}
 	c.mu.RUnlock()
+	hot := len(cands)
+	// Oldest first; keep (leave hot) the newest that the age allows, down
+	// to half the bound when the bound is exceeded.
+	slices.SortFunc(cands, func(a, b candidate) int { return cmp.Compare(a.at, b.at) })
+	keep := len(cands) - sort.Search(len(cands), func(i int) bool { return cands[i].at > cutoff.UnixNano() })
+	if hot > c.maxHot {
+		keep = min(keep, c.maxHot/2)
+	}
+	cands = cands[:len(cands)-keep]
 	n := 0
 	for batch := range slices.Chunk(cands, freezeBatch) {
 		fs := make([]*frozen, len(batch))
@@ -143,6 +165,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 			e.labels, e.nameLabel = c.labels.hold(cd.name, e.hot.Labels)
 			e.hot, e.cold = nil, fs[i]
 			c.groups[cd.g][cd.name] = e
+			c.hot--
 			n++
 		}
 		c.mu.Unlock()
