@@ -43,7 +43,7 @@ type Cache struct {
 	groups   map[group]map[string]entry
 	sorted   map[group][]string // names in order; dropped when the group's membership changes
 	labels   *labelSets
-	hot      int           // entries held decoded
+	hot      int           // entries held decoded, but for listed ones
 	maxHot   int           // more hot entries wake the freezer (frozen.go)
 	pressure chan struct{} // wakes the freezer; buffered
 	revision int64
@@ -172,7 +172,7 @@ func (c *Cache) relist(ctx context.Context) error {
 	c.labels = newLabelSets()
 	c.hot = 0
 	for _, o := range objs {
-		c.put(o)
+		c.put(o, true)
 		changed = append(changed, o.Key())
 	}
 	c.synced = true
@@ -196,7 +196,7 @@ func (c *Cache) apply(evs []store.Event) {
 	for i, ev := range evs {
 		switch ev.Type {
 		case store.EventPut:
-			c.put(ev.Object)
+			c.put(ev.Object, false)
 		case store.EventDelete:
 			c.remove(ev.Key)
 		}
@@ -236,8 +236,9 @@ func (c *Cache) notify(keys []resource.Key) {
 	}
 }
 
-// put stores o, which the cache now owns.
-func (c *Cache) put(o *resource.Object) {
+// put stores o, which the cache now owns; listed when a list of the
+// store gave it.
+func (c *Cache) put(o *resource.Object, listed bool) {
 	g := group{o.Kind, o.Mesh}
 	m := c.groups[g]
 	if m == nil {
@@ -249,7 +250,10 @@ func (c *Cache) put(o *resource.Object) {
 	} else {
 		delete(c.sorted, g)
 	}
-	m[o.Name] = entry{hot: o, at: c.now().UnixNano()}
+	m[o.Name] = entry{hot: o, listed: listed, at: c.now().UnixNano()}
+	if listed {
+		return
+	}
 	c.hot++
 	if c.hot > c.maxHot {
 		select {
@@ -261,7 +265,7 @@ func (c *Cache) put(o *resource.Object) {
 
 // release lets go of what the entry e, replaced or removed, held.
 func (c *Cache) release(e entry) {
-	if e.hot != nil {
+	if e.hot != nil && !e.listed {
 		c.hot--
 	}
 	c.labels.release(e)

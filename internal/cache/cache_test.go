@@ -653,88 +653,106 @@ func TestCache_FreezeConcurrentWrites(t *testing.T) {
 	}
 }
 
-// hotEntries returns the names of the entries held decoded, and checks
-// that the cache's count of them agrees.
-func hotEntries(t *testing.T, c *Cache) map[string]bool {
+// hotEntries returns the names of the entries held decoded that count
+// against the bound, and checks that the cache's count of them agrees;
+// and the names of the listed ones held decoded.
+func hotEntries(t *testing.T, c *Cache) (counted, listed map[string]bool) {
 	t.Helper()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	hot := map[string]bool{}
+	counted, listed = map[string]bool{}, map[string]bool{}
 	for _, m := range c.groups {
 		for name, e := range m {
-			if e.hot != nil {
-				hot[name] = true
+			switch {
+			case e.hot == nil:
+			case e.listed:
+				listed[name] = true
+			default:
+				counted[name] = true
 			}
 		}
 	}
-	if c.hot != len(hot) {
-		t.Errorf("the cache counts %d hot entries, holds %d", c.hot, len(hot))
+	if c.hot != len(counted) {
+		t.Errorf("the cache counts %d hot entries, holds %d", c.hot, len(counted))
 	}
-	return hot
+	return counted, listed
 }
 
-// More than maxHot decoded entries wake the freezer, which freezes the
-// oldest down to half the bound whatever their age; the age rule still
-// freezes old entries below the bound.
+// More than maxHot decoded entries from the change feed wake the freezer,
+// which freezes the oldest down to half the bound whatever their age; the
+// age rule still freezes old entries below the bound. Entries of a list
+// do not count, and only age freezes them.
 func TestCache_BoundsDecodedEntries(t *testing.T) {
 	c := New(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	c.maxHot = 10
 	now := time.Unix(1_800_000_000, 0)
 	c.now = func() time.Time { return now }
-	put := func(i int) {
+	put := func(name string, listed bool) {
 		now = now.Add(time.Second)
 		c.mu.Lock()
-		c.put(svc("default", fmt.Sprintf("s%02d", i), map[string]string{"i": fmt.Sprint(i)}))
+		c.put(svc("default", name, map[string]string{"name": name}), listed)
 		c.mu.Unlock()
 	}
+	for i := range 3 {
+		put(fmt.Sprintf("l%d", i), true)
+	}
 	for i := range 10 {
-		put(i)
+		put(fmt.Sprintf("s%02d", i), false)
 	}
 	if len(c.pressure) != 0 {
 		t.Fatalf("the freezer was woken at %d hot entries, bound %d", c.hot, c.maxHot)
 	}
 	for i := 10; i < 25; i++ {
-		put(i)
+		put(fmt.Sprintf("s%02d", i), false)
 	}
 	if len(c.pressure) != 1 {
 		t.Fatalf("the freezer was not woken at %d hot entries, bound %d", c.hot, c.maxHot)
 	}
 	// Replacing a hot entry and removing one keep the count true.
-	put(24)
+	put("s24", false)
 	c.mu.Lock()
 	c.remove(resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "s23"})
 	c.mu.Unlock()
-	if got := len(hotEntries(t, c)); got != 24 {
-		t.Fatalf("%d hot entries, want 24", got)
+	if got, listed := hotEntries(t, c); len(got) != 24 || len(listed) != 3 {
+		t.Fatalf("%d hot entries and %d listed, want 24 and 3", len(got), len(listed))
 	}
-	// All are younger than FreezeAfter: only the bound applies.
+	// All are younger than FreezeAfter: only the bound applies, to the
+	// entries of the feed.
 	if n := c.freeze(now.Add(-FreezeAfter)); n != 19 {
 		t.Errorf("froze %d entries, want 19 (24 down to 5)", n)
 	}
 	want := map[string]bool{"s19": true, "s20": true, "s21": true, "s22": true, "s24": true}
-	if got := hotEntries(t, c); !maps.Equal(got, want) {
-		t.Errorf("hot after the bound: %v, want the newest %v", got, want)
+	if got, listed := hotEntries(t, c); !maps.Equal(got, want) || len(listed) != 3 {
+		t.Errorf("hot after the bound: %v and listed %v, want the newest %v and the 3 listed", got, listed, want)
 	}
 	if n := c.freeze(now.Add(-FreezeAfter)); n != 0 {
 		t.Errorf("froze %d more entries within the bound", n)
 	}
-	// Below the bound, age decides: s19 and s20 are older than the cutoff.
-	if n := c.freeze(now.Add(-5 * time.Second)); n != 2 {
-		t.Errorf("froze %d entries older than the cutoff, want 2", n)
+	// Below the bound, age decides: the listed entries, s19 and s20 are
+	// older than the cutoff.
+	if n := c.freeze(now.Add(-5 * time.Second)); n != 5 {
+		t.Errorf("froze %d entries older than the cutoff, want 5", n)
 	}
-	if got := hotEntries(t, c); len(got) != 3 || got["s19"] || got["s20"] {
-		t.Errorf("hot after the age cutoff: %v", got)
+	if got, listed := hotEntries(t, c); len(got) != 3 || got["s19"] || got["s20"] || len(listed) != 0 {
+		t.Errorf("hot after the age cutoff: %v, listed %v", got, listed)
 	}
+	if n := testutil.ToFloat64(c.decoded); n != 3 {
+		t.Errorf("meshnames_cache_decoded_objects = %v, want 3", n)
+	}
+	names := []string{"l0", "l1", "l2"}
 	for i := range 25 {
-		k := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: fmt.Sprintf("s%02d", i)}
+		names = append(names, fmt.Sprintf("s%02d", i))
+	}
+	for _, name := range names {
+		k := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: name}
 		o, ok := c.Get(k)
-		if i == 23 {
+		if name == "s23" {
 			if ok {
 				t.Errorf("removed %s still read", k)
 			}
 			continue
 		}
-		if !ok || o.Labels["i"] != fmt.Sprint(i) || o.Spec.(*resource.MeshServiceSpec).Ports[0].Port != 80 {
+		if !ok || o.Labels["name"] != name || o.Spec.(*resource.MeshServiceSpec).Ports[0].Port != 80 {
 			t.Errorf("%s reads %+v after freezing", k, o)
 		}
 	}
@@ -753,9 +771,9 @@ func TestCache_BurstWakesFreezer(t *testing.T) {
 	}
 	wait(t, c, rev)
 	deadline := time.Now().Add(FreezeAfter / 6)
-	for len(hotEntries(t, c)) > 8 {
+	for hot, _ := hotEntries(t, c); len(hot) > 8; hot, _ = hotEntries(t, c) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d entries still hot, bound 8", len(hotEntries(t, c)))
+			t.Fatalf("%d entries still hot, bound 8", len(hot))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

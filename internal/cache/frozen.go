@@ -22,14 +22,20 @@ import (
 // a read of a frozen entry decodes it, as the store would.
 
 //
-// A burst of changes (the first list of a large store, then the echoes of
-// the controllers' status writes to every service) would keep every
-// resource decoded at once: at 100,000 services that is 150 MB live for
-// half a minute, allocated among the records the controllers keep for
-// good, and the runtime cannot give back spans those records pin. So the
-// decoded entries are also bounded in number: when a change takes them
-// past MaxDecoded, the freezer freezes the oldest down to half of it,
-// whatever their age.
+// A burst of changes (the echoes of the controllers' first status writes
+// to every service of a large store) would keep every resource decoded at
+// once: at 100,000 services that is 150 MB live for half a minute,
+// allocated among the records the controllers build at the same time and
+// keep for good, and the runtime cannot give back the spans those records
+// pin once the decoded resources are freed. So the entries the change
+// feed decoded are also bounded in number: when a change takes them past
+// MaxDecoded, the freezer freezes the oldest down to half of it, whatever
+// their age.
+//
+// The entries of a list of the store (the cache's start) do not count:
+// they are allocated before the controllers start, so freeing them at
+// the freeze leaves whole spans free, and the controllers' first passes
+// read every one of them, which is cheap while they are decoded.
 
 // FreezeAfter is how long an entry stays decoded after it last changed.
 const FreezeAfter = 30 * time.Second
@@ -127,10 +133,21 @@ func (c *Cache) freeze(cutoff time.Time) int {
 		at   int64
 	}
 	var cands []candidate
+	var listed []candidate
+	decoded := 0
 	c.mu.RLock()
 	for g, m := range c.groups {
 		for name, e := range m {
 			if e.hot != nil {
+				decoded++
+			}
+			switch {
+			case e.hot == nil:
+			case e.listed:
+				if e.at <= cutoff.UnixNano() {
+					listed = append(listed, candidate{g, name, e.hot, e.at})
+				}
+			default:
 				cands = append(cands, candidate{g, name, e.hot, e.at})
 			}
 		}
@@ -144,7 +161,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 	if hot > c.maxHot {
 		keep = min(keep, c.maxHot/2)
 	}
-	cands = cands[:len(cands)-keep]
+	cands = append(cands[:len(cands)-keep], listed...)
 	n := 0
 	for batch := range slices.Chunk(cands, freezeBatch) {
 		fs := make([]*frozen, len(batch))
@@ -163,14 +180,16 @@ func (c *Cache) freeze(cutoff time.Time) int {
 				continue
 			}
 			e.labels, e.nameLabel = c.labels.hold(cd.name, e.hot.Labels)
+			if !e.listed {
+				c.hot--
+			}
 			e.hot, e.cold = nil, fs[i]
 			c.groups[cd.g][cd.name] = e
-			c.hot--
 			n++
 		}
 		c.mu.Unlock()
 	}
-	c.decoded.Set(float64(hot - n))
+	c.decoded.Set(float64(decoded - n))
 	c.frozenTotal.Add(float64(n))
 	c.frozen.Add(uint64(n))
 	return n

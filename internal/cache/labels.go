@@ -30,7 +30,10 @@ type entry struct {
 	cold      *frozen
 	labels    map[string]string
 	nameLabel bool
-	at        int64 // when the cache stored it, UnixNano
+	// listed marks an entry stored by a list of the store rather than by
+	// the change feed: MaxDecoded does not count it (frozen.go).
+	listed bool
+	at     int64 // when the cache stored it, UnixNano
 }
 
 // label returns the value of the label k of the resource.
