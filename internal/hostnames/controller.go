@@ -78,10 +78,12 @@ type Controller struct {
 	sizes        *prometheus.GaugeVec
 	unavailable  prometheus.Gauge
 	unavailCount map[resource.Key]int
-	// written is what this term wrote of each service's addresses that
-	// the cache does not show yet: status patches do not conflict, so a
-	// pass made before the echo arrives would otherwise write them again.
-	written reconcile.Inflight[resource.Key, []resource.Address]
+	// written is the digest of what this term wrote of each service's
+	// addresses that the cache does not show yet: status patches do not
+	// conflict, so a pass made before the echo arrives would otherwise
+	// write them again.
+	written reconcile.Inflight[resource.Key, uint64]
+	digest  reconcile.Digest
 }
 
 // New returns a controller; it does no I/O.
@@ -121,7 +123,7 @@ func watched(k resource.Kind) bool {
 
 // Run keeps statuses up to date until ctx ends. Call it only while leading.
 func (c *Controller) Run(ctx context.Context) error {
-	c.written = reconcile.Inflight[resource.Key, []resource.Address]{} // a new term trusts the store
+	c.written = reconcile.Inflight[resource.Key, uint64]{} // a new term trusts the store
 	q := reconcile.New[resource.Key]()
 	defer q.Close()
 	cancel := c.o.Cache.Subscribe(func(keys []resource.Key) {
@@ -279,19 +281,13 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 		}
 		want := toAddresses(obj, addrs)
 		c.setUnavailable(k, countUnavailable(want))
-		st := serviceStatus(obj)
-		// What the store holds: our last write while its echo is on the
-		// way, else what the cache shows.
-		cur := st.Service().Addresses
-		if w, ok := c.written.Pending(k, obj.Revision); ok {
-			cur = w
-		}
-		if slices.Equal(cur, want) {
+		same, sum := c.unchanged(k, obj, want)
+		if same {
 			continue
 		}
-		c.written.Put(k, want)
+		c.written.Put(k, sum)
 		obj = obj.Clone()
-		st = serviceStatus(obj)
+		st := serviceStatus(obj)
 		st.Service().Addresses = want
 		obj.Status = st
 		ops = append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch, DiscardObject: true})
@@ -303,6 +299,30 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 	c.sizes.WithLabelValues("generators").Set(float64(gens))
 	c.sizes.WithLabelValues("services").Set(float64(svcs))
 	c.sizes.WithLabelValues("hostnames").Set(float64(hosts))
+}
+
+// unchanged reports whether the store holds want as the addresses of k:
+// our last write while its echo is on the way, else what obj, the cache's
+// copy, shows. It also returns the digest of want.
+func (c *Controller) unchanged(k resource.Key, obj *resource.Object, want []resource.Address) (bool, uint64) {
+	sum := c.sum(want)
+	if w, ok := c.written.Pending(k, obj.Revision); ok {
+		return w == sum, sum
+	}
+	return slices.Equal(serviceStatus(obj).Service().Addresses, want), sum
+}
+
+// sum returns the digest of addresses, as written keeps.
+func (c *Controller) sum(addrs []resource.Address) uint64 {
+	c.digest.Reset()
+	for _, a := range addrs {
+		c.digest.String(a.Hostname)
+		c.digest.String(a.Status)
+		c.digest.String(a.Origin.Kind)
+		c.digest.String(a.Origin.Name)
+		c.digest.String(a.Reason)
+	}
+	return c.digest.Sum()
 }
 
 // statusPatch is what the hostnames controller owns of a status: the

@@ -395,3 +395,41 @@ func TestEnsureDefaults_CreatesOnceAndNeverOverwrites(t *testing.T) {
 		t.Errorf("EnsureDefaults overwrote an operator's change: template %q", tmpl)
 	}
 }
+
+// While a write's echo is on the way, the controller compares with what
+// it wrote (kept as a digest), not with the cache's older copy; once the
+// cache shows the write, with the cache.
+func TestController_ComparesWithWriteInFlight(t *testing.T) {
+	c := New(Options{})
+	k := key(resource.MeshService, "web")
+	addr := func(host string) []resource.Address {
+		return []resource.Address{{Hostname: host, Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: OriginKind, Name: "gen"}}}
+	}
+	a, b := addr("a.mesh.local"), addr("b.mesh.local")
+	obj := func(rev int64, addrs []resource.Address) *resource.Object {
+		o := meshService("web", nil)
+		o.Revision = rev
+		st := resource.MustLookup(o.Kind).NewStatus().(resource.ServiceStatusOf)
+		st.Service().Addresses = addrs
+		o.Status = st
+		return o
+	}
+	if same, _ := c.unchanged(k, obj(5, a), a); !same {
+		t.Error("equal to the cache's copy, nothing in flight: not unchanged")
+	}
+	same, sum := c.unchanged(k, obj(5, a), b)
+	if same {
+		t.Fatal("different from the cache's copy: unchanged")
+	}
+	c.written.Put(k, sum)
+	c.written.Written(k, 7)
+	if same, _ := c.unchanged(k, obj(5, a), b); !same {
+		t.Error("equal to the write in flight: not unchanged")
+	}
+	if same, _ := c.unchanged(k, obj(5, a), a); same {
+		t.Error("equal to the cache's older copy but not to the write in flight: unchanged")
+	}
+	if same, _ := c.unchanged(k, obj(7, b), b); !same || c.written.Len() != 0 {
+		t.Errorf("the echo shows the write: unchanged %v, %d writes still in flight", same, c.written.Len())
+	}
+}

@@ -92,3 +92,23 @@ func TestInflight_Pending(t *testing.T) {
 		t.Error("Pending of nothing written")
 	}
 }
+
+func TestDigest(t *testing.T) {
+	var d Digest
+	sum := func(fields ...string) uint64 {
+		d.Reset()
+		for _, f := range fields {
+			d.String(f)
+		}
+		return d.Sum()
+	}
+	ab := sum("a", "b")
+	for _, other := range [][]string{{"ab"}, {"a", "b", ""}, {"", "ab"}, {"b", "a"}, {"a", "c"}, {}} {
+		if ab == sum(other...) {
+			t.Errorf("%q sums like [a b]", other)
+		}
+	}
+	if again := sum("a", "b"); again != ab {
+		t.Errorf("[a b] sums to %x, then to %x after others", ab, again)
+	}
+}

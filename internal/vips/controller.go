@@ -179,13 +179,37 @@ type state struct {
 	// cache does not show yet: status patches do not conflict, so an
 	// event that arrives before the echo would otherwise write the same
 	// VIPs again.
-	written reconcile.Inflight[resource.Key, vipStatus]
+	written reconcile.Inflight[resource.Key, uint64] // digests (sum)
+	digest  reconcile.Digest
 }
 
-// vipStatus is what the controller writes of a status.
-type vipStatus struct {
-	vips  []resource.VIP
-	conds []resource.Condition
+// unchanged reports whether the store holds vips and conds in the status
+// of k: our last write while its echo is on the way, else svc, the status
+// of the cache's copy at revision rev. It also returns their digest.
+func (st *state) unchanged(k resource.Key, rev int64, svc *resource.ServiceStatus, vips []resource.VIP, conds []resource.Condition) (bool, uint64) {
+	sum := st.sum(vips, conds)
+	if w, ok := st.written.Pending(k, rev); ok {
+		return w == sum, sum
+	}
+	return slices.Equal(svc.VIPs, vips) && slices.Equal(svc.Conditions, conds), sum
+}
+
+// sum returns the digest of what the controller writes of a status.
+func (st *state) sum(vips []resource.VIP, conds []resource.Condition) uint64 {
+	st.digest.Reset()
+	for _, v := range vips {
+		st.digest.String(v.IP)
+		st.digest.String(v.Type)
+		st.digest.String(v.Hostname)
+	}
+	st.digest.String("") // a VIP has a non-empty IP: this ends the list
+	for _, c := range conds {
+		st.digest.String(c.Type)
+		st.digest.String(c.Status)
+		st.digest.String(c.Reason)
+		st.digest.String(c.Message)
+	}
+	return st.digest.Sum()
 }
 
 // leaseValue is what a VIP lease records.
@@ -548,14 +572,11 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 	svc := status.Service()
 	vips := toStatus(want)
 	conds := withCondition(svc.Conditions, exhausted)
-	cur := vipStatus{svc.VIPs, svc.Conditions}
-	if w, ok := st.written.Pending(k, obj.Revision); ok {
-		cur = w
-	}
-	if slices.Equal(cur.vips, vips) && slices.Equal(cur.conds, conds) {
+	same, sum := st.unchanged(k, obj.Revision, svc, vips, conds)
+	if same {
 		return ops
 	}
-	st.written.Put(k, vipStatus{vips, conds})
+	st.written.Put(k, sum)
 	obj = obj.Clone()
 	status = resource.ServiceStatusOrNew(obj)
 	svc = status.Service()

@@ -781,3 +781,36 @@ func TestController_NoRepeatedWriteBeforeTheEcho(t *testing.T) {
 		}
 	}
 }
+
+// While a write's echo is on the way, the controller compares with what
+// it wrote (kept as a digest), not with the cache's older copy; once the
+// cache shows the write, with the cache.
+func TestUnchanged_ComparesWithWriteInFlight(t *testing.T) {
+	st := &state{}
+	k := key(resource.MeshService, "web")
+	one := []resource.VIP{{IP: "241.0.0.1", Type: "Kuma"}}
+	two := []resource.VIP{{IP: "241.0.0.2", Type: "Kuma"}}
+	exhausted := []resource.Condition{{Type: ConditionAllocated, Status: "False", Reason: "PoolExhausted"}}
+	cached := &resource.ServiceStatus{VIPs: one}
+	if same, _ := st.unchanged(k, 5, cached, one, nil); !same {
+		t.Error("equal to the cache's copy, nothing in flight: not unchanged")
+	}
+	same, sum := st.unchanged(k, 5, cached, two, nil)
+	if same {
+		t.Fatal("different from the cache's copy: unchanged")
+	}
+	st.written.Put(k, sum)
+	st.written.Written(k, 7)
+	for _, c := range []struct {
+		vips  []resource.VIP
+		conds []resource.Condition
+		same  bool
+	}{{two, nil, true}, {one, nil, false}, {two, exhausted, false}, {nil, nil, false}} {
+		if same, _ := st.unchanged(k, 5, cached, c.vips, c.conds); same != c.same {
+			t.Errorf("%v %v with %v in flight: unchanged %v, want %v", c.vips, c.conds, two, same, c.same)
+		}
+	}
+	if same, _ := st.unchanged(k, 7, &resource.ServiceStatus{VIPs: two}, two, nil); !same || st.written.Len() != 0 {
+		t.Errorf("the echo shows the write: unchanged %v, %d writes still in flight", same, st.written.Len())
+	}
+}
