@@ -387,6 +387,18 @@ func (c *Cache) Peek(k resource.Key) (*resource.Object, bool) {
 	return e.shared(k), true
 }
 
+// Label returns the value of the label name of the resource with key k,
+// and whether the resource has it, without decoding the resource.
+func (c *Cache) Label(k resource.Key, name string) (string, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.groups[group{k.Kind, k.Mesh}][k.Name]
+	if !ok {
+		return "", false
+	}
+	return e.label(k.Name, name)
+}
+
 // Query selects resources for List.
 type Query struct {
 	Kind resource.Kind

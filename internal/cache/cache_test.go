@@ -781,3 +781,38 @@ func TestCache_BurstWakesFreezer(t *testing.T) {
 		t.Errorf("Frozen() = %d, want at least 22", c.Frozen())
 	}
 }
+
+// Label reads a label of a hot or frozen entry without decoding it.
+func TestCache_Label(t *testing.T) {
+	c := New(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c.mu.Lock()
+	c.put(svc("default", "web", map[string]string{"team": "a", resource.LabelDisplayName: "web"}), false)
+	c.put(svc("default", "db", map[string]string{resource.LabelDisplayName: "database"}), false)
+	c.mu.Unlock()
+	k := func(name string) resource.Key {
+		return resource.Key{Kind: resource.MeshService, Mesh: "default", Name: name}
+	}
+	check := func(state string) {
+		t.Helper()
+		for _, c0 := range []struct {
+			name, label, want string
+			ok                bool
+		}{
+			{"web", "team", "a", true},
+			{"web", resource.LabelDisplayName, "web", true},
+			{"db", resource.LabelDisplayName, "database", true},
+			{"web", "absent", "", false},
+			{"db", "team", "", false},
+			{"nope", "team", "", false},
+		} {
+			if got, ok := c.Label(k(c0.name), c0.label); got != c0.want || ok != c0.ok {
+				t.Errorf("%s: Label(%s, %s) = %q, %v; want %q, %v", state, c0.name, c0.label, got, ok, c0.want, c0.ok)
+			}
+		}
+	}
+	check("hot")
+	if n := c.freeze(time.Now().Add(time.Hour)); n != 2 {
+		t.Fatalf("froze %d", n)
+	}
+	check("frozen")
+}

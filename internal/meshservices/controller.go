@@ -194,10 +194,10 @@ func (c *Controller) process(ctx context.Context, st *state, q *reconcile.Queue[
 // reindex updates the indexes for a changed resource and returns the units
 // whose plan it may change: those it belonged to and belongs to now.
 func (c *Controller) reindex(st *state, k resource.Key) []Unit {
-	obj, _ := c.o.Cache.Get(k)
 	var out []Unit
 	switch k.Kind {
 	case resource.Dataplane:
+		obj, _ := c.o.Cache.Peek(k) // read only
 		for _, u := range st.dpUnits[k] {
 			delete(st.unitDPs[u], k.Name)
 			if len(st.unitDPs[u]) == 0 {
@@ -237,7 +237,12 @@ func (c *Controller) reindex(st *state, k resource.Key) []Unit {
 		}
 		// A MeshService named like a unit's base may hold that unit's name.
 		out = append(out, Unit{Mesh: k.Mesh, Base: k.Name})
-		if obj != nil && Managed(obj) {
+		// Most MeshServices are not managed: look at the label before
+		// reading the rest (a resource frozen in the cache is decoded).
+		if v, _ := c.o.Cache.Label(k, resource.LabelManagedBy); v != resource.ManagedByMeshServices {
+			break
+		}
+		if obj, ok := c.o.Cache.Peek(k); ok && Managed(obj) { // read only
 			if tag := identityTag(obj); tag != "" {
 				u := Unit{Mesh: k.Mesh, Base: Compliant(tag)}
 				st.msUnit[k] = u
