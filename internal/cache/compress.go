@@ -156,11 +156,12 @@ var frozenCodec = sync.OnceValue(func() codec {
 // collector a buffer per freeze and per read.
 var scratch = sync.Pool{New: func() any { return new([]byte) }}
 
-// compress returns src compressed, in an allocation of its exact size.
-func compress(src []byte) []byte {
+// compress returns head followed by src compressed, in an allocation of
+// its exact size.
+func compress(head, src []byte) []byte {
 	buf := scratch.Get().(*[]byte)
 	defer scratch.Put(buf)
-	*buf = frozenCodec().enc.EncodeAll(src, (*buf)[:0])
+	*buf = frozenCodec().enc.EncodeAll(src, append((*buf)[:0], head...))
 	return append([]byte(nil), *buf...)
 }
 

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -57,9 +58,9 @@ func TestFreeze_CompressesAgainstDictionary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// About 50 bytes; uncompressed it is about 330.
-		if len(f.data) > 80 {
-			t.Errorf("%s frozen into %d bytes, want at most 80", o.Name, len(f.data))
+		// About 70 bytes with the header; uncompressed it is about 330.
+		if len(f) > 100 {
+			t.Errorf("%s frozen into %d bytes, want at most 100", o.Name, len(f))
 		}
 		labels := o.Labels
 		got, err := f.thaw(o.Key(), labels)
@@ -103,17 +104,29 @@ func TestFreeze_DamagedDataIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, data := range [][]byte{nil, f.data[:len(f.data)/2], append([]byte("garbage"), f.data...)} {
-		d := *f
-		d.data = data
+	for _, d := range []frozen{nil, f[:3], f[:len(f)/2], append(frozen("garbage"), f...), append(f[:12:12], "garbage"...)} {
 		if got, err := d.thaw(o.Key(), nil); err == nil {
-			t.Errorf("thaw of %d damaged bytes gave %v and no error", len(data), got)
+			t.Errorf("thaw of %d damaged bytes gave %v and no error", len(d), got)
 		}
 	}
-	d := *f
-	d.specLen = 1 << 20
-	if _, err := d.thaw(o.Key(), nil); err == nil {
-		t.Error("thaw with a spec longer than the data gave no error")
+	// A whole header, then damage; the spec's length is the last field.
+	header := func(specLen int64) []byte {
+		h := binary.AppendVarint(nil, 1)
+		h = binary.AppendVarint(h, 2)
+		h = binary.AppendVarint(h, 3)
+		h = binary.AppendVarint(h, 4)
+		return binary.AppendVarint(h, specLen)
+	}
+	if _, err := frozen(append(header(2), "garbage"...)).thaw(o.Key(), nil); err == nil {
+		t.Error("thaw of a header and garbage gave no error")
+	}
+	for _, specLen := range []int64{1 << 20, -1} {
+		if _, err := frozen(compress(header(specLen), []byte(`{}{}`))).thaw(o.Key(), nil); err == nil {
+			t.Errorf("thaw with a spec length of %d gave no error", specLen)
+		}
+	}
+	if got, err := frozen(compress(header(2), []byte(`{}{}`))).thaw(o.Key(), nil); err != nil || got.Version != 1 || got.Revision != 2 {
+		t.Errorf("thaw of a sound header and data: %+v, %v", got, err)
 	}
 }
 
@@ -126,7 +139,7 @@ func BenchmarkFreeze(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		size = len(f.data)
+		size = len(f)
 	}
 	b.ReportMetric(float64(size), "frozen-B")
 }

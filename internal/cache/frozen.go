@@ -3,6 +3,7 @@ package cache
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -46,26 +47,24 @@ const MaxDecoded = 10_000
 // freezeBatch bounds the entries frozen while the lock is held once.
 const freezeBatch = 2000
 
-// frozen is a resource in its stored encoding, compressed (compress.go).
-// Kind, mesh and name are the entry's keys and its labels the entry's
-// shared set.
-type frozen struct {
-	version, revision int64
-	created, modified int64 // UnixNano
-	specLen           int   // the JSON is the spec's, then the status's
-	data              []byte
-}
+// frozen is a resource in its stored encoding, in one pointer-free
+// allocation: the version, revision, creation and modification times
+// (UnixNano) and the length of the spec's JSON, as varints, then the JSON
+// of the spec followed by the status's, compressed (compress.go). Kind,
+// mesh and name are the entry's keys and its labels the entry's shared
+// set.
+type frozen []byte
 
 // freezeObject encodes o.
-func freezeObject(o *resource.Object) (*frozen, error) {
-	f := &frozen{version: o.Version, revision: o.Revision, created: o.CreationTime.UnixNano(), modified: o.ModificationTime.UnixNano()}
+func freezeObject(o *resource.Object) (frozen, error) {
 	var plain []byte
+	specLen := 0
 	if o.Spec != nil {
 		b, err := json.Marshal(o.Spec)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s spec: %w", o.Key(), err)
 		}
-		plain, f.specLen = b, len(b)
+		plain, specLen = b, len(b)
 	}
 	if o.Status != nil {
 		b, err := json.Marshal(o.Status)
@@ -74,26 +73,41 @@ func freezeObject(o *resource.Object) (*frozen, error) {
 		}
 		plain = append(plain, b...)
 	}
-	f.data = compress(plain)
-	return f, nil
+	var head [5 * binary.MaxVarintLen64]byte
+	h := binary.AppendVarint(head[:0], o.Version)
+	h = binary.AppendVarint(h, o.Revision)
+	h = binary.AppendVarint(h, o.CreationTime.UnixNano())
+	h = binary.AppendVarint(h, o.ModificationTime.UnixNano())
+	h = binary.AppendVarint(h, int64(specLen))
+	return compress(h, plain), nil
 }
 
 // thaw decodes f as the resource k with labels (which it may keep).
-func (f *frozen) thaw(k resource.Key, labels map[string]string) (*resource.Object, error) {
+func (f frozen) thaw(k resource.Key, labels map[string]string) (*resource.Object, error) {
+	var head [5]int64
+	rest := []byte(f)
+	for i := range head {
+		v, n := binary.Varint(rest)
+		if n <= 0 {
+			return nil, fmt.Errorf("frozen header: field %d of %d unreadable", i+1, len(head))
+		}
+		head[i], rest = v, rest[n:]
+	}
+	specLen := head[4]
 	o := &resource.Object{
 		Kind: k.Kind, Mesh: k.Mesh, Name: k.Name, Labels: labels,
-		Version: f.version, Revision: f.revision,
-		CreationTime: time.Unix(0, f.created).UTC(), ModificationTime: time.Unix(0, f.modified).UTC(),
+		Version: head[0], Revision: head[1],
+		CreationTime: time.Unix(0, head[2]).UTC(), ModificationTime: time.Unix(0, head[3]).UTC(),
 	}
-	err := decompress(f.data, func(plain []byte) error {
-		if len(plain) < f.specLen {
-			return fmt.Errorf("%d bytes, want at least %d", len(plain), f.specLen)
+	err := decompress(rest, func(plain []byte) error {
+		if specLen < 0 || int64(len(plain)) < specLen {
+			return fmt.Errorf("%d bytes, want at least %d", len(plain), specLen)
 		}
 		var err error
-		if o.Spec, err = resource.UnmarshalSpec(k.Kind, plain[:f.specLen]); err != nil {
+		if o.Spec, err = resource.UnmarshalSpec(k.Kind, plain[:specLen]); err != nil {
 			return err
 		}
-		o.Status, err = resource.UnmarshalStatus(k.Kind, plain[f.specLen:])
+		o.Status, err = resource.UnmarshalStatus(k.Kind, plain[specLen:])
 		return err
 	})
 	if err != nil {
@@ -164,7 +178,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 	cands = append(cands[:len(cands)-keep], listed...)
 	n := 0
 	for batch := range slices.Chunk(cands, freezeBatch) {
-		fs := make([]*frozen, len(batch))
+		fs := make([]frozen, len(batch))
 		for i, cd := range batch {
 			f, err := freezeObject(cd.obj)
 			if err != nil {

@@ -27,7 +27,7 @@ type entry struct {
 	// cold is the stored encoding, nil while hot; labels is then the
 	// resource's shared label set, which lacks the display name when
 	// nameLabel is set.
-	cold      *frozen
+	cold      frozen
 	labels    map[string]string
 	nameLabel bool
 	// listed marks an entry stored by a list of the store rather than by
