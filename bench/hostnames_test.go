@@ -341,13 +341,16 @@ func idleCores(b *testing.B, p *serverProc) float64 {
 
 // BenchmarkIdle measures a server holding 100,000 named MeshServices while
 // nothing changes: its CPU over 10 s (-idle-window) without requests,
-// after its cache has frozen what stopped changing and 5 s of quiet, and its RSS at the end of that window, less the RSS
-// of a fresh server without services measured the same way in the same
-// iteration, per service.
+// after its cache has frozen what stopped changing and 5 s of quiet, and
+// its RSS at the end of that window, less the RSS of a fresh server
+// without services measured the same way in the same iteration, per
+// service. The server first names every service (a store seeded without
+// status); it is then restarted on the same store and measured again
+// (restart-*), as after an upgrade.
 func BenchmarkIdle(b *testing.B) {
 	const n = 100_000
 	b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-		var cores, emptyCores, perService, emptyRSS, fullRSS, heapPerService []float64
+		var cores, emptyCores, perService, emptyRSS, fullRSS, heapPerService, restartPerService, restartCores []float64
 		for b.Loop() {
 			c := newClient()
 			empty := startServer(b, b.TempDir())
@@ -400,6 +403,24 @@ func BenchmarkIdle(b *testing.B) {
 			p.stop()
 			b.Logf("RSS %d MiB empty, %d MiB with %d services; heap in use %.0f MiB empty, %.0f MiB with %d services",
 				r0>>20, r1>>20, n, h0/(1<<20), h1/(1<<20), n)
+
+			// A restart on the same store, every service named: what an
+			// upgrade or a new leader's process goes through.
+			p = startServer(b, dir)
+			start := time.Now()
+			p.waitReady(c, 10*time.Minute)
+			waitInitialNaming(b, c, p, n, 10*time.Minute)
+			waitFrozen(b, c, p.api, n, 5*time.Minute)
+			time.Sleep(idleSettle)
+			restartCores = append(restartCores, idleCores(b, p))
+			r2, err := rss(p.pid())
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.CloseIdleConnections()
+			p.stop()
+			b.Logf("restarted with %d named services: frozen and settled %s after exec, RSS %d MiB", n, time.Since(start).Round(time.Second), r2>>20)
+			restartPerService = append(restartPerService, float64(r2-r0)/n)
 			emptyRSS = append(emptyRSS, float64(r0))
 			fullRSS = append(fullRSS, float64(r1))
 			perService = append(perService, float64(r1-r0)/n)
@@ -411,5 +432,7 @@ func BenchmarkIdle(b *testing.B) {
 		b.ReportMetric(mean(fullRSS)/(1<<20), "rss-MiB")
 		b.ReportMetric(mean(emptyRSS)/(1<<20), "rss-MiB-empty")
 		b.ReportMetric(mean(heapPerService), "heap-bytes-per-service")
+		b.ReportMetric(mean(restartPerService), "restart-rss-bytes-per-service")
+		b.ReportMetric(mean(restartCores), "restart-cores")
 	})
 }
