@@ -5,40 +5,10 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
 )
-
-// DNSListing is the body of GET /meshes/{mesh}/_dns: every name this
-// instance's DNS server answers in the mesh, and the names a service would
-// have but that are not answered, with the reason (seed 004's listing).
-type DNSListing struct {
-	Mesh        string         `json:"mesh"`
-	Names       []DNSName      `json:"names"`
-	NotAnswered []DNSNotAnswer `json:"notAnswered"`
-}
-
-// DNSName is one answered name.
-type DNSName struct {
-	Name    string        `json:"name"`
-	Types   []string      `json:"types"`
-	A       []string      `json:"a,omitempty"`
-	AAAA    []string      `json:"aaaa,omitempty"`
-	SRV     []string      `json:"srv,omitempty"`
-	Kind    resource.Kind `json:"kind"`
-	Service string        `json:"service"`
-	// Source is hostname, internalVIP, serviceTag or alias.
-	Source string `json:"source"`
-}
-
-// DNSNotAnswer is a name that is not answered.
-type DNSNotAnswer struct {
-	Name    string        `json:"name"`
-	Kind    resource.Kind `json:"kind"`
-	Service string        `json:"service"`
-	Source  string        `json:"source,omitempty"`
-	Reason  string        `json:"reason"`
-}
 
 // dnsListing answers GET /meshes/{mesh}/_dns.
 func (s *Server) dnsListing(w http.ResponseWriter, mesh string) {
@@ -69,22 +39,22 @@ func (s *Server) dnsListing(w http.ResponseWriter, mesh string) {
 				switch {
 				case a.Hostname == "":
 				case a.Status != resource.AddressAvailable:
-					l.NotAnswered = append(l.NotAnswered, DNSNotAnswer{Name: a.Hostname + ".", Kind: o.Kind, Service: o.Name, Source: source, Reason: a.Reason})
+					l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: a.Hostname + ".", Kind: o.Kind, Service: o.Name, Source: source, Reason: a.Reason})
 				case len(svc.VIPs) == 0:
-					l.NotAnswered = append(l.NotAnswered, DNSNotAnswer{Name: a.Hostname + ".", Kind: o.Kind, Service: o.Name, Source: source, Reason: "the service has no VIP yet"})
+					l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: a.Hostname + ".", Kind: o.Kind, Service: o.Name, Source: source, Reason: "the service has no VIP yet"})
 				}
 			}
 		}
 	}
-	slices.SortFunc(l.Names, func(a, b DNSName) int { return cmp.Compare(a.Name, b.Name) })
-	slices.SortFunc(l.NotAnswered, func(a, b DNSNotAnswer) int {
+	slices.SortFunc(l.Names, func(a, b api.DNSName) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(l.NotAnswered, func(a, b api.DNSNotAnswer) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Service, b.Service))
 	})
 	if l.Names == nil {
-		l.Names = []DNSName{}
+		l.Names = []api.DNSName{}
 	}
 	if l.NotAnswered == nil {
-		l.NotAnswered = []DNSNotAnswer{}
+		l.NotAnswered = []api.DNSNotAnswer{}
 	}
 	writeJSON(w, http.StatusOK, l)
 }

@@ -4,34 +4,11 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/hostname"
 	"github.com/meshnames/meshnames/internal/resource"
 )
-
-// HostnamesReport is the body of GET /meshes/{mesh}/{kind}/{name}/_hostnames:
-// what every HostnameGenerator makes of one service, in precedence order.
-type HostnamesReport struct {
-	Kind  resource.Kind     `json:"kind"`
-	Mesh  string            `json:"mesh"`
-	Name  string            `json:"name"`
-	Items []HostnameOutcome `json:"items"`
-}
-
-// HostnameOutcome is one generator's result for the service.
-type HostnameOutcome struct {
-	Generator string `json:"generator"`
-	// Selects tells whether the generator selects the service.
-	Selects  bool   `json:"selects"`
-	Hostname string `json:"hostname,omitempty"`
-	// Status is Available or NotAvailable as the controller decided, or
-	// Pending when it has not written this service's status yet.
-	Status string `json:"status,omitempty"`
-	Reason string `json:"reason,omitempty"`
-}
-
-// StatusPending marks an outcome the controller has not decided yet.
-const StatusPending = "Pending"
 
 // hostnames answers the _hostnames inspection. Rendering is computed here,
 // with the engine's own rules; whether a name is held or lost to another
@@ -50,11 +27,11 @@ func (s *Server) hostnames(w http.ResponseWriter, r *http.Request, req request) 
 	}
 	objs, _ := s.opts.Cache.List(cache.Query{Kind: resource.HostnameGenerator})
 	var gens []hostname.Generator
-	var unusable []HostnameOutcome
+	var unusable []api.HostnameOutcome
 	for _, o := range objs {
 		g, err := resource.HostnameGeneratorOf(o)
 		if err != nil {
-			unusable = append(unusable, HostnameOutcome{Generator: o.Name, Reason: "the generator cannot be used: " + err.Error()})
+			unusable = append(unusable, api.HostnameOutcome{Generator: o.Name, Reason: "the generator cannot be used: " + err.Error()})
 			continue
 		}
 		gens = append(gens, g)
@@ -63,7 +40,7 @@ func (s *Server) hostnames(w http.ResponseWriter, r *http.Request, req request) 
 	if st, ok := obj.Status.(resource.ServiceStatusOf); ok && st != nil {
 		addrs = st.Service().Addresses
 	}
-	report := HostnamesReport{Kind: obj.Kind, Mesh: obj.Mesh, Name: obj.Name, Items: []HostnameOutcome{}}
+	report := api.HostnamesReport{Kind: obj.Kind, Mesh: obj.Mesh, Name: obj.Name, Items: []api.HostnameOutcome{}}
 	for _, o := range hostname.Explain(gens, resource.HostnameServiceOf(obj), s.opts.Zone) {
 		report.Items = append(report.Items, outcome(o, addrs))
 	}
@@ -71,8 +48,8 @@ func (s *Server) hostnames(w http.ResponseWriter, r *http.Request, req request) 
 	writeJSON(w, http.StatusOK, report)
 }
 
-func outcome(o hostname.Outcome, addrs []resource.Address) HostnameOutcome {
-	out := HostnameOutcome{Generator: o.Generator, Selects: o.Selects, Hostname: o.Hostname}
+func outcome(o hostname.Outcome, addrs []resource.Address) api.HostnameOutcome {
+	out := api.HostnameOutcome{Generator: o.Generator, Selects: o.Selects, Hostname: o.Hostname}
 	switch {
 	case !o.Selects:
 		out.Reason = o.NotSelected
@@ -94,7 +71,7 @@ func outcome(o hostname.Outcome, addrs []resource.Address) HostnameOutcome {
 			return out
 		}
 	}
-	out.Status = StatusPending
+	out.Status = api.StatusPending
 	out.Reason = "the controller has not written this result into the service's status yet"
 	return out
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/meshservices"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -50,12 +51,12 @@ type Options struct {
 	WriteWait time.Duration
 	// DNS lists what this instance's DNS server answers in a mesh; nil
 	// when it serves no DNS.
-	DNS func(mesh string) DNSListing
+	DNS func(mesh string) api.DNSListing
 	// ServiceTags, when set, are the settings of MeshService synthesis, for
 	// GET /meshes/{mesh}/_servicetags.
 	ServiceTags *meshservices.Options
 	// Leader, when set, reports the leadership for GET /_leader.
-	Leader func(ctx context.Context) (LeaderStatus, error)
+	Leader func(ctx context.Context) (api.LeaderStatus, error)
 }
 
 // Server is the REST API.
@@ -273,15 +274,7 @@ func byPlural(p string) *resource.Descriptor {
 }
 
 func (s *Server) index(w http.ResponseWriter) {
-	writeJSON(w, http.StatusOK, Info{Product: "meshnames", Version: s.opts.Version, Mode: s.opts.Mode, Zone: s.opts.Zone})
-}
-
-// Info is the body of GET /.
-type Info struct {
-	Product string `json:"product"`
-	Version string `json:"version"`
-	Mode    string `json:"mode"`
-	Zone    string `json:"zone,omitempty"`
+	writeJSON(w, http.StatusOK, api.Info{Product: "meshnames", Version: s.opts.Version, Mode: s.opts.Mode, Zone: s.opts.Zone})
 }
 
 func (s *Server) readyz(w http.ResponseWriter) {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -531,11 +532,11 @@ func TestHostnames_Inspection(t *testing.T) {
 	waitStatus(t, e)
 
 	r := e.do(http.MethodGet, "/meshes/default/meshservices/redis/_hostnames", "", "")
-	var got HostnamesReport
+	var got api.HostnamesReport
 	if err := json.Unmarshal(r.body, &got); err != nil || r.code != http.StatusOK {
 		t.Fatalf("GET _hostnames = %d %s", r.code, r.body)
 	}
-	want := []HostnameOutcome{
+	want := []api.HostnameOutcome{
 		{Generator: "a-svc", Selects: true, Hostname: "redis.svc.mesh.local", Status: "NotAvailable", Reason: "taken by someone older"},
 		{Generator: "b-team", Selects: true, Status: "NotAvailable", Reason: `label "team" is missing`},
 		{Generator: "c-public", Reason: "selector needs expose=public (the service has private)"},
@@ -549,7 +550,7 @@ func TestHostnames_Inspection(t *testing.T) {
 	e.put("/meshes/default/meshservices/web", "type: MeshService\nspec: {}\n")
 	r = e.do(http.MethodGet, "/meshes/default/meshservices/web/_hostnames", "", "")
 	_ = json.Unmarshal(r.body, &got)
-	if got.Items[0].Status != StatusPending || got.Items[0].Hostname != "web.svc.mesh.local" {
+	if got.Items[0].Status != api.StatusPending || got.Items[0].Hostname != "web.svc.mesh.local" {
 		t.Errorf("first item before the controller ran = %+v, want web.svc.mesh.local Pending", got.Items[0])
 	}
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/client"
 	"github.com/meshnames/meshnames/internal/resource"
 )
@@ -260,7 +261,7 @@ process always leads. The last line says whether the server asked leads.`,
 	return c
 }
 
-func printLeader(env Env, l *client.Leader) {
+func printLeader(env Env, l *api.LeaderStatus) {
 	tw := tabwriter.NewWriter(env.Out, 0, 8, 1, ' ', 0)
 	defer tw.Flush()
 	if l.Election == "local" {

@@ -2,8 +2,9 @@
 // command line and by tests. It speaks JSON and turns error responses into
 // *APIError values that keep the server's field-level causes.
 //
-// It imports resource and validate only (not apiserver: the wire format is
-// the contract). A Client is safe for concurrent use.
+// It imports api, resource and validate only (not apiserver: the bodies of
+// the API's own endpoints are the api package's types, shared with the
+// server). A Client is safe for concurrent use.
 package client
 
 import (
@@ -20,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/validate"
 )
@@ -152,21 +154,13 @@ func (c *Client) do(ctx context.Context, method, pathAndQuery string, body []byt
 	return r, nil
 }
 
-// Info is the server's self-description (GET /).
-type Info struct {
-	Product string `json:"product"`
-	Version string `json:"version"`
-	Mode    string `json:"mode"`
-	Zone    string `json:"zone"`
-}
-
 // Info returns the server's version, mode and zone.
-func (c *Client) Info(ctx context.Context) (*Info, error) {
+func (c *Client) Info(ctx context.Context) (*api.Info, error) {
 	r, err := c.do(ctx, http.MethodGet, "/", nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	var i Info
+	var i api.Info
 	if err := json.Unmarshal(r.body, &i); err != nil {
 		return nil, fmt.Errorf("decode server info: %w", err)
 	}
@@ -332,61 +326,27 @@ func (c *Client) Delete(ctx context.Context, d *resource.Descriptor, mesh, name 
 	return err
 }
 
-// HostnameOutcome is one generator's result for a service (see the API's
-// _hostnames inspection).
-type HostnameOutcome struct {
-	Generator string `json:"generator"`
-	Selects   bool   `json:"selects"`
-	Hostname  string `json:"hostname"`
-	Status    string `json:"status"`
-	Reason    string `json:"reason"`
-}
-
 // Hostnames returns what every HostnameGenerator makes of one service.
-func (c *Client) Hostnames(ctx context.Context, d *resource.Descriptor, mesh, name string) ([]HostnameOutcome, error) {
+func (c *Client) Hostnames(ctx context.Context, d *resource.Descriptor, mesh, name string) ([]api.HostnameOutcome, error) {
 	r, err := c.do(ctx, http.MethodGet, c.path(d, mesh, name)+"/_hostnames", nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	var report struct {
-		Items []HostnameOutcome `json:"items"`
-	}
+	var report api.HostnamesReport
 	if err := json.Unmarshal(r.body, &report); err != nil {
 		return nil, fmt.Errorf("decode hostnames: %w", err)
 	}
 	return report.Items, nil
 }
 
-// DNSListing is what the server's DNS answers in a mesh.
-type DNSListing struct {
-	Mesh  string `json:"mesh"`
-	Names []struct {
-		Name    string   `json:"name"`
-		Types   []string `json:"types"`
-		A       []string `json:"a"`
-		AAAA    []string `json:"aaaa"`
-		SRV     []string `json:"srv"`
-		Kind    string   `json:"kind"`
-		Service string   `json:"service"`
-		Source  string   `json:"source"`
-	} `json:"names"`
-	NotAnswered []struct {
-		Name    string `json:"name"`
-		Kind    string `json:"kind"`
-		Service string `json:"service"`
-		Source  string `json:"source"`
-		Reason  string `json:"reason"`
-	} `json:"notAnswered"`
-}
-
 // DNS returns the names the server's DNS answers in mesh, and those it
 // does not answer with the reason.
-func (c *Client) DNS(ctx context.Context, mesh string) (*DNSListing, error) {
+func (c *Client) DNS(ctx context.Context, mesh string) (*api.DNSListing, error) {
 	r, err := c.do(ctx, http.MethodGet, "/meshes/"+url.PathEscape(mesh)+"/_dns", nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	var l DNSListing
+	var l api.DNSListing
 	if err := json.Unmarshal(r.body, &l); err != nil {
 		return nil, fmt.Errorf("decode DNS listing: %w", err)
 	}
@@ -425,24 +385,13 @@ func (c *Client) ServiceTags(ctx context.Context, mesh string) (*ServiceTags, er
 	return &l, nil
 }
 
-// Leader is the body of GET /_leader: who leads and whether the server
-// asked does.
-type Leader struct {
-	Election  string    `json:"election"`
-	Holder    string    `json:"holder,omitempty"`
-	Term      int64     `json:"term,omitempty"`
-	ExpiresAt time.Time `json:"expiresAt,omitzero"`
-	Self      string    `json:"self"`
-	Leading   bool      `json:"leading"`
-}
-
 // Leader returns the leadership as the server sees it.
-func (c *Client) Leader(ctx context.Context) (*Leader, error) {
+func (c *Client) Leader(ctx context.Context) (*api.LeaderStatus, error) {
 	r, err := c.do(ctx, http.MethodGet, "/_leader", nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	var l Leader
+	var l api.LeaderStatus
 	if err := json.Unmarshal(r.body, &l); err != nil {
 		return nil, fmt.Errorf("decode leader: %w", err)
 	}

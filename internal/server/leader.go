@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/meshnames/meshnames/internal/apiserver"
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -43,8 +43,8 @@ func catchUp(ctx context.Context, st store.Store, c *cache.Cache) error {
 
 // leaderStatus answers GET /_leader: the lease as the store holds it, and
 // whether this instance leads.
-func (s *Server) leaderStatus(ctx context.Context, st store.Store) (apiserver.LeaderStatus, error) {
-	ls := apiserver.LeaderStatus{Self: s.elector.Self(), Leading: s.elector.Leading()}
+func (s *Server) leaderStatus(ctx context.Context, st store.Store) (api.LeaderStatus, error) {
+	ls := api.LeaderStatus{Self: s.elector.Self(), Leading: s.elector.Leading()}
 	if !s.cfg.Postgres() {
 		ls.Election = "local"
 		if ls.Leading {

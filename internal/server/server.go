@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/apiserver"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/config"
@@ -103,8 +104,8 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return nil
 		},
-		DNS:    func(mesh string) apiserver.DNSListing { return dnsListing(dnsSrv, mesh) },
-		Leader: func(ctx context.Context) (apiserver.LeaderStatus, error) { return s.leaderStatus(ctx, st) },
+		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, mesh) },
+		Leader: func(ctx context.Context) (api.LeaderStatus, error) { return s.leaderStatus(ctx, st) },
 	}
 	if s.cfg.Mode != config.ModeGlobal {
 		o := s.serviceOptions()
@@ -222,8 +223,8 @@ func (s *Server) serviceOptions() meshservices.Options {
 }
 
 // dnsListing converts the DNS table's view of mesh for the API.
-func dnsListing(srv *dnsserver.Server, mesh string) apiserver.DNSListing {
-	var l apiserver.DNSListing
+func dnsListing(srv *dnsserver.Server, mesh string) api.DNSListing {
+	var l api.DNSListing
 	if srv == nil {
 		return l
 	}
@@ -236,7 +237,7 @@ func dnsListing(srv *dnsserver.Server, mesh string) apiserver.DNSListing {
 		return l
 	}
 	for e := range v.Entries() {
-		n := apiserver.DNSName{Name: e.Name, Kind: e.Service.Kind, Service: e.Service.Name, Source: e.Source}
+		n := api.DNSName{Name: e.Name, Kind: e.Service.Kind, Service: e.Service.Name, Source: e.Source}
 		for _, ip := range e.A {
 			n.A = append(n.A, ip.String())
 		}
@@ -260,7 +261,7 @@ func dnsListing(srv *dnsserver.Server, mesh string) apiserver.DNSListing {
 		l.Names = append(l.Names, n)
 	}
 	for _, r := range v.Rejections() {
-		l.NotAnswered = append(l.NotAnswered, apiserver.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason})
+		l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason})
 	}
 	return l
 }

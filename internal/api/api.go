@@ -1,0 +1,95 @@
+// Package api holds the bodies of the REST API's own endpoints (the
+// server's description, leadership, inspections), shared by the server that
+// writes them and the client that reads them so that the two cannot drift.
+// Resources themselves are resource.Object.
+//
+// It imports resource only.
+package api
+
+import (
+	"time"
+
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+// Info is the body of GET /.
+type Info struct {
+	Product string `json:"product"`
+	Version string `json:"version"`
+	Mode    string `json:"mode"`
+	Zone    string `json:"zone,omitempty"`
+}
+
+// LeaderStatus is the body of GET /_leader: who leads (runs the
+// controllers) and whether this instance does.
+type LeaderStatus struct {
+	// Election is "lease" (instances sharing PostgreSQL elect a leader with
+	// a lease) or "local" (the embedded store's single process leads).
+	Election string `json:"election"`
+	// Holder is the instance that holds the lease (empty when none has
+	// yet), Term the lease's term, which increases with every change of
+	// holder, and ExpiresAt when the lease runs out unless renewed, by the
+	// database's clock. A lease that has run out has no leader until
+	// another instance takes it.
+	Holder    string    `json:"holder,omitempty"`
+	Term      int64     `json:"term,omitempty"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// Self identifies this instance; Leading says whether it leads now.
+	Self    string `json:"self"`
+	Leading bool   `json:"leading"`
+}
+
+// HostnamesReport is the body of GET /meshes/{mesh}/{kind}/{name}/_hostnames:
+// what every HostnameGenerator makes of one service, in precedence order.
+type HostnamesReport struct {
+	Kind  resource.Kind     `json:"kind"`
+	Mesh  string            `json:"mesh"`
+	Name  string            `json:"name"`
+	Items []HostnameOutcome `json:"items"`
+}
+
+// HostnameOutcome is one generator's result for the service.
+type HostnameOutcome struct {
+	Generator string `json:"generator"`
+	// Selects tells whether the generator selects the service.
+	Selects  bool   `json:"selects"`
+	Hostname string `json:"hostname,omitempty"`
+	// Status is Available or NotAvailable as the controller decided, or
+	// Pending when it has not written this service's status yet.
+	Status string `json:"status,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// StatusPending marks an outcome the controller has not decided yet.
+const StatusPending = "Pending"
+
+// DNSListing is the body of GET /meshes/{mesh}/_dns: every name this
+// instance's DNS server answers in the mesh, and the names a service would
+// have but that are not answered, with the reason (seed 004's listing).
+type DNSListing struct {
+	Mesh        string         `json:"mesh"`
+	Names       []DNSName      `json:"names"`
+	NotAnswered []DNSNotAnswer `json:"notAnswered"`
+}
+
+// DNSName is one answered name.
+type DNSName struct {
+	Name    string        `json:"name"`
+	Types   []string      `json:"types"`
+	A       []string      `json:"a,omitempty"`
+	AAAA    []string      `json:"aaaa,omitempty"`
+	SRV     []string      `json:"srv,omitempty"`
+	Kind    resource.Kind `json:"kind"`
+	Service string        `json:"service"`
+	// Source is hostname, internalVIP, serviceTag or alias.
+	Source string `json:"source"`
+}
+
+// DNSNotAnswer is a name that is not answered.
+type DNSNotAnswer struct {
+	Name    string        `json:"name"`
+	Kind    resource.Kind `json:"kind"`
+	Service string        `json:"service"`
+	Source  string        `json:"source,omitempty"`
+	Reason  string        `json:"reason"`
+}
