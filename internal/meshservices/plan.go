@@ -183,6 +183,13 @@ func PlanUnit(in Input, o Options, now time.Time) Plan {
 		return cmp.Compare(a.tag, b.tag)
 	})
 
+	// The lookup reads a live cache, which may take in the echo of a write
+	// while the unit is being planned: each name is read once, so that
+	// adopt and pickName see the same state. Otherwise adopt could miss the
+	// tag's service just created under its name and pickName, reading again
+	// a moment later, find it and take it for another tag's, giving the tag
+	// a second service under its suffixed name.
+	lookup := onceEach(in.Lookup)
 	var p Plan
 	for _, c := range order {
 		svc := Service{Tag: c.tag}
@@ -193,13 +200,13 @@ func PlanUnit(in Input, o Options, now time.Time) Plan {
 		if c.holder == nil {
 			// The index may not have seen a service created moments ago:
 			// one of the tag's own names holding it is its service.
-			c.holder = adopt(c.tag, used, in.Lookup)
+			c.holder = adopt(c.tag, used, lookup)
 		}
 		if c.holder != nil {
 			svc.Name = c.holder.Name
 			used[svc.Name] = true
 		} else {
-			svc.Name, svc.Blocked = pickName(c.tag, used, in.Lookup, &p.Blockers)
+			svc.Name, svc.Blocked = pickName(c.tag, used, lookup, &p.Blockers)
 			if svc.Name != "" {
 				used[svc.Name] = true
 			}
@@ -222,6 +229,19 @@ func PlanUnit(in Input, o Options, now time.Time) Plan {
 		}
 	}
 	return p
+}
+
+// onceEach returns lookup remembering its answer for each name.
+func onceEach(lookup func(string) *resource.Object) func(string) *resource.Object {
+	seen := map[string]*resource.Object{}
+	return func(name string) *resource.Object {
+		ms, ok := seen[name]
+		if !ok {
+			ms = lookup(name)
+			seen[name] = ms
+		}
+		return ms
+	}
 }
 
 // adopt returns the managed MeshService of tag under one of its names, if

@@ -361,3 +361,45 @@ func TestPlan_AdoptsUnindexedService(t *testing.T) {
 		t.Errorf("ops %+v, services %+v: want the existing service adopted and nothing written", p.Ops, p.Services)
 	}
 }
+
+// The lookup reads a live cache, which may take in the echo of the tag's
+// create while the unit is being planned. Whenever that happens, the plan
+// must not give the tag a second service under its suffixed name: it
+// adopts the service, or creates it again under its name (which the store
+// refuses, and the unit is planned again).
+func TestPlan_EchoArrivesDuringPlan(t *testing.T) {
+	const tag, base = "frontend_default_svc_80", "frontend-default-svc-80"
+	dps := []*resource.Object{dataplane("dp-1", 1, inbound{8080, tag, "http"}), dataplane("dp-2", 2, inbound{8080, tag, "http"})}
+	created := stored(plan(base, dps[:1], nil).Ops[0], 1, 0)
+	for _, tc := range []struct {
+		name     string
+		misses   int // lookups answered before the cache shows the create
+		wantOps  int
+		wantName string
+	}{
+		{"shown before the plan", 0, 0, base},
+		{"shown after the first lookup", 1, 1, base},
+		{"shown after the second lookup", 2, 1, base},
+		{"not shown", 1 << 30, 1, base},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			lookup := func(name string) *resource.Object {
+				calls++
+				if calls <= tc.misses {
+					return nil
+				}
+				return lookupOf(created)(name)
+			}
+			p := PlanUnit(Input{Unit: Unit{Mesh: "default", Base: base}, Dataplanes: dps, Lookup: lookup}, opts, t0)
+			if len(p.Services) != 1 || p.Services[0].Name != tc.wantName || len(p.Ops) != tc.wantOps {
+				t.Fatalf("ops %+v, services %+v: want %d ops and the service named %s", p.Ops, p.Services, tc.wantOps, tc.wantName)
+			}
+			for _, op := range p.Ops {
+				if op.Type != store.OpCreate || op.Object.Name != base {
+					t.Errorf("op %s of %s, want only a create of %s", op.Type, op.Object.Name, base)
+				}
+			}
+		})
+	}
+}
