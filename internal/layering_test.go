@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"internal/cache":             {"internal/resource", "internal/store"},
 	"internal/api":               {"internal/resource"},
 	"internal/apiserver":         {"internal/api", "internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/hostname", "internal/meshservices"},
-	"internal/meshservices":      {"internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/reconcile"},
+	"internal/meshservices":      {"internal/api", "internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/reconcile"},
 	"internal/client":            {"internal/api", "internal/resource", "internal/validate"},
 	"internal/reconcile":         {},
 	"internal/leader":            {"internal/store", "internal/store/postgres"},

@@ -93,3 +93,32 @@ type DNSNotAnswer struct {
 	Source  string        `json:"source,omitempty"`
 	Reason  string        `json:"reason"`
 }
+
+// ServiceTagsReport is the body of GET /meshes/{mesh}/_servicetags: every
+// kuma.io/service tag of the mesh's Dataplanes with the MeshService
+// synthesised for it, or why there is none; and the synthesised
+// MeshServices without Dataplanes, with when they will be deleted.
+type ServiceTagsReport struct {
+	Mesh string       `json:"mesh"`
+	Tags []ServiceTag `json:"tags"`
+}
+
+// ServiceTag is one kuma.io/service tag of a mesh's Dataplanes and the
+// MeshService synthesised for it, or why it has none; or a synthesised
+// MeshService left without Dataplanes.
+type ServiceTag struct {
+	Tag string `json:"tag"`
+	// Name of its MeshService; empty when Blocked.
+	Name string `json:"name,omitempty"`
+	// Dataplanes carrying the tag, oldest first.
+	Dataplanes []string        `json:"dataplanes,omitempty"`
+	Ports      []resource.Port `json:"ports,omitempty"`
+	ExportMode string          `json:"exportMode,omitempty"`
+	// Conditions are those of meshservices.ConditionPorts and
+	// ConditionExport that do not hold.
+	Conditions []resource.Condition `json:"conditions,omitempty"`
+	// Blocked says why the tag has no MeshService.
+	Blocked string `json:"blocked,omitempty"`
+	// DeletionAt is when a MeshService without Dataplanes goes away.
+	DeletionAt time.Time `json:"deletionAt,omitzero"`
+}

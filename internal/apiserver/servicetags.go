@@ -4,19 +4,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/meshservices"
 	"github.com/meshnames/meshnames/internal/resource"
 )
-
-// ServiceTagsReport is the body of GET /meshes/{mesh}/_servicetags: every
-// kuma.io/service tag of the mesh's Dataplanes with the MeshService
-// synthesised for it, or why there is none; and the synthesised
-// MeshServices without Dataplanes, with when they will be deleted.
-type ServiceTagsReport struct {
-	Mesh string                 `json:"mesh"`
-	Tags []meshservices.Service `json:"tags"`
-}
 
 // serviceTags answers GET /meshes/{mesh}/_servicetags. It plans from this
 // instance's cache, as the leader's controller does, so any instance can
@@ -32,7 +24,7 @@ func (s *Server) serviceTags(w http.ResponseWriter, mesh string) {
 	}
 	dps, _ := s.opts.Cache.List(cache.Query{Kind: resource.Dataplane, Mesh: mesh})
 	mss, _ := s.opts.Cache.List(cache.Query{Kind: resource.MeshService, Mesh: mesh})
-	r := ServiceTagsReport{Mesh: mesh, Tags: meshservices.PlanMesh(mesh, dps, mss, *s.opts.ServiceTags, time.Now())}
+	r := api.ServiceTagsReport{Mesh: mesh, Tags: meshservices.PlanMesh(mesh, dps, mss, *s.opts.ServiceTags, time.Now())}
 	if r.Tags == nil {
 		r.Tags = []meshservices.Service{}
 	}

@@ -353,32 +353,14 @@ func (c *Client) DNS(ctx context.Context, mesh string) (*api.DNSListing, error) 
 	return &l, nil
 }
 
-// ServiceTags is the body of GET /meshes/{mesh}/_servicetags.
-type ServiceTags struct {
-	Mesh string       `json:"mesh"`
-	Tags []ServiceTag `json:"tags"`
-}
-
-// ServiceTag is one kuma.io/service tag and its synthesised MeshService.
-type ServiceTag struct {
-	Tag        string               `json:"tag"`
-	Name       string               `json:"name,omitempty"`
-	Dataplanes []string             `json:"dataplanes,omitempty"`
-	Ports      []resource.Port      `json:"ports,omitempty"`
-	ExportMode string               `json:"exportMode,omitempty"`
-	Conditions []resource.Condition `json:"conditions,omitempty"`
-	Blocked    string               `json:"blocked,omitempty"`
-	DeletionAt time.Time            `json:"deletionAt,omitzero"`
-}
-
 // ServiceTags returns the kuma.io/service tags of mesh's Dataplanes with the
 // MeshService each has, or why it has none.
-func (c *Client) ServiceTags(ctx context.Context, mesh string) (*ServiceTags, error) {
+func (c *Client) ServiceTags(ctx context.Context, mesh string) (*api.ServiceTagsReport, error) {
 	r, err := c.do(ctx, http.MethodGet, "/meshes/"+url.PathEscape(mesh)+"/_servicetags", nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	var l ServiceTags
+	var l api.ServiceTagsReport
 	if err := json.Unmarshal(r.body, &l); err != nil {
 		return nil, fmt.Errorf("decode service tags: %w", err)
 	}

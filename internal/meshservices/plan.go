@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 )
@@ -73,23 +74,8 @@ type Input struct {
 }
 
 // Service is the outcome for one tag (or one managed MeshService left
-// without Dataplanes).
-type Service struct {
-	Tag string `json:"tag"`
-	// Name of its MeshService; empty when Blocked.
-	Name string `json:"name,omitempty"`
-	// Dataplanes carrying the tag, oldest first.
-	Dataplanes []string        `json:"dataplanes,omitempty"`
-	Ports      []resource.Port `json:"ports,omitempty"`
-	ExportMode string          `json:"exportMode,omitempty"`
-	// Conditions are those of ConditionPorts and ConditionExport that do
-	// not hold.
-	Conditions []resource.Condition `json:"conditions,omitempty"`
-	// Blocked says why the tag has no MeshService.
-	Blocked string `json:"blocked,omitempty"`
-	// DeletionAt is when a MeshService without Dataplanes goes away.
-	DeletionAt time.Time `json:"deletionAt,omitzero"`
-}
+// without Dataplanes), as the API's _servicetags inspection shows it.
+type Service = api.ServiceTag
 
 // Plan is the outcome of a unit: what each tag gets and the writes that
 // bring the store there.
