@@ -267,7 +267,9 @@ func (c *Controller) flush(ctx context.Context, engine *hostname.Engine, q *reco
 	ops := make([]store.Op, 0, min(len(keys), c.o.BatchSize))
 	for _, k := range keys {
 		if len(ops) == c.o.BatchSize {
-			c.write(ctx, q, ops)
+			if !c.write(ctx, q, ops) {
+				return
+			}
 			clear(ops)
 			ops = ops[:0]
 		}
@@ -330,14 +332,16 @@ func (c *Controller) sum(addrs []resource.Address) uint64 {
 // with the other controllers that write the same statuses.
 var statusPatch = &store.StatusPatch{Fields: []string{"addresses"}}
 
-func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key], ops []store.Op) {
+// write commits ops in one transaction. It returns false when writing
+// must stop: another instance leads, or ctx ended.
+func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key], ops []store.Op) bool {
 	results, err := c.o.Store.Apply(ctx, ops...)
 	if err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			// Another instance leads: our work is being stopped, and the
 			// new leader writes these services.
 			c.o.Log.Info("no longer the leader: dropping the hostname writes", "services", len(ops))
-			return
+			return false
 		}
 		for _, op := range ops {
 			c.written.Forget(op.Object.Key())
@@ -349,7 +353,7 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key]
 				q.AddAfter(retryDelay, op.Object.Key())
 			}
 		}
-		return
+		return ctx.Err() == nil
 	}
 	for i, r := range results {
 		k := ops[i].Object.Key()
@@ -374,6 +378,7 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[resource.Key]
 			q.AddAfter(retryDelay, k)
 		}
 	}
+	return true
 }
 
 func (c *Controller) setUnavailable(k resource.Key, n int) {

@@ -2,10 +2,12 @@ package hostnames
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +31,24 @@ type env struct {
 	settled chan struct{}
 	// batch is the controller's BatchSize; 0 for the default.
 	batch int
+	// fence, when set, fences the controller's writes, as a leader's are;
+	// fenced counts the writes it refused.
+	fence  *store.Fence
+	fenced atomic.Int64
+}
+
+// fenceCounter counts the writes the fence refused.
+type fenceCounter struct {
+	store.Store
+	n *atomic.Int64
+}
+
+func (s fenceCounter) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, error) {
+	rs, err := s.Store.Apply(ctx, ops...)
+	if errors.Is(err, store.ErrFenced) {
+		s.n.Add(1)
+	}
+	return rs, err
 }
 
 // newEnv runs the controller over a real embedded store and cache.
@@ -50,12 +70,16 @@ func (e *env) start() {
 	e.cache = cache.New(e.st, log, nil)
 	settled := make(chan struct{})
 	e.settled = settled
-	e.ctl = New(Options{Cache: e.cache, Store: e.st, Zone: "east", Log: log, Registerer: prometheus.NewRegistry(),
+	e.ctl = New(Options{Cache: e.cache, Store: fenceCounter{e.st, &e.fenced}, Zone: "east", Log: log, Registerer: prometheus.NewRegistry(),
 		BatchSize: e.batch, Settled: func() { close(settled) }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { e.cache.Run(ctx); done <- struct{}{} }()
-	go func() { e.ctl.Run(ctx); done <- struct{}{} }()
+	lead := ctx
+	if e.fence != nil {
+		lead = store.WithFence(ctx, *e.fence)
+	}
+	go func() { e.ctl.Run(lead); done <- struct{}{} }()
 	var once sync.Once
 	e.stop = func() { once.Do(func() { cancel(); <-done; <-done }) }
 	e.t.Cleanup(e.stop)
@@ -167,6 +191,35 @@ func TestController_WritesInBatches(t *testing.T) {
 	<-e.settled
 	if got := testutil.ToFloat64(e.ctl.writes.WithLabelValues("ok")); got != n {
 		t.Errorf("%v status writes, want %d", got, n)
+	}
+}
+
+// A deposed leader stops its pass at the first write the fence refuses
+// instead of trying every remaining batch.
+func TestController_FencedPassStops(t *testing.T) {
+	e := newEnv(t)
+	e.stop()
+	rs, err := e.st.Apply(context.Background(), store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: "leader",
+		Value: store.Fence{Lease: "leader", Holder: "b", Term: 2}.LeaseValue(), ExpiresAt: time.Now().Add(time.Hour)}})
+	if err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	e.mustCreate(generator("gen", resource.MeshService, nil, "{{ .Name }}.mesh.local"))
+	for i := range 7 {
+		e.mustCreate(meshService(fmt.Sprintf("s%d", i), nil))
+	}
+	e.fence = &store.Fence{Lease: "leader", Holder: "a", Term: 1}
+	e.batch = 2
+	e.start()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.fenced.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the rest of the pass, if it went on
+	// Two passes run: the first one, and one over the keys the cache's
+	// first list queued. Each must stop at its first batch (of 4).
+	if n := e.fenced.Load(); n == 0 || n > 2 {
+		t.Errorf("%d fenced writes, want 1 or 2: one per pass", n)
 	}
 }
 

@@ -465,7 +465,9 @@ func (c *Controller) process(ctx context.Context, st *state, q *reconcile.Queue[
 			continue
 		}
 		ops = c.appendCursors(st, ops)
-		c.write(ctx, st, q, ops)
+		if !c.write(ctx, st, q, ops) {
+			break
+		}
 		clear(ops)
 		ops, statuses = ops[:0], 0
 	}
@@ -662,7 +664,10 @@ var statusPatch = &store.StatusPatch{Fields: []string{"vips"}, Conditions: []str
 
 // write commits ops in batches: each batch holds whole services (their
 // status write and its leases together).
-func (c *Controller) write(ctx context.Context, st *state, q *reconcile.Queue[resource.Key], ops []store.Op) {
+//
+// It returns false when writing must stop: another instance leads, or ctx
+// ended.
+func (c *Controller) write(ctx context.Context, st *state, q *reconcile.Queue[resource.Key], ops []store.Op) bool {
 	for len(ops) > 0 {
 		n, statuses := 0, 0
 		for n < len(ops) && (statuses < c.o.BatchSize || ops[n].Type != store.OpPatchStatus) {
@@ -679,10 +684,10 @@ func (c *Controller) write(ctx context.Context, st *state, q *reconcile.Queue[re
 				// Another instance leads: our work is being stopped, and the
 				// new leader rebuilds from what the store holds.
 				c.o.Log.Info("no longer the leader: dropping the VIP writes", "ops", len(batch)+len(ops))
-				return
+				return false
 			}
 			if ctx.Err() != nil {
-				return
+				return false
 			}
 			c.o.Log.Warn("writing VIPs failed; will retry", "ops", len(batch), "err", err)
 			for _, op := range batch {
@@ -722,6 +727,7 @@ func (c *Controller) write(ctx context.Context, st *state, q *reconcile.Queue[re
 			}
 		}
 	}
+	return true
 }
 
 // expire ends quarantines, deletes their leases, and retries the services

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -55,6 +56,22 @@ type env struct {
 	fence *store.Fence
 	// batch is the controller's BatchSize; 0 for the default.
 	batch int
+	// counting, when set, is the store the controller writes through.
+	counting *countingStore
+}
+
+// countingStore counts the writes the fence refused.
+type countingStore struct {
+	store.Store
+	fenced atomic.Int64
+}
+
+func (s *countingStore) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, error) {
+	rs, err := s.Store.Apply(ctx, ops...)
+	if errors.Is(err, store.ErrFenced) {
+		s.fenced.Add(1)
+	}
+	return rs, err
 }
 
 func defaultPools() map[resource.Kind]Prefixes {
@@ -87,7 +104,12 @@ func (e *env) open() {
 func (e *env) start() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ch := cache.New(e.st, log, nil)
-	ctl := New(Options{Cache: ch, Store: e.st, Pools: e.pools, Quarantine: quarantine, Now: e.clock.Now, Log: log, Registerer: prometheus.NewRegistry(),
+	var st store.Store = e.st
+	if e.counting != nil {
+		e.counting.Store = e.st
+		st = e.counting
+	}
+	ctl := New(Options{Cache: ch, Store: st, Pools: e.pools, Quarantine: quarantine, Now: e.clock.Now, Log: log, Registerer: prometheus.NewRegistry(),
 		ExpiryInterval: 20 * time.Millisecond, BatchSize: e.batch})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
@@ -237,6 +259,35 @@ func TestController_WritesInBatches(t *testing.T) {
 	i := slices.IndexFunc(ls, func(l store.Lease) bool { return l.Name == CursorLeasePrefix+"241.0.0.0/8" })
 	if i < 0 || string(ls[i].Value) != "241.0.0.8" {
 		t.Errorf("cursor leases %+v, want 241.0.0.0/8 at 241.0.0.8", ls)
+	}
+}
+
+// A deposed leader stops its pass at the first write the fence refuses
+// instead of trying every remaining batch.
+func TestController_FencedPassStops(t *testing.T) {
+	e := newEnv(t, defaultPools())
+	e.halt()
+	rs, err := e.st.Apply(context.Background(), store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: "leader",
+		Value: store.Fence{Lease: "leader", Holder: "b", Term: 2}.LeaseValue(), ExpiresAt: time.Now().Add(time.Hour)}})
+	if err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	for i := range 7 {
+		e.create(ms(fmt.Sprintf("s%d", i)))
+	}
+	e.fence = &store.Fence{Lease: "leader", Holder: "a", Term: 1}
+	e.batch = 2
+	e.counting = &countingStore{}
+	e.start()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.counting.fenced.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the rest of the pass, if it went on
+	// Two passes run: the first one, and one over the keys the cache's
+	// first list queued. Each must stop at its first batch (of 4).
+	if n := e.counting.fenced.Load(); n == 0 || n > 2 {
+		t.Errorf("%d fenced writes, want 1 or 2: one per pass", n)
 	}
 }
 
