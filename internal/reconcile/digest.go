@@ -12,7 +12,8 @@ import (
 // the records the controller keeps for good; once freed, they leave those
 // records' spans half empty. Two different values have the same sum with
 // probability 2^-64; the cost of that would be one write skipped until
-// the controller's periodic resync.
+// the next event for that resource (or the periodic resync of a
+// controller that has one).
 //
 // The zero value is ready: its seed is chosen on first use and kept. Not
 // safe for concurrent use.
