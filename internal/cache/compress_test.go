@@ -157,3 +157,34 @@ func BenchmarkThaw(b *testing.B) {
 		}
 	}
 }
+
+// Whatever the bytes, thaw gives a resource or an error, never a panic;
+// what it gives freezes to bytes that thaw to the same resource.
+func FuzzThaw(f *testing.F) {
+	for i := range 3 {
+		fr, err := freezeObject(typicalService(i * 4999))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add([]byte(fr))
+	}
+	f.Add([]byte{})
+	k := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "web"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o, err := frozen(data).thaw(k, nil)
+		if err != nil {
+			return
+		}
+		again, err := freezeObject(o)
+		if err != nil {
+			t.Fatalf("thawed %+v but cannot freeze it: %v", o, err)
+		}
+		o2, err := again.thaw(k, nil)
+		if err != nil {
+			t.Fatalf("refrozen bytes do not thaw: %v", err)
+		}
+		if diff := cmp.Diff(o, o2); diff != "" {
+			t.Errorf("thaw, freeze, thaw differs:\n%s", diff)
+		}
+	})
+}
