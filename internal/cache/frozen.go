@@ -21,7 +21,6 @@ import (
 // it is recent, and the cache freezes entries untouched for FreezeAfter
 // into their stored encoding, compressed into one pointer-free allocation;
 // a read of a frozen entry decodes it, as the store would.
-
 //
 // A burst of changes (the echoes of the controllers' first status writes
 // to every service of a large store) would keep every resource decoded at
@@ -146,23 +145,20 @@ func (c *Cache) freeze(cutoff time.Time) int {
 		obj  *resource.Object
 		at   int64
 	}
-	var cands []candidate
-	var listed []candidate
+	var cands, listed []candidate // hot entries of the feed; old enough ones of a list
 	decoded := 0
 	c.mu.RLock()
 	for g, m := range c.groups {
 		for name, e := range m {
-			if e.hot != nil {
-				decoded++
+			if e.hot == nil {
+				continue
 			}
-			switch {
-			case e.hot == nil:
-			case e.listed:
-				if e.at <= cutoff.UnixNano() {
-					listed = append(listed, candidate{g, name, e.hot, e.at})
-				}
-			default:
-				cands = append(cands, candidate{g, name, e.hot, e.at})
+			decoded++
+			cd := candidate{g, name, e.hot, e.at}
+			if !e.listed {
+				cands = append(cands, cd)
+			} else if e.at <= cutoff.UnixNano() {
+				listed = append(listed, cd)
 			}
 		}
 	}

@@ -452,29 +452,27 @@ func (c *Controller) process(ctx context.Context, st *state, q *reconcile.Queue[
 	// pass over 100,000 services would otherwise hold 100,000 copies of
 	// them at once, and the heap that peak leaves scattered stays. Each
 	// batch carries the cursors as they stand after it.
+	defer c.updateGauges(st)
 	var ops []store.Op
 	statuses := 0
-	for i, k := range keys {
+	for _, k := range keys {
 		for _, op := range c.reconcile(st, k) {
 			ops = append(ops, op)
 			if op.Type == store.OpPatchStatus {
 				statuses++
 			}
 		}
-		if statuses < c.o.BatchSize && i < len(keys)-1 {
+		if statuses < c.o.BatchSize {
 			continue
 		}
 		ops = c.appendCursors(st, ops)
 		if !c.write(ctx, st, q, ops) {
-			break
+			return
 		}
 		clear(ops)
 		ops, statuses = ops[:0], 0
 	}
-	if len(keys) == 0 {
-		c.write(ctx, st, q, c.appendCursors(st, nil))
-	}
-	c.updateGauges(st)
+	c.write(ctx, st, q, c.appendCursors(st, ops))
 }
 
 // appendCursors appends to ops the writes of the pool cursors that moved
