@@ -339,6 +339,19 @@ func idleCores(b *testing.B, p *serverProc) float64 {
 	return (cpu1 - cpu0).Seconds() / time.Since(t0).Seconds()
 }
 
+// settledIdle waits idleSettle, then returns p's CPU over the idle window
+// (idleCores) and its RSS at the end of it.
+func settledIdle(b *testing.B, p *serverProc) (cores float64, rssBytes int64) {
+	b.Helper()
+	time.Sleep(idleSettle)
+	cores = idleCores(b, p)
+	r, err := rss(p.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cores, r
+}
+
 // BenchmarkIdle measures a server holding 100,000 named MeshServices while
 // nothing changes: its CPU over 10 s (-idle-window) without requests,
 // after its cache has frozen what stopped changing and 5 s of quiet, and
@@ -355,12 +368,8 @@ func BenchmarkIdle(b *testing.B) {
 			c := newClient()
 			empty := startServer(b, b.TempDir())
 			empty.waitReady(c, time.Minute)
-			time.Sleep(idleSettle)
-			emptyCores = append(emptyCores, idleCores(b, empty))
-			r0, err := rss(empty.pid())
-			if err != nil {
-				b.Fatal(err)
-			}
+			ec, r0 := settledIdle(b, empty)
+			emptyCores = append(emptyCores, ec)
 			h0, err := metric(c, empty.api, heapInuse)
 			if err != nil {
 				b.Fatal(err)
@@ -379,12 +388,8 @@ func BenchmarkIdle(b *testing.B) {
 				b.Fatalf("server CPU time after naming %d services is %s (%v)", n, cpu, err)
 			}
 			waitFrozen(b, c, p.api, n, 5*time.Minute)
-			time.Sleep(idleSettle)
-			cores = append(cores, idleCores(b, p))
-			r1, err := rss(p.pid())
-			if err != nil {
-				b.Fatal(err)
-			}
+			pc, r1 := settledIdle(b, p)
+			cores = append(cores, pc)
 			h1, err := metric(c, p.api, heapInuse)
 			if err != nil {
 				b.Fatal(err)
@@ -411,12 +416,8 @@ func BenchmarkIdle(b *testing.B) {
 			p.waitReady(c, 10*time.Minute)
 			waitInitialNaming(b, c, p, n, 10*time.Minute)
 			waitFrozen(b, c, p.api, n, 5*time.Minute)
-			time.Sleep(idleSettle)
-			restartCores = append(restartCores, idleCores(b, p))
-			r2, err := rss(p.pid())
-			if err != nil {
-				b.Fatal(err)
-			}
+			rc, r2 := settledIdle(b, p)
+			restartCores = append(restartCores, rc)
 			c.CloseIdleConnections()
 			p.stop()
 			b.Logf("restarted with %d named services: frozen and settled %s after exec, RSS %d MiB", n, time.Since(start).Round(time.Second), r2>>20)
