@@ -59,8 +59,8 @@ func collectEagerly() (restore func()) {
 // second, so it never triggers one.
 //
 // It also ends the eager collection of the load (collectEagerly): at the
-// first quiet second after the cache has frozen what the load left, or
-// after loadLimit.
+// first quiet second after the cache has frozen resources (past its bound
+// on decoded ones during the load, or 30 s after it), or after loadLimit.
 func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() uint64) {
 	restore := collectEagerly()
 	defer restore()
