@@ -10,12 +10,41 @@ import (
 )
 
 // Error is the JSON body of every error response: a title, an optional
-// detail, and for invalid resources one cause per violated rule.
+// detail, and for invalid resources one cause per violated rule. It carries
+// Kuma's error fields too (type, details, invalid_parameters), filled in by
+// writeError, because kumactl prints invalid_parameters and not causes.
 type Error struct {
+	// Type is Kuma's problem type, always ErrorType.
+	Type   string               `json:"type"`
 	Status int                  `json:"status"`
 	Title  string               `json:"title"`
 	Detail string               `json:"detail,omitempty"`
 	Causes []validate.Violation `json:"causes,omitempty"`
+	// Details repeats Detail under Kuma's older name.
+	Details string `json:"details,omitempty"`
+	// InvalidParameters repeats Causes in Kuma's shape.
+	InvalidParameters []InvalidParameter `json:"invalid_parameters,omitempty"`
+}
+
+// ErrorType is the type of every error body (Kuma's).
+const ErrorType = "/std-errors"
+
+// InvalidParameter is one violated rule in Kuma's error shape.
+type InvalidParameter struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+// withKumaFields fills in Kuma's fields from the native ones.
+func (e *Error) withKumaFields() *Error {
+	c := *e
+	c.Type = ErrorType
+	c.Details = e.Detail
+	c.InvalidParameters = nil
+	for _, v := range e.Causes {
+		c.InvalidParameters = append(c.InvalidParameters, InvalidParameter{Field: v.Field, Reason: v.Message})
+	}
+	return &c
 }
 
 func (e *Error) Error() string {
@@ -56,7 +85,7 @@ func writeError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.Status, e)
+	writeJSON(w, e.Status, e.withKumaFields())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
