@@ -334,7 +334,7 @@ func (a *adapter) put(w http.ResponseWriter, r *http.Request, kind resource.Kind
 		}
 		out := PutResult{Warnings: []string{}}
 		for _, h := range res.header.Values("Warning") {
-			out.Warnings = append(out.Warnings, warningText(h))
+			out.Warnings = append(out.Warnings, kumaWarning(kind, warningText(h)))
 		}
 		writeJSON(w, res.status, out)
 		return
@@ -361,6 +361,15 @@ func warningText(h string) string {
 		}
 	}
 	return h
+}
+
+// kumaWarning puts a warning's leading field path ("spec.x: advice") at
+// its place in the Kuma document.
+func kumaWarning(kind resource.Kind, w string) string {
+	if field, rest, ok := strings.Cut(w, ": "); ok && strings.HasPrefix(field, "spec") {
+		return KumaPath(kind, field) + ": " + rest
+	}
+	return w
 }
 
 // passError answers with a native error, its field paths translated to
