@@ -24,7 +24,7 @@ var allowed = map[string][]string{
 	"internal/store":             {"internal/resource"},
 	"internal/store/...":         {"internal/store", "internal/store/sqlstore", "internal/resource"},
 	"internal/cache":             {"internal/resource", "internal/store"},
-	"internal/api":               {"internal/resource"},
+	"internal/api":               {"internal/resource", "internal/validate"},
 	"internal/apiserver":         {"internal/api", "internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/hostname", "internal/meshservices"},
 	"internal/meshservices":      {"internal/api", "internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/reconcile"},
 	"internal/client":            {"internal/api", "internal/resource", "internal/validate"},

@@ -5,54 +5,17 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/validate"
 )
 
-// Error is the JSON body of every error response: a title, an optional
-// detail, and for invalid resources one cause per violated rule. It carries
-// Kuma's error fields too (type, details, invalid_parameters), filled in by
-// writeError, because kumactl prints invalid_parameters and not causes.
-type Error struct {
-	// Type is Kuma's problem type, always ErrorType.
-	Type   string               `json:"type"`
-	Status int                  `json:"status"`
-	Title  string               `json:"title"`
-	Detail string               `json:"detail,omitempty"`
-	Causes []validate.Violation `json:"causes,omitempty"`
-	// Details repeats Detail under Kuma's older name.
-	Details string `json:"details,omitempty"`
-	// InvalidParameters repeats Causes in Kuma's shape.
-	InvalidParameters []InvalidParameter `json:"invalid_parameters,omitempty"`
-}
+// Error is the JSON body of every error response (shared with the Kuma
+// adapter, which answers in the same shape).
+type Error = api.Error
 
 // ErrorType is the type of every error body (Kuma's).
-const ErrorType = "/std-errors"
-
-// InvalidParameter is one violated rule in Kuma's error shape.
-type InvalidParameter struct {
-	Field  string `json:"field"`
-	Reason string `json:"reason"`
-}
-
-// withKumaFields fills in Kuma's fields from the native ones.
-func (e *Error) withKumaFields() *Error {
-	c := *e
-	c.Type = ErrorType
-	c.Details = e.Detail
-	c.InvalidParameters = nil
-	for _, v := range e.Causes {
-		c.InvalidParameters = append(c.InvalidParameters, InvalidParameter{Field: v.Field, Reason: v.Message})
-	}
-	return &c
-}
-
-func (e *Error) Error() string {
-	if e.Detail != "" {
-		return e.Title + ": " + e.Detail
-	}
-	return e.Title
-}
+const ErrorType = api.ErrorType
 
 func newError(status int, title, detail string) *Error {
 	return &Error{Status: status, Title: title, Detail: detail}
@@ -85,7 +48,7 @@ func writeError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.Status, e.withKumaFields())
+	writeJSON(w, e.Status, e.WithKumaFields())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

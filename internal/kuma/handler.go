@@ -391,37 +391,15 @@ func (a *adapter) passError(w http.ResponseWriter, res result, kind resource.Kin
 	writeError(w, &e)
 }
 
-// Error is an error body in Kuma's shape, with meshnames' causes beside
-// invalid_parameters (the API's own error body).
-type Error struct {
-	Type              string               `json:"type"`
-	Status            int                  `json:"status"`
-	Title             string               `json:"title"`
-	Detail            string               `json:"detail,omitempty"`
-	Causes            []validate.Violation `json:"causes,omitempty"`
-	Details           string               `json:"details,omitempty"`
-	InvalidParameters []InvalidParameter   `json:"invalid_parameters,omitempty"`
-}
-
-// InvalidParameter is one violated rule.
-type InvalidParameter struct {
-	Field  string `json:"field"`
-	Reason string `json:"reason"`
-}
+// Error is an error body: the native API's, in Kuma's shape.
+type Error = api.Error
 
 func invalid(errs validate.Errors) *Error {
 	return &Error{Status: http.StatusBadRequest, Title: "Invalid resource", Detail: "the resource breaks the rules listed in invalid_parameters", Causes: errs}
 }
 
 func writeError(w http.ResponseWriter, e *Error) {
-	c := *e
-	c.Type = "/std-errors"
-	c.Details = c.Detail
-	c.InvalidParameters = nil
-	for _, v := range c.Causes {
-		c.InvalidParameters = append(c.InvalidParameters, InvalidParameter{Field: v.Field, Reason: v.Message})
-	}
-	writeJSON(w, c.Status, c)
+	writeJSON(w, e.Status, e.WithKumaFields())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/apiserver"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -193,12 +194,12 @@ func TestAdapter_EveryKind(t *testing.T) {
 
 // kumaError is the error body as kumactl reads it.
 type kumaError struct {
-	Type              string             `json:"type"`
-	Status            int                `json:"status"`
-	Title             string             `json:"title"`
-	Detail            string             `json:"detail"`
-	Details           string             `json:"details"`
-	InvalidParameters []InvalidParameter `json:"invalid_parameters"`
+	Type              string                 `json:"type"`
+	Status            int                    `json:"status"`
+	Title             string                 `json:"title"`
+	Detail            string                 `json:"detail"`
+	Details           string                 `json:"details"`
+	InvalidParameters []api.InvalidParameter `json:"invalid_parameters"`
 }
 
 func fields(e kumaError) []string {
