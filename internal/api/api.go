@@ -170,3 +170,27 @@ func (e *Error) WithKumaFields() *Error {
 	}
 	return &c
 }
+
+// ApplyRequest is the body of POST /_apply: resources to admit together.
+// With ?dryRun=true nothing is written: the server answers what writing
+// them would do (apply's check before it writes anything, and dry runs).
+type ApplyRequest struct {
+	Items []*resource.Object `json:"items"`
+}
+
+// ApplyReport is the body of the answer to POST /_apply, one result per
+// item in the order of the request.
+type ApplyReport struct {
+	Items []ApplyResult `json:"items"`
+	// Problems counts the items that cannot be written.
+	Problems int `json:"problems"`
+}
+
+// ApplyResult is the outcome of one item: what its write does (created,
+// updated, unchanged), or why it cannot be written - the rules it breaks
+// (Causes) or another refusal (Error, such as a read-only resource).
+type ApplyResult struct {
+	Result string               `json:"result,omitempty"`
+	Causes []validate.Violation `json:"causes,omitempty"`
+	Error  string               `json:"error,omitempty"`
+}

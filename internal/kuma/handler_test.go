@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/apiserver"
 	"github.com/meshnames/meshnames/internal/cache"
@@ -52,8 +53,8 @@ func newEnv(t *testing.T) *env {
 	if !c.WaitSynced(wctx) {
 		t.Fatal("cache did not load")
 	}
-	api := apiserver.New(apiserver.Options{Store: st, Cache: c, Mode: resource.ModeStandalone, Zone: "east", Log: log,
-		Registry: prometheus.NewRegistry(), Version: "1.2.3"})
+	adm := admission.New(admission.Options{Store: st, Cache: c, Mode: resource.ModeStandalone, Zone: "east"})
+	api := apiserver.New(apiserver.Options{Cache: c, Admission: adm, Log: log, Registry: prometheus.NewRegistry(), Version: "1.2.3"})
 	srv := httptest.NewServer(Mount(api.Handler()))
 	t.Cleanup(srv.Close)
 	return &env{t: t, url: srv.URL, st: st}
