@@ -134,6 +134,11 @@ func (f *from) meshService(s *MeshServiceSpec) *resource.MeshServiceSpec {
 		return out
 	}
 	out.Ports, out.Identities, out.State = s.Ports, s.Identities, s.State
+	for i, id := range s.Identities {
+		if id.Type != resource.IdentitySpiffeID {
+			f.refuse(validate.Path("spec.identities").Index(i).Field("type"), "must be SpiffeID, Kuma 3.x's only identity type, got %q (write ServiceTag identities through the native API)", id.Type)
+		}
+	}
 	if s.Export != nil {
 		f.refuse("spec.export", "Kuma's MeshService has no export; set the export mode through the native API")
 	}

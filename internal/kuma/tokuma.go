@@ -135,7 +135,14 @@ func labelSelector(s *resource.LabelSelector) *LabelSelector {
 }
 
 func (v *view) meshService(s *resource.MeshServiceSpec) *MeshServiceSpec {
-	out := &MeshServiceSpec{Ports: s.Ports, Identities: s.Identities, State: s.State}
+	out := &MeshServiceSpec{Ports: s.Ports, State: s.State}
+	for i, id := range s.Identities {
+		if id.Type != resource.IdentitySpiffeID {
+			v.omit(validate.Path("spec.identities").Index(i), "Kuma 3.x identities are SpiffeID only (this is a %s identity)", id.Type)
+			continue
+		}
+		out.Identities = append(out.Identities, id)
+	}
 	sel := s.Selector
 	if sel.DataplaneRef != nil || sel.DataplaneLabels != nil {
 		out.Selector = &MeshServiceSelector{DataplaneRef: sel.DataplaneRef, DataplaneLabels: labelSelector(sel.DataplaneLabels)}
