@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"internal/reconcile":         {},
 	"internal/leader":            {"internal/store", "internal/store/postgres"},
 	"internal/ipam":              {},
+	"internal/mzservice":         {"internal/resource"},
 	"internal/vips":              {"internal/resource", "internal/store", "internal/cache", "internal/ipam", "internal/reconcile"},
 	"internal/dnsserver":         {"internal/resource", "internal/cache", "internal/reconcile"},
 	"internal/extsvc":            {"internal/resource", "internal/store", "internal/cache", "internal/reconcile"},
