@@ -589,3 +589,80 @@ func TestCore_KeepsNoReferenceToCallerData(t *testing.T) {
 		t.Errorf("status changed with the caller's data (-before +after):\n%s", d)
 	}
 }
+
+// TestResult_Apply checks that Apply writes the fields the core owns,
+// replaces only its own conditions, and reports whether anything changed.
+func TestResult_Apply(t *testing.T) {
+	vips := resource.Condition{Type: "VIPsAllocated", Status: resource.ConditionFalse, Reason: "PoolExhausted"}
+	r := Result{
+		MeshServices: []resource.MeshServiceRef{ref("redis", "", "east", "default")},
+		Zones:        zones("east"),
+		Ports:        ports("6379/tcp"),
+		Conditions:   []resource.Condition{matched("default", 1)},
+	}
+	tests := []struct {
+		name        string
+		st          resource.MultiZoneServiceStatus
+		r           Result
+		want        resource.MultiZoneServiceStatus
+		wantChanged bool
+	}{{
+		name: "IntoEmpty",
+		r:    r,
+		want: resource.MultiZoneServiceStatus{
+			ServiceStatus: resource.ServiceStatus{Conditions: r.Conditions},
+			MeshServices:  r.MeshServices, Zones: r.Zones, Ports: r.Ports,
+		},
+		wantChanged: true,
+	}, {
+		name: "KeepsOtherFieldsAndConditions",
+		st: resource.MultiZoneServiceStatus{
+			ServiceStatus: resource.ServiceStatus{
+				VIPs:       []resource.VIP{{IP: "243.0.0.1", Type: resource.VIPKuma}},
+				Conditions: []resource.Condition{vips, portsDiffer("old"), noMatch("old")},
+			},
+			Zones: zones("west"),
+		},
+		r: r,
+		want: resource.MultiZoneServiceStatus{
+			ServiceStatus: resource.ServiceStatus{
+				VIPs:       []resource.VIP{{IP: "243.0.0.1", Type: resource.VIPKuma}},
+				Conditions: []resource.Condition{vips, matched("default", 1)},
+			},
+			MeshServices: r.MeshServices, Zones: r.Zones, Ports: r.Ports,
+		},
+		wantChanged: true,
+	}, {
+		name: "Unchanged",
+		st: resource.MultiZoneServiceStatus{
+			ServiceStatus: resource.ServiceStatus{Conditions: []resource.Condition{matched("default", 1), vips}},
+			MeshServices:  r.MeshServices, Zones: r.Zones, Ports: ports("6379/tcp"),
+		},
+		r: r,
+		// Unchanged: the conditions are not even reordered.
+		want: resource.MultiZoneServiceStatus{
+			ServiceStatus: resource.ServiceStatus{Conditions: []resource.Condition{matched("default", 1), vips}},
+			MeshServices:  r.MeshServices, Zones: r.Zones, Ports: r.Ports,
+		},
+	}, {
+		name: "EmptyResultClearsFields",
+		st: resource.MultiZoneServiceStatus{
+			ServiceStatus: resource.ServiceStatus{Conditions: []resource.Condition{matched("default", 1)}},
+			MeshServices:  r.MeshServices, Zones: r.Zones, Ports: r.Ports,
+		},
+		r:           Result{},
+		want:        resource.MultiZoneServiceStatus{},
+		wantChanged: true,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := tt.st
+			if got := tt.r.Apply(&st); got != tt.wantChanged {
+				t.Errorf("Apply reported a change: %t; want %t", got, tt.wantChanged)
+			}
+			if d := cmp.Diff(tt.want, st, cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("status (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -36,19 +36,24 @@ type Result struct {
 var ConditionTypes = []string{resource.ConditionMeshServicesMatched, resource.ConditionPortsConsistent}
 
 // Apply writes r into st: meshServices, zones, ports and the conditions of
-// ConditionTypes, keeping the other conditions in their order. It reports
-// whether st changed.
+// ConditionTypes, which go after the others (as a status patch stores
+// them); the others keep their order. It reports whether st changed: the
+// order of conditions alone is no change.
 func (r Result) Apply(st *resource.MultiZoneServiceStatus) bool {
-	conds := slices.DeleteFunc(slices.Clone(st.Conditions), func(c resource.Condition) bool {
-		return slices.Contains(ConditionTypes, c.Type)
-	})
-	conds = append(conds, r.Conditions...)
-	if len(conds) == 0 {
-		conds = nil
+	owned := func(c resource.Condition) bool { return slices.Contains(ConditionTypes, c.Type) }
+	var ours []resource.Condition
+	for _, c := range st.Conditions {
+		if owned(c) {
+			ours = append(ours, c)
+		}
 	}
 	if slices.Equal(st.MeshServices, r.MeshServices) && slices.Equal(st.Zones, r.Zones) &&
-		slices.EqualFunc(st.Ports, r.Ports, samePort) && slices.Equal(st.Conditions, conds) {
+		slices.EqualFunc(st.Ports, r.Ports, samePort) && slices.Equal(ours, r.Conditions) {
 		return false
+	}
+	conds := append(slices.DeleteFunc(slices.Clone(st.Conditions), owned), r.Conditions...)
+	if len(conds) == 0 {
+		conds = nil
 	}
 	st.MeshServices = slices.Clone(r.MeshServices)
 	st.Zones = slices.Clone(r.Zones)
