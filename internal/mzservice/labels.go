@@ -9,7 +9,7 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
-// The core keeps what it needs of each MeshService in one string: a Go
+// The engine keeps what it needs of each MeshService in one string: a Go
 // map of labels costs a few hundred bytes even with four entries, and a
 // slice of ports an allocation per service. The string holds the length of
 // the packed labels (a uvarint), the packed labels, then the packed ports.
@@ -32,7 +32,7 @@ import (
 // between them.
 
 // knownKeys are the label keys packed as one byte. Their order is part of
-// the packed form of a running core only, never stored.
+// the packed form of a running engine only, never stored.
 var knownKeys = []string{
 	resource.LabelDisplayName, resource.LabelZone, resource.LabelOrigin, resource.LabelMesh,
 	resource.LabelEnv, resource.LabelManagedBy, resource.LabelNamespace, resource.LabelServiceName,
@@ -69,7 +69,7 @@ func (d *dedup) string(b []byte) string {
 	return s
 }
 
-// packService returns what the core keeps of the service name with labels
+// packService returns what the engine keeps of the service name with labels
 // m and ports, packed into buf[:0] and then made a string by d.
 func packService(d *dedup, buf []byte, name string, m map[string]string, ports []resource.Port) (string, []byte) {
 	b := appendLabels(buf[:0], name, m)
@@ -180,7 +180,7 @@ func contains(packed, name string, sel []pair) bool {
 	return true
 }
 
-// port is one port of a MeshService as the core reads it.
+// port is one port of a MeshService as the engine reads it.
 type port struct {
 	num         int
 	proto, name string

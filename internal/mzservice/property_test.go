@@ -36,17 +36,17 @@ func fromScratch(zone string, obj *resource.Object, svcs map[resource.Key]*resou
 	return build(obj.Mesh, selectorOf(spec), declaredPorts(spec), members)
 }
 
-// world is a core beside the objects it was fed, and the status last seen
+// world is an engine beside the objects it was fed, and the status last seen
 // of each MeshMultiZoneService.
 type world struct {
-	core *Core
-	svcs map[resource.Key]*resource.Object
-	mzs  map[resource.Key]*resource.Object
-	seen map[resource.Key]Result
+	engine *Engine
+	svcs   map[resource.Key]*resource.Object
+	mzs    map[resource.Key]*resource.Object
+	seen   map[resource.Key]Result
 }
 
 func newWorld() *world {
-	return &world{core: New("local"), svcs: map[resource.Key]*resource.Object{}, mzs: map[resource.Key]*resource.Object{}, seen: map[resource.Key]Result{}}
+	return &world{engine: NewEngine("local"), svcs: map[resource.Key]*resource.Object{}, mzs: map[resource.Key]*resource.Object{}, seen: map[resource.Key]Result{}}
 }
 
 // randomOp makes one change from the choices pick returns (pick(n) is in
@@ -81,11 +81,11 @@ func (w *world) randomOp(pick func(int) int) {
 		}
 		o := ms(mesh, name, labels, ps...)
 		w.svcs[o.Key()] = o
-		w.core.SetService(o)
+		w.engine.SetService(o)
 	case 3: // delete a service
 		k := msKey(mesh, fmt.Sprintf("s%d", pick(12)))
 		delete(w.svcs, k)
-		w.core.DeleteService(k)
+		w.engine.DeleteService(k)
 	case 4: // set a MeshMultiZoneService
 		name := fmt.Sprintf("m%d", pick(5))
 		var sel map[string]string
@@ -111,20 +111,20 @@ func (w *world) randomOp(pick func(int) int) {
 		}
 		o := mz(mesh, name, sel, ps...)
 		w.mzs[o.Key()] = o
-		w.core.SetMultiZoneService(o)
+		w.engine.SetMultiZoneService(o)
 	case 5: // delete a MeshMultiZoneService
 		k := mzKey(mesh, fmt.Sprintf("m%d", pick(5)))
 		delete(w.mzs, k)
-		w.core.DeleteMultiZoneService(k)
+		w.engine.DeleteMultiZoneService(k)
 	}
 }
 
-// check compares the core with the computation from scratch: every
+// check compares the engine with the computation from scratch: every
 // status, and that every status that changed since the last check was
 // reported dirty.
 func (w *world) check(t testing.TB) {
 	t.Helper()
-	dirty := w.core.TakeDirty()
+	dirty := w.engine.TakeDirty()
 	if !slices.IsSortedFunc(dirty, func(a, b resource.Key) int { return strings.Compare(a.String(), b.String()) }) || len(slices.Compact(slices.Clone(dirty))) != len(dirty) {
 		t.Fatalf("TakeDirty is not sorted and unique: %v", dirty)
 	}
@@ -140,28 +140,28 @@ func (w *world) check(t testing.TB) {
 	}
 	for k, obj := range w.mzs {
 		want := fromScratch("local", obj, w.svcs)
-		got, ok := w.core.Status(k)
+		got, ok := w.engine.Status(k)
 		if !ok {
 			t.Fatalf("Status(%s): not found", k)
 		}
 		if d := cmp.Diff(want, got); d != "" {
-			t.Fatalf("Status(%s) differs from a computation from scratch (-scratch +core):\n%s", k, d)
+			t.Fatalf("Status(%s) differs from a computation from scratch (-scratch +engine):\n%s", k, d)
 		}
 		if prev, ok := w.seen[k]; (!ok || !cmp.Equal(prev, want)) && !slices.Contains(dirty, k) {
 			t.Fatalf("the status of %s changed but it was not reported dirty (-before +after):\n%s", k, cmp.Diff(prev, want))
 		}
 		w.seen[k] = want
 	}
-	svcs, mzs := w.core.Sizes()
+	svcs, mzs := w.engine.Sizes()
 	if svcs != len(w.svcs) || mzs != len(w.mzs) {
 		t.Fatalf("Sizes() = %d, %d; want %d, %d", svcs, mzs, len(w.svcs), len(w.mzs))
 	}
 }
 
-// TestCore_IncrementalEqualsFromScratch applies random changes in random
+// TestEngine_IncrementalEqualsFromScratch applies random changes in random
 // batches and checks after each batch that the core's statuses equal a
 // computation from scratch and that it reported every one that changed.
-func TestCore_IncrementalEqualsFromScratch(t *testing.T) {
+func TestEngine_IncrementalEqualsFromScratch(t *testing.T) {
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 0x6d7a))
@@ -176,9 +176,9 @@ func TestCore_IncrementalEqualsFromScratch(t *testing.T) {
 	}
 }
 
-// FuzzCore drives the same comparison from the fuzzer's bytes: each byte
+// FuzzEngine drives the same comparison from the fuzzer's bytes: each byte
 // is one choice of randomOp, and a zero byte ends a batch.
-func FuzzCore(f *testing.F) {
+func FuzzEngine(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 2, 3, 1, 2, 0, 4, 1, 1, 1, 1, 1, 0, 2, 2, 2, 2})
 	f.Add([]byte("\x04\x01\x01\x02\x00\x00\x01\x01\x01\x01\x01\x01\x03\x03\x03\x00\x05\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {

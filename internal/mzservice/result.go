@@ -15,7 +15,7 @@ const (
 	maxListedServices = 3
 )
 
-// Result is what the core computes for the status of one
+// Result is what the engine computes for the status of one
 // MeshMultiZoneService. Empty lists are nil.
 type Result struct {
 	// MeshServices are the matched services, sorted by name (the display
@@ -31,7 +31,7 @@ type Result struct {
 	Conditions []resource.Condition
 }
 
-// ConditionTypes are the condition types the core decides: Apply replaces
+// ConditionTypes are the condition types the engine decides: Apply replaces
 // them and leaves any other.
 var ConditionTypes = []string{resource.ConditionMeshServicesMatched, resource.ConditionPortsConsistent}
 

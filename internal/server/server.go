@@ -31,6 +31,7 @@ import (
 	"github.com/meshnames/meshnames/internal/hostnames"
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/meshservices"
+	"github.com/meshnames/meshnames/internal/mzservice"
 	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -192,6 +193,7 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		vips.New(vips.Options{Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: s.log.With("component", "vips"), Registerer: reg}),
 		meshservices.New(meshservices.CoreOptions{Options: s.serviceOptions(), Log: s.log.With("component", "meshservices"), Registerer: reg}),
 		extsvc.New(extsvc.Options{Log: s.log.With("component", "extsvc"), Registerer: reg}),
+		mzservice.New(mzservice.Options{Zone: s.cfg.Zone, Log: s.log.With("component", "mzservice"), Registerer: reg}),
 	}
 	runner := reconcile.NewRunner(reconcile.Options{
 		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,

@@ -15,10 +15,10 @@ const (
 	lDN  = resource.LabelDisplayName
 )
 
-// TestCore_Status checks what the status of a MeshMultiZoneService shows
+// TestEngine_Status checks what the status of a MeshMultiZoneService shows
 // for a given set of services, built both ways: MeshMultiZoneServices
 // before services and after.
-func TestCore_Status(t *testing.T) {
+func TestEngine_Status(t *testing.T) {
 	redis := map[string]string{lSvc: "redis"}
 	tests := []struct {
 		name string
@@ -272,7 +272,7 @@ func TestCore_Status(t *testing.T) {
 	for _, tt := range tests {
 		for _, order := range []string{"ServicesFirst", "MultiZoneServiceFirst"} {
 			t.Run(tt.name+"/"+order, func(t *testing.T) {
-				c := New("local")
+				c := NewEngine("local")
 				if order == "MultiZoneServiceFirst" {
 					c.SetMultiZoneService(tt.mzs)
 				}
@@ -298,7 +298,7 @@ func TestCore_Status(t *testing.T) {
 	}
 }
 
-// op is one change fed to a core.
+// op is one change fed to an engine.
 type op struct {
 	set *resource.Object
 	del resource.Key
@@ -306,7 +306,7 @@ type op struct {
 
 func set(o *resource.Object) op { return op{set: o} }
 func del(k resource.Key) op     { return op{del: k} }
-func apply(c *Core, ops ...op) {
+func apply(c *Engine, ops ...op) {
 	for _, o := range ops {
 		switch {
 		case o.set != nil && o.set.Kind == resource.MeshService:
@@ -321,9 +321,9 @@ func apply(c *Core, ops ...op) {
 	}
 }
 
-// TestCore_Changes checks which MeshMultiZoneServices a change marks dirty
+// TestEngine_Changes checks which MeshMultiZoneServices a change marks dirty
 // and what their status becomes.
-func TestCore_Changes(t *testing.T) {
+func TestEngine_Changes(t *testing.T) {
 	redis := map[string]string{lSvc: "redis"}
 	web := map[string]string{lSvc: "web"}
 	base := []op{
@@ -523,7 +523,7 @@ func TestCore_Changes(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := New("local")
+			c := NewEngine("local")
 			apply(c, base...)
 			c.TakeDirty()
 			for i, st := range tt.steps {
@@ -545,10 +545,10 @@ func TestCore_Changes(t *testing.T) {
 	}
 }
 
-// TestCore_StatusOfUnknownKeys checks that Status answers only for
-// MeshMultiZoneServices the core holds.
-func TestCore_StatusOfUnknownKeys(t *testing.T) {
-	c := New("local")
+// TestEngine_StatusOfUnknownKeys checks that Status answers only for
+// MeshMultiZoneServices the engine holds.
+func TestEngine_StatusOfUnknownKeys(t *testing.T) {
+	c := NewEngine("local")
 	apply(c, set(mz("default", "redis", map[string]string{lSvc: "redis"})), set(ms("default", "redis", zl("east", lSvc+"=redis"))))
 	for _, k := range []resource.Key{
 		mzKey("default", "nope"), mzKey("nomesh", "redis"), msKey("default", "redis"),
@@ -570,10 +570,10 @@ func TestCore_StatusOfUnknownKeys(t *testing.T) {
 	}
 }
 
-// TestCore_KeepsNoReferenceToCallerData checks that changing the maps and
-// slices of objects after setting them changes nothing in the core.
-func TestCore_KeepsNoReferenceToCallerData(t *testing.T) {
-	c := New("local")
+// TestEngine_KeepsNoReferenceToCallerData checks that changing the maps and
+// slices of objects after setting them changes nothing in the engine.
+func TestEngine_KeepsNoReferenceToCallerData(t *testing.T) {
+	c := NewEngine("local")
 	sel := map[string]string{lSvc: "redis"}
 	m := mz("default", "redis", sel, "6379/tcp")
 	labels := zl("east", lSvc+"=redis")
@@ -590,7 +590,7 @@ func TestCore_KeepsNoReferenceToCallerData(t *testing.T) {
 	}
 }
 
-// TestResult_Apply checks that Apply writes the fields the core owns,
+// TestResult_Apply checks that Apply writes the fields the engine decides,
 // replaces only its own conditions, and reports whether anything changed.
 func TestResult_Apply(t *testing.T) {
 	vips := resource.Condition{Type: "VIPsAllocated", Status: resource.ConditionFalse, Reason: "PoolExhausted"}

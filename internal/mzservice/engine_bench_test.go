@@ -53,10 +53,10 @@ func benchInputs() (svcs, mzss []*resource.Object) {
 	return svcs, mzss
 }
 
-// load feeds a new core with every input and computes every status, as a
+// load feeds a new engine with every input and computes every status, as a
 // controller's first pass does.
-func load(svcs, mzss []*resource.Object) *Core {
-	c := New("local")
+func load(svcs, mzss []*resource.Object) *Engine {
+	c := NewEngine("local")
 	for _, s := range svcs {
 		c.SetService(s)
 	}
@@ -74,7 +74,7 @@ func load(svcs, mzss []*resource.Object) *Core {
 // does before writing them. It reports the dirty statuses per change and
 // the process's CPU time per change (cpu-ns/op, garbage collection
 // included), which a busy machine does not inflate as it does ns/op.
-func changes(b *testing.B, c *Core, objs ...*resource.Object) {
+func changes(b *testing.B, c *Engine, objs ...*resource.Object) {
 	dirty := 0
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -94,37 +94,37 @@ func changes(b *testing.B, c *Core, objs ...*resource.Object) {
 	b.ReportMetric(float64(dirty)/float64(b.N), "dirty/op")
 }
 
-// BenchmarkCore_OneServiceRelabelled_100k measures the core's work for one
+// BenchmarkEngine_OneServiceRelabelled_100k measures the engine's work for one
 // change: svc-0 moves between app-0 and app-1 (100 services each), and the
 // statuses of the two MeshMultiZoneServices it leaves and joins are
 // computed.
-func BenchmarkCore_OneServiceRelabelled_100k(b *testing.B) {
+func BenchmarkEngine_OneServiceRelabelled_100k(b *testing.B) {
 	svcs, mzss := benchInputs()
 	changes(b, load(svcs, mzss), benchService(0, "app-1"), benchService(0, "app-0"))
 }
 
-// BenchmarkCore_UnmatchedServiceChange_100k measures a change of a service
+// BenchmarkEngine_UnmatchedServiceChange_100k measures a change of a service
 // no MeshMultiZoneService selects (a new label value), the common case.
-func BenchmarkCore_UnmatchedServiceChange_100k(b *testing.B) {
+func BenchmarkEngine_UnmatchedServiceChange_100k(b *testing.B) {
 	svcs, mzss := benchInputs()
 	svcs[0] = benchService(0, "none-2")
 	changes(b, load(svcs, mzss), benchService(0, "none-1"), benchService(0, "none-2"))
 }
 
-// BenchmarkCore_SelectorChange_100k measures a MeshMultiZoneService whose
+// BenchmarkEngine_SelectorChange_100k measures a MeshMultiZoneService whose
 // selector changes between app-5 and app-6: it is matched against every
 // service of the mesh.
-func BenchmarkCore_SelectorChange_100k(b *testing.B) {
+func BenchmarkEngine_SelectorChange_100k(b *testing.B) {
 	svcs, mzss := benchInputs()
 	changes(b, load(svcs, mzss),
 		mz("default", "mzs-5", map[string]string{"app": "app-6"}),
 		mz("default", "mzs-5", map[string]string{"app": "app-5"}))
 }
 
-// BenchmarkCore_Load_100k measures a first pass: 100,000 services and
-// 1,000 MeshMultiZoneServices fed to a new core and every status
-// computed. It reports the heap the core keeps, per service.
-func BenchmarkCore_Load_100k(b *testing.B) {
+// BenchmarkEngine_Load_100k measures a first pass: 100,000 services and
+// 1,000 MeshMultiZoneServices fed to a new engine and every status
+// computed. It reports the heap the engine keeps, per service.
+func BenchmarkEngine_Load_100k(b *testing.B) {
 	svcs, mzss := benchInputs()
 	var heap float64
 	var cpu time.Duration
