@@ -124,6 +124,53 @@ type ServiceTag struct {
 	DeletionAt time.Time `json:"deletionAt,omitzero"`
 }
 
+// Error is the body of every error response, on the native API and on the
+// Kuma adapter: a title, an optional detail, and for invalid input one
+// cause per violated rule. It carries Kuma's fields too (type, details,
+// invalid_parameters; see WithKumaFields), because kumactl prints
+// invalid_parameters and not causes.
+type Error struct {
+	// Type is Kuma's problem type, always ErrorType.
+	Type   string               `json:"type"`
+	Status int                  `json:"status"`
+	Title  string               `json:"title"`
+	Detail string               `json:"detail,omitempty"`
+	Causes []validate.Violation `json:"causes,omitempty"`
+	// Details repeats Detail under Kuma's older name.
+	Details string `json:"details,omitempty"`
+	// InvalidParameters repeats Causes in Kuma's shape.
+	InvalidParameters []InvalidParameter `json:"invalid_parameters,omitempty"`
+}
+
+// ErrorType is the type of every error body (Kuma's).
+const ErrorType = "/std-errors"
+
+// InvalidParameter is one violated rule in Kuma's error shape.
+type InvalidParameter struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+func (e *Error) Error() string {
+	if e.Detail != "" {
+		return e.Title + ": " + e.Detail
+	}
+	return e.Title
+}
+
+// WithKumaFields returns a copy of e with Kuma's fields filled in from the
+// native ones, as it is sent.
+func (e *Error) WithKumaFields() *Error {
+	c := *e
+	c.Type = ErrorType
+	c.Details = e.Detail
+	c.InvalidParameters = nil
+	for _, v := range e.Causes {
+		c.InvalidParameters = append(c.InvalidParameters, InvalidParameter{Field: v.Field, Reason: v.Message})
+	}
+	return &c
+}
+
 // ApplyRequest is the body of POST /_apply: resources to admit together.
 // With ?dryRun=true nothing is written: the server answers what writing
 // them would do (apply's check before it writes anything, and dry runs).

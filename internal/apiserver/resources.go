@@ -65,6 +65,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, req request) {
 		return
 	}
 	q.Kind, q.Mesh = req.d.Kind, req.mesh
+	if req.mesh != "" {
+		// An empty list would say the mesh holds nothing; it does not exist.
+		if _, ok := s.opts.Cache.Get(resource.Key{Kind: resource.Mesh, Name: req.mesh}); !ok {
+			writeError(w, notFound(resource.Key{Kind: resource.Mesh, Name: req.mesh}))
+			return
+		}
+	}
 	items, total := s.opts.Cache.List(q)
 	page := ListPage{Total: total, Items: items}
 	if page.Items == nil {
@@ -96,6 +103,8 @@ func parseListQuery(v url.Values) (cache.Query, validate.Errors) {
 			q.Offset = n
 		}
 	}
+	// Kuma's name filter: names that contain the value.
+	q.NameContains = v.Get("name")
 	for param, values := range v {
 		if !strings.HasPrefix(param, "filter[") {
 			continue

@@ -247,11 +247,16 @@ func parsePath(seg []string) (request, bool) {
 	switch len(seg) {
 	case 1, 2:
 		d := byPlural(seg[0])
-		if d == nil || d.MeshScoped {
+		if d == nil {
 			return request{}, false
 		}
 		if len(seg) == 1 {
+			// A mesh-scoped kind's collection at the top lists every
+			// mesh (Kuma's cross-mesh lists).
 			return request{route: "/" + d.Plural, d: d}, true
+		}
+		if d.MeshScoped {
+			return request{}, false
 		}
 		return request{route: "/" + d.Plural + "/{name}", d: d, name: seg[1]}, true
 	case 3, 4:

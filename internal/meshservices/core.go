@@ -223,7 +223,11 @@ func (c *Core) reindex(k resource.Key, obj *resource.Object) []Unit {
 		}
 		var now []Unit
 		for _, inb := range obj.Spec.(*resource.DataplaneSpec).Networking.Inbound {
-			u := Unit{Mesh: k.Mesh, Base: Compliant(inb.Tags[resource.TagService])}
+			tag := inb.Tags[resource.TagService]
+			if tag == "" {
+				continue // a Kuma 3.x inbound: no tag, no synthesised service
+			}
+			u := Unit{Mesh: k.Mesh, Base: Compliant(tag)}
 			if !slices.Contains(now, u) {
 				now = append(now, u)
 			}

@@ -29,6 +29,7 @@ import (
 	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/extsvc"
 	"github.com/meshnames/meshnames/internal/hostnames"
+	"github.com/meshnames/meshnames/internal/kuma"
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/meshservices"
 	"github.com/meshnames/meshnames/internal/mzservice"
@@ -121,7 +122,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("api.addr: cannot listen on %s: %w", s.cfg.API.Addr, err)
 	}
 	httpSrv := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           kuma.Mount(api.Handler()), // Kuma 3.x shapes at /kuma, translated to the native API
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
