@@ -149,7 +149,10 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
-	g.Go(func() error { returnMemoryWhenQuiet(gctx, s.log, c.Frozen); return nil })
+	g.Go(func() error { returnMemoryWhenQuiet(gctx, s.log, c.Frozen, func() (bool, int) {
+			synced, _ := c.Status()
+			return synced, c.Len()
+		}); return nil })
 	g.Go(func() error {
 		<-gctx.Done()
 		s.log.Info("shutting down: finishing requests in flight")
