@@ -33,6 +33,7 @@ import (
 	"github.com/meshnames/meshnames/internal/kuma"
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/meshservices"
+	"github.com/meshnames/meshnames/internal/mzservice"
 	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -225,6 +226,7 @@ func (s *Server) cores(reg prometheus.Registerer, log *slog.Logger) ([]reconcile
 		vips.New(vips.Options{Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: log.With("component", "vips"), Registerer: reg}),
 		meshservices.New(meshservices.CoreOptions{Options: s.serviceOptions(), Log: log.With("component", "meshservices"), Registerer: reg}),
 		extsvc.New(extsvc.Options{Log: log.With("component", "extsvc"), Registerer: reg}),
+		mzservice.New(mzservice.Options{Zone: s.cfg.Zone, Log: log.With("component", "mzservice"), Registerer: reg}),
 	}, nil
 }
 
