@@ -42,9 +42,11 @@ type Store struct {
 	stmts struct{ load, insert, update, putLease, deleteLease, fence *sql.Stmt }
 	// reads are the read statements, prepared once on the read pool for
 	// the same reason (SQLite spends most of a point read parsing SQL).
-	reads        struct{ get, revision, compacted, changes, listAll, listKind, leasesAll, leasesPrefix *sql.Stmt }
-	now          func() time.Time
-	notifier     *store.Notifier
+	reads    struct{ get, revision, compacted, changes, listAll, listKind, leasesAll, leasesPrefix *sql.Stmt }
+	now      func() time.Time
+	notifier *store.Notifier
+	// recent serves Changes to readers that are nearly caught up.
+	recent       recent
 	writeTimeout time.Duration
 
 	mu     sync.Mutex
