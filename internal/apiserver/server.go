@@ -8,8 +8,14 @@
 // versions, and return once the cache reflects them, so a client reads its
 // own writes. errors.go holds the one mapping from store errors to statuses.
 //
-// It imports resource, store, cache and validate; nothing imports it but
-// server. Handlers are safe for concurrent use.
+// Security (docs/security.md): guard.go runs every request but the public
+// ones through auth (401, 403, 429) and audits every write, in the same
+// transaction as the write when there is one; tokens.go serves /tokens,
+// /audit and /history.
+//
+// It imports api, auth, audit, history, token, resource, store, cache and
+// validate; nothing imports it but server. Handlers are safe for
+// concurrent use.
 package apiserver
 
 import (
@@ -24,10 +30,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/auth"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/meshservices"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/token"
 )
 
 // MaxBodyBytes bounds a request body.
@@ -57,11 +65,25 @@ type Options struct {
 	ServiceTags *meshservices.Options
 	// Leader, when set, reports the leadership for GET /_leader.
 	Leader func(ctx context.Context) (api.LeaderStatus, error)
+	// Security (guard.go, tokens.go). Auth, when set, authenticates,
+	// rate-limits and authorizes every request but the public ones, and
+	// every write is audited; without it every request is allowed.
+	Auth *auth.Guard
+	// Keys serves the token endpoints; nil answers them 404.
+	Keys *token.Keys
+	// SyncPin, when set, gives the pin ("sha256:<hex>") of the global's
+	// sync certificate that zone tokens carry.
+	SyncPin func() (string, error)
 }
 
 // Server is the REST API.
 type Server struct {
-	opts     Options
+	opts Options
+	// rawStore is Options.Store as given; opts.Store wraps it so that
+	// writes carry their audit entries. recorder is rawStore's record
+	// streams, nil when it keeps none.
+	rawStore store.Store
+	recorder store.Recorder
 	log      *slog.Logger
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -76,9 +98,16 @@ func New(o Options) *Server {
 	if o.Ready == nil {
 		o.Ready = func() error { return nil }
 	}
+	raw := o.Store
+	recorder, _ := raw.(store.Recorder)
+	if o.Auth != nil {
+		o.Store = auditingStore{Store: raw}
+	}
 	s := &Server{
-		opts: o,
-		log:  o.Log,
+		opts:     o,
+		rawStore: raw,
+		recorder: recorder,
+		log:      o.Log,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshnames_api_requests_total", Help: "REST API requests by route, method and status code.",
 		}, []string{"route", "method", "code"}),
@@ -122,7 +151,7 @@ func (r *statusRecorder) WriteHeader(code int) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	route := s.dispatch(rec, r)
+	route := s.guard(rec, r)
 	d := time.Since(start)
 	s.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.code)).Inc()
 	s.latency.WithLabelValues(route, r.Method).Observe(d.Seconds())
@@ -170,6 +199,8 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 			s.leader(w, r)
 		}
 		return "/_leader"
+	case seg[0] == "tokens" || (len(seg) == 1 && (seg[0] == "audit" || seg[0] == "history")):
+		return s.security(w, r, seg)
 	}
 	// Everything below reads the cache: before it has loaded the store it
 	// would answer that nothing exists (a mesh just created at start
