@@ -137,10 +137,14 @@ func (id Identity) AllowsMesh(mesh string) bool {
 	return len(id.Meshes) == 0 || slices.Contains(id.Meshes, mesh)
 }
 
+// roleNames lists roles in prose: "admin, operator and service-owner".
 func roleNames(rs []token.Role) string {
 	var names []string
 	for _, r := range rs {
 		names = append(names, string(r))
 	}
-	return strings.Join(names, " and ")
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

@@ -143,6 +143,7 @@ that is exhausted.`,
 	cmd.AddCommand(extCmd)
 	cmd.AddCommand(newInspectServiceTagsCmd(env, newClient))
 	cmd.AddCommand(newInspectLeaderCmd(env, newClient))
+	cmd.AddCommand(newInspectHistoryCmd(env, newClient))
 	return cmd
 }
 
