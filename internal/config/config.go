@@ -199,7 +199,7 @@ func Default() Config {
 			TombstoneRetention: Duration(24 * time.Hour),
 		},
 		API: APIConfig{Addr: "127.0.0.1:5681", ShutdownTimeout: Duration(10 * time.Second),
-			Auth: APIAuthConfig{LoopbackAdmin: true, RateLimit: 500, RateBurst: 1000, RefreshInterval: Duration(250 * time.Millisecond)}},
+			Auth: APIAuthConfig{LoopbackAdmin: true, RateLimit: 1000, RateBurst: 2000, RefreshInterval: Duration(250 * time.Millisecond)}},
 		Audit:   AuditConfig{Retention: Duration(90 * 24 * time.Hour)},
 		History: HistoryConfig{Retention: Duration(365 * 24 * time.Hour)},
 		DNS: DNSConfig{

@@ -204,7 +204,7 @@ func (s *Store) runTx(group []*request) (outcomes []outcome, last int64, culprit
 		outcomes[i].results = results
 	}
 	if w.records > w.recordsBase {
-		if _, err := tx.ExecContext(ctx, s.q.setRecordSeq, w.records); err != nil {
+		if _, err := tx.StmtContext(ctx, s.stmts.setRecordSeq).ExecContext(ctx, w.records); err != nil {
 			return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("store record sequence: %w", err))
 		}
 	}
@@ -272,9 +272,11 @@ type writeTx struct {
 
 	// records is the last record sequence number given out, read from
 	// meta at the first record of the transaction (recordsRead), and
-	// recordsBase its value then.
-	records, recordsBase int64
-	recordsRead          bool
+	// recordsBase its value then. The record statements are bound on
+	// first use.
+	records, recordsBase                   int64
+	recordsRead                            bool
+	insertRecordStmt, insertRecordTermStmt *sql.Stmt
 }
 
 // apply executes one operation. A failure of the operation is in the
