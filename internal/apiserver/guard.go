@@ -37,14 +37,14 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) string {
 	}
 	if ref != nil {
 		s.refuse(w, ref)
-		if writes(r.Method) {
+		if writes(r.Method) && a.Class != auth.Read {
 			entry.Result, entry.Code, entry.Reason = api.ResultRefused, ref.Status, ref.Detail
 			s.appendAudit(r.Context(), entry)
 		}
 		return route
 	}
 	ctx := auth.WithIdentity(r.Context(), id)
-	if !writes(r.Method) {
+	if !writes(r.Method) || a.Class == auth.Read {
 		return s.dispatch(w, r.WithContext(ctx))
 	}
 	p := &pendingAudit{entry: entry}
@@ -79,7 +79,7 @@ func (s *Server) appendAudit(ctx context.Context, e api.AuditEntry) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := audit.Append(ctx, s.rawStore, e); err != nil {
+	if err := audit.Append(ctx, s.opts.Store, e); err != nil {
 		s.log.Error("cannot write an audit entry", "err", err, "verb", e.Verb, "kind", e.Kind, "mesh", e.Mesh, "name", e.Name)
 	}
 }
@@ -106,8 +106,7 @@ func quoteHeader(s string) string {
 }
 
 // classify maps a request to what the policy decides on, and its route
-// template. The Kuma adapter serves the same paths under /kuma, so they
-// are classified alike.
+// template.
 func classify(r *http.Request) (auth.Action, string) {
 	a := auth.Action{Method: r.Method, Class: auth.Read}
 	path := strings.Trim(r.URL.Path, "/")
@@ -115,21 +114,20 @@ func classify(r *http.Request) (auth.Action, string) {
 	if path != "" {
 		seg = strings.Split(path, "/")
 	}
-	prefix := ""
-	if len(seg) > 0 && seg[0] == "kuma" {
-		seg, prefix = seg[1:], "/kuma"
-	}
 	write := writes(r.Method)
 	switch {
 	case len(seg) == 0:
 		a.Class = auth.Public
-		return a, prefix + "/"
+		return a, "/"
 	case len(seg) == 1 && (seg[0] == "healthz" || seg[0] == "readyz"):
 		a.Class = auth.Public
 		return a, "/" + seg[0]
 	case len(seg) == 1 && (seg[0] == "metrics" || seg[0] == "_leader"):
 		return a, "/" + seg[0]
-	case seg[0] == "tokens" && prefix == "":
+	case len(seg) == 1 && seg[0] == "_apply":
+		// A dry run: it writes nothing, so it is a read for every role.
+		return a, "/_apply"
+	case seg[0] == "tokens":
 		a.Class = auth.Tokens
 		if len(seg) == 1 {
 			return a, "/tokens"
@@ -138,10 +136,10 @@ func classify(r *http.Request) (auth.Action, string) {
 			return a, "/tokens/" + seg[1]
 		}
 		return a, "/tokens/{id}"
-	case len(seg) == 1 && seg[0] == "audit" && prefix == "":
+	case len(seg) == 1 && seg[0] == "audit":
 		a.Class = auth.Audit
 		return a, "/audit"
-	case len(seg) == 1 && seg[0] == "history" && prefix == "":
+	case len(seg) == 1 && seg[0] == "history":
 		a.Class = auth.History
 		return a, "/history"
 	case len(seg) == 3 && seg[0] == "meshes" && (seg[2] == "_dns" || seg[2] == "_servicetags"):
@@ -149,14 +147,14 @@ func classify(r *http.Request) (auth.Action, string) {
 		if write {
 			a.Class = auth.Other
 		}
-		return a, prefix + "/meshes/{mesh}/" + seg[2]
+		return a, "/meshes/{mesh}/" + seg[2]
 	case len(seg) == 5 && seg[4] == "_hostnames":
 		if req, ok := parsePath(seg[:4]); ok {
 			a.Kind, a.Mesh = req.d.Kind, req.mesh
 			if write {
 				a.Class = auth.Other
 			}
-			return a, prefix + req.route + "/_hostnames"
+			return a, req.route + "/_hostnames"
 		}
 	}
 	req, ok := parsePath(seg)
@@ -171,7 +169,7 @@ func classify(r *http.Request) (auth.Action, string) {
 	if write {
 		a.Class = auth.Write
 	}
-	return a, prefix + req.route
+	return a, req.route
 }
 
 // verbOf names what a request does, for the audit log, before it is known
@@ -253,10 +251,13 @@ type pendingAudit struct {
 
 type pendingKey struct{}
 
-// auditingStore is the store the handlers write through: an Apply whose
-// context carries a pending audit entry appends the entry in the same
-// transaction, depending on every op of the batch, so a write and its
-// entry commit together or not at all.
+// AuditingStore returns st for the API's admission to write through: an
+// Apply whose context carries the audit entry of an API request in
+// progress appends the entry in the same transaction, depending on every
+// op of the batch, so that a write and its entry commit together or not at
+// all. Other Applies pass through unchanged.
+func AuditingStore(st store.Store) store.Store { return auditingStore{Store: st} }
+
 type auditingStore struct{ store.Store }
 
 func (a auditingStore) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, error) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/auth"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -50,7 +51,8 @@ func BenchmarkPutCreate(b *testing.B) {
 			for synced, _ := c.Status(); !synced; synced, _ = c.Status() {
 				time.Sleep(time.Millisecond)
 			}
-			o := Options{Store: st, Cache: c, Mode: "standalone", Zone: "east", Log: log, Registry: prometheus.NewRegistry()}
+			o := Options{Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: "standalone", Zone: "east"}),
+				Store: st, Log: log, Registry: prometheus.NewRegistry()}
 			var bearer string
 			if mode != "off" {
 				keys, err := token.LoadKeys(ctx, st)
@@ -58,6 +60,7 @@ func BenchmarkPutCreate(b *testing.B) {
 					b.Fatal(err)
 				}
 				o.Keys = keys
+				o.Admission = admission.New(admission.Options{Store: AuditingStore(st), Cache: c, Mode: "standalone", Zone: "east"})
 				o.Auth = auth.NewGuard(auth.Options{Keys: keys, LoopbackAdmin: mode == "loopback", Log: log})
 				if mode == "token" {
 					if bearer, err = keys.Sign(token.Claims{Subject: "bench", Role: token.RoleOperator, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {

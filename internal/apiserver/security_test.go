@@ -18,10 +18,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/auth"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/history"
+	"github.com/meshnames/meshnames/internal/kuma"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/token"
@@ -42,6 +44,7 @@ type secureOptions struct {
 	rate          float64
 	burst         int
 	syncPin       func() (string, error)
+	kuma          bool // serve the Kuma adapter in front, as the server does
 }
 
 func newSecureEnv(t *testing.T, o secureOptions) *secureEnv {
@@ -67,9 +70,13 @@ func newSecureEnv(t *testing.T, o secureOptions) *secureEnv {
 	waitSynced(t, c)
 	reg := prometheus.NewRegistry()
 	guard := auth.NewGuard(auth.Options{Keys: keys, LoopbackAdmin: o.loopbackAdmin, Rate: o.rate, Burst: o.burst, Log: log, Registerer: reg})
-	srv := New(Options{Store: st, Cache: c, Mode: o.mode, Zone: "east", Log: log, Registry: reg, Version: "test",
-		Auth: guard, Keys: keys, SyncPin: o.syncPin})
-	hs := httptest.NewServer(srv.Handler())
+	srv := New(Options{Cache: c, Admission: admission.New(admission.Options{Store: AuditingStore(st), Cache: c, Mode: o.mode, Zone: "east"}),
+		Store: st, Log: log, Registry: reg, Version: "test", Auth: guard, Keys: keys, SyncPin: o.syncPin})
+	h := srv.Handler()
+	if o.kuma {
+		h = kuma.Mount(h)
+	}
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	e := &secureEnv{env: &env{t: t, srv: hs, st: st}, keys: keys, tokens: map[token.Role]string{}, cache: c}
 	for _, r := range token.Roles() {
@@ -256,7 +263,7 @@ func TestRoleMatrix_CoversEveryRoute(t *testing.T) {
 			documented[m+" "+strings.Trim(row.cells[0], "`")] = true
 		}
 	}
-	want := []string{"GET /", "GET /healthz", "GET /readyz", "GET /metrics", "GET /_leader", "GET /meshes/{mesh}/_dns",
+	want := []string{"GET /", "GET /healthz", "GET /readyz", "GET /metrics", "GET /_leader", "POST /_apply", "GET /meshes/{mesh}/_dns",
 		"GET /meshes/{mesh}/_servicetags", "GET /tokens", "POST /tokens", "POST /tokens/zone", "POST /tokens/_rotate-key",
 		"GET /tokens/{id}", "DELETE /tokens/{id}", "GET /audit", "GET /history"}
 	for _, d := range resource.Descriptors() {
@@ -732,5 +739,42 @@ func TestHistoryAPI(t *testing.T) {
 		if _, r := get(e.tokens[token.RoleAdmin], q); r.code != 400 {
 			t.Errorf("GET /history%s = %d, want 400", q, r.code)
 		}
+	}
+}
+
+// TestKumaAdapter_SameAnswers checks that requests through the Kuma
+// adapter get the policy's answers with the caller's token.
+func TestKumaAdapter_SameAnswers(t *testing.T) {
+	e := newSecureEnv(t, secureOptions{kuma: true})
+	doc := `{"type":"MeshService","name":"redis","mesh":"m1","spec":{"ports":[{"port":6379,"targetPort":6379,"appProtocol":"tcp"}]}}`
+	send := func(raw, method, path, body string) reply {
+		h := []string{}
+		if raw != "" {
+			h = append(h, "Authorization", "Bearer "+raw)
+		}
+		ct := ""
+		if body != "" {
+			ct = "application/json"
+		}
+		return e.do(method, path, ct, body, h...)
+	}
+	for _, tc := range []struct {
+		raw          string
+		method, path string
+		body         string
+		code         int
+	}{
+		{"", "GET", "/kuma/meshes", "", 401},
+		{e.tokens[token.RoleZone], "GET", "/kuma/meshes", "", 403},
+		{e.tokens[token.RoleReadOnly], "GET", "/kuma/meshes", "", 200},
+		{e.tokens[token.RoleReadOnly], "PUT", "/kuma/meshes/m1/meshservices/redis", doc, 403},
+		{e.tokens[token.RoleServiceOwner], "PUT", "/kuma/meshes/m1/meshservices/redis", doc, 201},
+	} {
+		if r := send(tc.raw, tc.method, tc.path, tc.body); r.code != tc.code {
+			t.Errorf("%s %s as %q = %d %s, want %d", tc.method, tc.path, tc.raw[:min(len(tc.raw), 10)], r.code, r.body, tc.code)
+		}
+	}
+	if got := e.auditEntries("?name=redis"); len(got) != 2 || got[0].Result != api.ResultSuccess || got[1].Result != api.ResultRefused {
+		t.Errorf("audit of writes through the adapter: %+v", got)
 	}
 }

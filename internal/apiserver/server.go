@@ -3,18 +3,20 @@
 // /meshes/{name}, /hostnamegenerators/{name}, /zones/{name}, and paginated
 // lists), health and readiness probes and Prometheus metrics.
 //
-// Reads are served from the cache; writes are validated here (all
-// violations at once, with field paths), go to the store with optimistic
-// versions, and return once the cache reflects them, so a client reads its
-// own writes. errors.go holds the one mapping from store errors to statuses.
+// Reads are served from the cache; writes go through the admission layer
+// (internal/admission: defaults, validation with every violation at once,
+// the rules of the mode, the system labels), which writes them to the store
+// with optimistic versions, and return once the cache reflects them, so a
+// client reads its own writes. errors.go holds the one mapping from store
+// and admission errors to statuses.
 //
 // Security (docs/security.md): guard.go runs every request but the public
 // ones through auth (401, 403, 429) and audits every write, in the same
 // transaction as the write when there is one; tokens.go serves /tokens,
 // /audit and /history.
 //
-// It imports api, auth, audit, history, token, resource, store, cache and
-// validate; nothing imports it but server. Handlers are safe for
+// It imports admission, api, auth, audit, history, token, resource, store,
+// cache and validate; nothing imports it but server. Handlers are safe for
 // concurrent use.
 package apiserver
 
@@ -29,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/auth"
 	"github.com/meshnames/meshnames/internal/cache"
@@ -43,13 +46,11 @@ const MaxBodyBytes = 1 << 20
 
 // Options configures a Server.
 type Options struct {
-	Store store.Store
 	Cache *cache.Cache
-	// Mode and Zone decide the system labels set on writes and which kinds
-	// this control plane may write.
-	Mode string
-	Zone string
-	Log  *slog.Logger
+	// Admission admits and makes every write; its mode and zone are the
+	// control plane's.
+	Admission *admission.Admitter
+	Log       *slog.Logger
 	// Registry receives the API's metrics and is served on /metrics.
 	Registry *prometheus.Registry
 	Version  string
@@ -67,8 +68,12 @@ type Options struct {
 	Leader func(ctx context.Context) (api.LeaderStatus, error)
 	// Security (guard.go, tokens.go). Auth, when set, authenticates,
 	// rate-limits and authorizes every request but the public ones, and
-	// every write is audited; without it every request is allowed.
-	Auth *auth.Guard
+	// every write is audited; without it every request is allowed. The
+	// Admission's store must be AuditingStore(Store) for the entry of a
+	// write to commit with it; refusals are appended to Store, and /audit
+	// and /history read it.
+	Auth  *auth.Guard
+	Store store.Store
 	// Keys serves the token endpoints; nil answers them 404.
 	Keys *token.Keys
 	// SyncPin, when set, gives the pin ("sha256:<hex>") of the global's
@@ -79,10 +84,8 @@ type Options struct {
 // Server is the REST API.
 type Server struct {
 	opts Options
-	// rawStore is Options.Store as given; opts.Store wraps it so that
-	// writes carry their audit entries. recorder is rawStore's record
-	// streams, nil when it keeps none.
-	rawStore store.Store
+	// recorder is the record streams of Options.Store, nil when it keeps
+	// none.
 	recorder store.Recorder
 	log      *slog.Logger
 	requests *prometheus.CounterVec
@@ -98,14 +101,9 @@ func New(o Options) *Server {
 	if o.Ready == nil {
 		o.Ready = func() error { return nil }
 	}
-	raw := o.Store
-	recorder, _ := raw.(store.Recorder)
-	if o.Auth != nil {
-		o.Store = auditingStore{Store: raw}
-	}
+	recorder, _ := o.Store.(store.Recorder)
 	s := &Server{
 		opts:     o,
-		rawStore: raw,
 		recorder: recorder,
 		log:      o.Log,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -209,6 +207,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 		writeError(w, newError(http.StatusServiceUnavailable, "Service unavailable", "the server is still loading its store; retry shortly"))
 		return "/loading"
 	}
+	if len(seg) == 1 && seg[0] == "_apply" {
+		if allow(w, r, http.MethodPost) {
+			s.apply(w, r)
+		}
+		return "/_apply"
+	}
 	if len(seg) == 3 && seg[0] == "meshes" && seg[2] == "_dns" {
 		if allow(w, r, http.MethodGet) {
 			s.dnsListing(w, seg[1])
@@ -272,11 +276,16 @@ func parsePath(seg []string) (request, bool) {
 	switch len(seg) {
 	case 1, 2:
 		d := byPlural(seg[0])
-		if d == nil || d.MeshScoped {
+		if d == nil {
 			return request{}, false
 		}
 		if len(seg) == 1 {
+			// A mesh-scoped kind's collection at the top lists every
+			// mesh (Kuma's cross-mesh lists).
 			return request{route: "/" + d.Plural, d: d}, true
+		}
+		if d.MeshScoped {
+			return request{}, false
 		}
 		return request{route: "/" + d.Plural + "/{name}", d: d, name: seg[1]}, true
 	case 3, 4:
@@ -305,7 +314,7 @@ func byPlural(p string) *resource.Descriptor {
 }
 
 func (s *Server) index(w http.ResponseWriter) {
-	writeJSON(w, http.StatusOK, api.Info{Product: "meshnames", Version: s.opts.Version, Mode: s.opts.Mode, Zone: s.opts.Zone})
+	writeJSON(w, http.StatusOK, api.Info{Product: "meshnames", Version: s.opts.Version, Mode: s.opts.Admission.Mode(), Zone: s.opts.Admission.Zone()})
 }
 
 func (s *Server) readyz(w http.ResponseWriter) {

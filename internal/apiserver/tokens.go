@@ -136,9 +136,9 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, zone bool) {
 		return
 	}
 	if zone {
-		if s.opts.Mode != "global" {
+		if s.opts.Admission.Mode() != "global" {
 			writeError(w, newError(http.StatusConflict, "Conflict",
-				fmt.Sprintf("zone tokens are issued by the global control plane (--mode global); this one runs in %s mode", s.opts.Mode)))
+				fmt.Sprintf("zone tokens are issued by the global control plane (--mode global); this one runs in %s mode", s.opts.Admission.Mode())))
 			return
 		}
 		if s.opts.SyncPin != nil {
@@ -160,7 +160,7 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, zone bool) {
 	raw, signed, err := s.opts.Keys.Issue(r.Context(), c, id.Subject, audit.Op(e, 0))
 	if err != nil && raw == "" {
 		s.log.Error("cannot issue a token", "err", err)
-		writeError(w, fromStore(err))
+		writeError(w, fromError(err))
 		return
 	}
 	if err != nil {
@@ -253,7 +253,7 @@ func tokenInfo(i token.Issued) api.TokenInfo {
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 	list, err := s.opts.Keys.List(r.Context())
 	if err != nil {
-		writeError(w, s.storeError(err))
+		writeError(w, s.writeFailed(err))
 		return
 	}
 	out := api.TokenList{Items: []api.TokenInfo{}}
@@ -266,7 +266,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getToken(w http.ResponseWriter, r *http.Request, id string) {
 	list, err := s.opts.Keys.List(r.Context())
 	if err != nil {
-		writeError(w, s.storeError(err))
+		writeError(w, s.writeFailed(err))
 		return
 	}
 	for _, i := range list {
@@ -292,7 +292,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, id string) 
 		writeError(w, newError(http.StatusNotFound, "Not found", "no token "+id+" was issued here (or it expired more than a day ago)"))
 		return
 	case err != nil && rec.ID == "":
-		writeError(w, s.storeError(err))
+		writeError(w, s.writeFailed(err))
 		return
 	case err != nil:
 		s.log.Error("the token was revoked but its audit entry was not written", "err", err, "token", id)
@@ -305,11 +305,11 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, id string) 
 func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
 	kid, err := s.opts.Keys.Rotate(r.Context())
 	if err != nil {
-		writeError(w, s.storeError(err))
+		writeError(w, s.writeFailed(err))
 		return
 	}
 	e := auditEntry(r.Context(), api.VerbRotateKey, kid, "signing key "+kid+" signs from now on", http.StatusOK)
-	if err := audit.Append(r.Context(), s.rawStore, e); err != nil {
+	if err := audit.Append(r.Context(), s.opts.Store, e); err != nil {
 		s.log.Error("cannot write an audit entry", "err", err)
 	} else {
 		markAudited(r.Context(), e)
@@ -378,7 +378,7 @@ func (s *Server) auditLog(w http.ResponseWriter, r *http.Request) {
 	}
 	entries, err := audit.Find(r.Context(), s.recorder, q)
 	if err != nil {
-		writeError(w, s.storeError(err))
+		writeError(w, s.writeFailed(err))
 		return
 	}
 	page := api.AuditPage{Items: entries}
@@ -433,7 +433,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	}
 	events, truncated, err := history.Find(r.Context(), s.recorder, q)
 	if err != nil {
-		writeError(w, s.storeError(err))
+		writeError(w, s.writeFailed(err))
 		return
 	}
 	id := caller(r.Context())
