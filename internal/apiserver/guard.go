@@ -166,6 +166,7 @@ func classify(r *http.Request) (auth.Action, string) {
 	if req.d.Kind == resource.Mesh {
 		a.Mesh = req.name
 	}
+	a.AllMeshes = req.d.MeshScoped && req.mesh == ""
 	if write {
 		a.Class = auth.Write
 	}

@@ -276,6 +276,9 @@ func TestRoleMatrix_CoversEveryRoute(t *testing.T) {
 			item = "/meshes/{mesh}"
 		}
 		want = append(want, "GET "+base, "GET "+item, "PUT "+item, "DELETE "+item)
+		if d.MeshScoped {
+			want = append(want, "GET /"+d.Plural) // the list across every mesh
+		}
 		if d.ServiceKind {
 			want = append(want, "GET "+item+"/_hostnames")
 		}

@@ -106,6 +106,8 @@ func TestAuthorize(t *testing.T) {
 		{"ServiceOwnerInItsMesh", id(token.RoleServiceOwner, "m1"), write(resource.MeshExternalService, "m1"), ""},
 		{"ServiceOwnerOutsideItsMeshes", id(token.RoleServiceOwner, "m1", "m2"), write(resource.MeshService, "m3"), `limited to meshes m1, m2; mesh "m3"`},
 		{"LimitedReadOutsideItsMeshes", id(token.RoleReadOnly, "m1"), Action{Class: Read, Method: "GET", Mesh: "m2"}, "limited"},
+		{"LimitedReadAcrossMeshes", id(token.RoleReadOnly, "m1"), Action{Class: Read, Method: "GET", Kind: resource.MeshService, AllMeshes: true}, "mesh by mesh"},
+		{"UnlimitedReadAcrossMeshes", id(token.RoleReadOnly), Action{Class: Read, Method: "GET", Kind: resource.MeshService, AllMeshes: true}, ""},
 		{"LimitedReadOfGlobalPaths", id(token.RoleReadOnly, "m1"), Action{Class: Read, Method: "GET", Kind: resource.HostnameGenerator}, ""},
 		{"OperatorWritesGenerators", id(token.RoleOperator), write(resource.HostnameGenerator, ""), ""},
 		{"LimitedOperatorNoGenerators", id(token.RoleOperator, "m1"), write(resource.HostnameGenerator, ""), "apply to every mesh"},

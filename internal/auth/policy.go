@@ -39,6 +39,9 @@ type Action struct {
 	// Mesh is the mesh the request is in: the {mesh} of a mesh-scoped
 	// path, or the name of a Mesh; empty for paths of no mesh.
 	Mesh string
+	// AllMeshes marks a read across every mesh (/meshservices), which a
+	// token limited to meshes may not make.
+	AllMeshes bool
 }
 
 // Denial is a refusal by the policy: 403 with the reason.
@@ -94,6 +97,9 @@ func Authorize(id Identity, a Action) error {
 	}
 	switch class {
 	case Read:
+		if a.AllMeshes && len(id.Meshes) > 0 {
+			return deny("this token is limited to meshes %s; list them mesh by mesh (/meshes/{mesh}/...)", strings.Join(id.Meshes, ", "))
+		}
 		return id.inMeshes(a.Mesh)
 	case Write:
 		if !slices.Contains(Writers(a.Kind), id.Role) {
