@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"internal/client":            {"internal/api", "internal/resource", "internal/validate"},
 	"internal/kuma":              {"internal/api", "internal/decode", "internal/resource", "internal/validate"},
 	"internal/reconcile":         {"internal/resource", "internal/store", "internal/cache"},
-	"internal/token":             {"internal/store", "internal/validate"},
+	"internal/token":             {"internal/api", "internal/store", "internal/validate"},
 	"internal/leader":            {"internal/store", "internal/store/postgres"},
 	"internal/ipam":              {},
 	"internal/vips":              {"internal/resource", "internal/store", "internal/ipam", "internal/reconcile"},

@@ -168,10 +168,10 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, zone bool) {
 	} else {
 		markAudited(r.Context(), e)
 	}
-	writeJSON(w, http.StatusCreated, api.TokenResponse{Token: raw, Info: tokenInfo(token.Issued{
-		ID: signed.ID, Subject: signed.Subject, Role: signed.Role, Meshes: signed.Meshes, Zone: signed.Zone,
+	writeJSON(w, http.StatusCreated, api.TokenResponse{Token: raw, Info: api.TokenInfo{
+		ID: signed.ID, Subject: signed.Subject, Role: string(signed.Role), Meshes: signed.Meshes, Zone: signed.Zone,
 		IssuedAt: signed.IssuedAt, ExpiresAt: signed.ExpiresAt, IssuedBy: id.Subject, KeyID: s.opts.Keys.CurrentKey(),
-	})})
+	}})
 }
 
 func tokenSummary(c token.Claims) string {
@@ -245,11 +245,6 @@ func (s *Server) tokenClaims(req api.TokenRequest, zone bool) (token.Claims, val
 	return c, errs
 }
 
-func tokenInfo(i token.Issued) api.TokenInfo {
-	return api.TokenInfo{ID: i.ID, Subject: i.Subject, Role: string(i.Role), Meshes: i.Meshes, Zone: i.Zone,
-		IssuedAt: i.IssuedAt, ExpiresAt: i.ExpiresAt, IssuedBy: i.IssuedBy, KeyID: i.KeyID, RevokedAt: i.RevokedAt, RevokedBy: i.RevokedBy}
-}
-
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 	list, err := s.opts.Keys.List(r.Context())
 	if err != nil {
@@ -258,7 +253,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.TokenList{Items: []api.TokenInfo{}}
 	for _, i := range list {
-		out.Items = append(out.Items, tokenInfo(i))
+		out.Items = append(out.Items, i)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -271,7 +266,7 @@ func (s *Server) getToken(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	for _, i := range list {
 		if i.ID == id {
-			writeJSON(w, http.StatusOK, tokenInfo(i))
+			writeJSON(w, http.StatusOK, i)
 			return
 		}
 	}
@@ -281,7 +276,7 @@ func (s *Server) getToken(w http.ResponseWriter, r *http.Request, id string) {
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, id string) {
 	e := auditEntry(r.Context(), api.VerbRevokeToken, id, "", http.StatusOK)
 	if cur, err := s.opts.Keys.Lookup(r.Context(), id); err == nil {
-		e.Reason = "for " + cur.Subject + " (" + string(cur.Role) + ")"
+		e.Reason = "for " + cur.Subject + " (" + cur.Role + ")"
 		if !cur.RevokedAt.IsZero() {
 			e.Reason += ", already revoked"
 		}
@@ -299,7 +294,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, id string) 
 	default:
 		markAudited(r.Context(), e)
 	}
-	writeJSON(w, http.StatusOK, tokenInfo(rec))
+	writeJSON(w, http.StatusOK, rec)
 }
 
 func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/store"
 )
 
@@ -22,20 +23,9 @@ var ErrNotIssued = errors.New("no such token")
 const pruneAfter = 24 * time.Hour
 
 // Issued is the record of an issued token: its claims and who issued it,
-// never the token itself. RevokedAt is set once it is revoked.
-type Issued struct {
-	ID        string    `json:"id"`
-	Subject   string    `json:"subject"`
-	Role      Role      `json:"role"`
-	Meshes    []string  `json:"meshes,omitempty"`
-	Zone      string    `json:"zone,omitempty"`
-	IssuedAt  time.Time `json:"issuedAt"`
-	ExpiresAt time.Time `json:"expiresAt"`
-	IssuedBy  string    `json:"issuedBy,omitempty"`
-	KeyID     string    `json:"keyId,omitempty"`
-	RevokedAt time.Time `json:"revokedAt,omitzero"`
-	RevokedBy string    `json:"revokedBy,omitempty"`
-}
+// never the token itself. RevokedAt is set once it is revoked. It is the
+// API's body, so that the record and what the API shows cannot drift.
+type Issued = api.TokenInfo
 
 // revocation is the lease value of a revocation.
 type revocation struct {
@@ -55,7 +45,7 @@ func (k *Keys) Issue(ctx context.Context, c Claims, by string, extra ...store.Op
 		return "", Claims{}, err
 	}
 	rec := Issued{
-		ID: c.ID, Subject: c.Subject, Role: c.Role, Meshes: c.Meshes, Zone: c.Zone,
+		ID: c.ID, Subject: c.Subject, Role: string(c.Role), Meshes: c.Meshes, Zone: c.Zone,
 		IssuedAt: c.IssuedAt, ExpiresAt: c.ExpiresAt, IssuedBy: by, KeyID: k.CurrentKey(),
 	}
 	v, err := json.Marshal(rec)
