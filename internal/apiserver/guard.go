@@ -256,8 +256,14 @@ type pendingKey struct{}
 // Apply whose context carries the audit entry of an API request in
 // progress appends the entry in the same transaction, depending on every
 // op of the batch, so that a write and its entry commit together or not at
-// all. Other Applies pass through unchanged.
-func AuditingStore(st store.Store) store.Store { return auditingStore{Store: st} }
+// all. Other Applies pass through unchanged, and so does everything when
+// st keeps no record streams (store.Recorder).
+func AuditingStore(st store.Store) store.Store {
+	if _, ok := st.(store.Recorder); !ok {
+		return st
+	}
+	return auditingStore{Store: st}
+}
 
 type auditingStore struct{ store.Store }
 

@@ -251,11 +251,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.writeFailed(err))
 		return
 	}
-	out := api.TokenList{Items: []api.TokenInfo{}}
-	for _, i := range list {
-		out.Items = append(out.Items, i)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, api.TokenList{Items: list}) // List never returns nil
 }
 
 func (s *Server) getToken(w http.ResponseWriter, r *http.Request, id string) {
