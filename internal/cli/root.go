@@ -81,6 +81,7 @@ $MESHNAMES_TOKEN (without one, requests from the server's own host are admin).`,
 	root.AddCommand(
 		newServeCmd(env),
 		newApplyCmd(env, newClient),
+		newDiffCmd(env, newClient),
 		newGetCmd(env, newClient),
 		newDeleteCmd(env, newClient),
 		newInspectCmd(env, newClient),
@@ -99,8 +100,11 @@ func Main(args []string) int {
 	root := New(env)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(env.Err, "Error:", err)
-		return 1
+		code, show := exitCode(err)
+		if show {
+			fmt.Fprintln(env.Err, "Error:", err)
+		}
+		return code
 	}
 	return 0
 }
