@@ -132,10 +132,15 @@ then flags; "meshnames config show" prints the result.
 Only one process may use a data directory at a time. With --store
 postgres://... several instances share one PostgreSQL database.
 
+Requests from this host to a loopback API address are admin without a
+token; others need one (docs/security.md). Off loopback the API needs
+--api-tls-cert and --api-tls-key (or --api-insecure). The first start writes
+an admin token to <data-dir>/admin.token.
+
 SIGINT or SIGTERM stops the server cleanly: requests in flight finish, then
 the store is closed.`,
 		Example: `  meshnames serve
-  meshnames serve --data-dir /var/lib/meshnames --api-addr 0.0.0.0:5681
+  meshnames serve --data-dir /var/lib/meshnames --api-addr 0.0.0.0:5681 --api-tls-cert api.pem --api-tls-key api-key.pem
   meshnames serve --store postgres://meshnames@db:5432/meshnames`,
 		Args: cobra.NoArgs,
 	}
