@@ -50,18 +50,20 @@ MeshService, MeshExternalService, MeshMultiZoneService, HostnameGenerator,
 Dataplane and Mesh resources (Kuma-compatible), gives services hostnames and
 virtual IPs, and answers their names over DNS.
 
-Run a control plane with "meshnames serve"; manage resources with apply, get
-and delete, which talk to the server named by --server or $MESHNAMES_SERVER
-(default ` + client.DefaultServer + `).`,
+"meshnames serve" runs a control plane; "meshnames config show" prints the
+configuration it would run with. The other commands are clients of a running
+control plane: apply, get, delete, inspect and version talk to the server
+named by their --server flag or $` + ServerEnv + ` (default
+` + client.DefaultServer + `).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetIn(env.In)
 	root.SetOut(env.Out)
 	root.SetErr(env.Err)
-	server := root.PersistentFlags().String("server", "", "URL of the meshnames server (default $"+ServerEnv+" or "+client.DefaultServer+")")
+	var server string
 	newClient := func() (*client.Client, error) {
-		s := *server
+		s := server
 		if s == "" {
 			if v, ok := env.Getenv(ServerEnv); ok && v != "" {
 				s = v
@@ -71,15 +73,21 @@ and delete, which talk to the server named by --server or $MESHNAMES_SERVER
 		}
 		return client.New(s)
 	}
-	root.AddCommand(
-		newServeCmd(env),
+	// The client commands take --server; serve and config have nothing
+	// to connect to.
+	serverUsage := "URL of the meshnames server (default $" + ServerEnv + " or " + client.DefaultServer + ")"
+	clients := []*cobra.Command{
 		newApplyCmd(env, newClient),
 		newGetCmd(env, newClient),
 		newDeleteCmd(env, newClient),
 		newInspectCmd(env, newClient),
-		newConfigCmd(env),
 		newVersionCmd(env, newClient),
-	)
+	}
+	for _, c := range clients {
+		c.PersistentFlags().StringVar(&server, "server", "", serverUsage)
+	}
+	root.AddCommand(newServeCmd(env), newConfigCmd(env))
+	root.AddCommand(clients...)
 	return root
 }
 
@@ -112,10 +120,16 @@ func kindArg(s string) (*resource.Descriptor, error) {
 	return nil, fmt.Errorf("unknown kind %q: use one of %s", s, strings.Join(names, ", "))
 }
 
+// kindsHelp lists the kinds by plural with the other names kindArg takes,
+// each once.
 func kindsHelp() string {
 	var b strings.Builder
 	for _, d := range resource.Descriptors() {
-		fmt.Fprintf(&b, "  %-22s (%s, %s)\n", d.Plural, strings.ToLower(string(d.Kind)), d.ShortName)
+		names := []string{strings.ToLower(string(d.Kind))}
+		if d.ShortName != "" && d.ShortName != names[0] && d.ShortName != d.Plural {
+			names = append(names, d.ShortName)
+		}
+		fmt.Fprintf(&b, "  %-22s (%s)\n", d.Plural, strings.Join(names, ", "))
 	}
 	return b.String()
 }
