@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"internal/hostnames":         {"internal/resource", "internal/store", "internal/cache", "internal/hostname", "internal/reconcile"},
 	"internal/server":            {"internal/api", "internal/config", "internal/resource", "internal/store", "internal/store/sqlite", "internal/store/postgres", "internal/cache", "internal/apiserver", "internal/hostnames", "internal/leader", "internal/vips", "internal/dnsserver", "internal/meshservices", "internal/extsvc"},
 	"internal/server/servertest": {"internal/config", "internal/server"},
-	"internal/cli":               {"internal/api", "internal/config", "internal/server", "internal/client", "internal/resource", "internal/validate"},
+	"internal/cli":               {"internal/api", "internal/config", "internal/server", "internal/client", "internal/resource", "internal/validate", "internal/decode"},
 	"cmd/meshnames":              {"internal/cli"},
 }
 

@@ -5,12 +5,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshnames/meshnames/internal/client"
+	"github.com/meshnames/meshnames/internal/decode"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/validate"
 )
@@ -85,12 +90,73 @@ func readInput(env Env, file string) ([]byte, string, error) {
 
 type applyDoc struct {
 	index int
-	line  int
+	part  resource.Document
 	obj   *resource.Object
+	lines *decode.Lines // found on first use: only problems need them
 }
 
-func (d applyDoc) where(file string) string {
-	return fmt.Sprintf("%s: document %d (line %d)", file, d.index+1, d.line)
+// where says where the field of a problem is: the file, the field's line,
+// the document and, once decoded, the resource.
+func (d *applyDoc) where(file string, field string) string {
+	w := fmt.Sprintf("%s:%d: document %d", file, d.line(field), d.index+1)
+	if d.obj != nil {
+		w += ", " + d.obj.Key().String()
+	}
+	return w
+}
+
+// line is the line of the stream that holds field, or the document's
+// first line when it cannot be found.
+func (d *applyDoc) line(field string) int {
+	if d.lines == nil {
+		l := decode.YAMLLines(d.part.Data)
+		d.lines = &l
+	}
+	n, whole := d.lines.Find(validate.Path(field))
+	if rest, ok := strings.CutPrefix(field, "spec."); ok && !whole {
+		// Dataplanes and Meshes may be written with their spec fields at
+		// the top level, as Kuma writes them, without a spec.
+		if _, hasSpec := d.lines.Find("spec"); !hasSpec {
+			if m, whole := d.lines.Find(validate.Path(rest)); whole {
+				n = m
+			}
+		}
+	}
+	if n == 0 {
+		return d.part.Line
+	}
+	return d.part.Line + n - 1
+}
+
+// yamlLine matches the line yaml.v2 gives in a syntax error, which counts
+// from the start of the document.
+var yamlLine = regexp.MustCompile(`^(.*)yaml: line ([0-9]+): (.*)$`)
+
+// report prints the problems of d in the order of their lines and returns
+// how many there were.
+func (d *applyDoc) report(w io.Writer, file string, errs validate.Errors) int {
+	errs = slices.Clone(errs)
+	slices.SortStableFunc(errs, func(a, b validate.Violation) int { return d.line(a.Field) - d.line(b.Field) })
+	for _, e := range errs {
+		where, msg := d.where(file, e.Field), e.Message
+		if e.Field == resource.DocumentField {
+			// A syntax error: the document as a whole, at the line the
+			// parser stopped.
+			if m := yamlLine.FindStringSubmatch(msg); m != nil {
+				n, _ := strconv.Atoi(m[2])
+				where = fmt.Sprintf("%s:%d: document %d", file, d.part.Line+n-1, d.index+1)
+				msg = m[1] + m[3]
+			}
+			fmt.Fprintf(w, "%s: %s\n", where, msg)
+			continue
+		}
+		if e.Field == "" {
+			fmt.Fprintf(w, "%s: %s\n", where, msg)
+		} else {
+			fmt.Fprintf(w, "%s: %s: %s\n", where, e.Field, msg)
+		}
+	}
+	return len(errs)
 }
 
 func apply(ctx context.Context, env Env, c *client.Client, file string, data []byte) error {
@@ -98,18 +164,8 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 	if len(parts) == 0 {
 		return fmt.Errorf("%s holds no documents", file)
 	}
-	var docs []applyDoc
+	var docs []*applyDoc
 	problems := 0
-	report := func(where string, errs validate.Errors) {
-		for _, e := range errs {
-			problems++
-			if e.Field == "" {
-				fmt.Fprintf(env.Err, "%s: %s\n", where, e.Message)
-			} else {
-				fmt.Fprintf(env.Err, "%s: %s: %s\n", where, e.Field, e.Message)
-			}
-		}
-	}
 	// The server's mode and zone decide which labels it sets, so apply runs
 	// the same admission rules (resource.Admit) before writing anything. If
 	// the server cannot be asked, the documents are still checked locally
@@ -138,14 +194,12 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 	seen := map[resource.Key]int{}
 	definedMeshes := map[string]bool{}
 	for i, p := range parts {
-		d := applyDoc{index: i, line: p.Line}
+		d := &applyDoc{index: i, part: p, obj: results[i].obj}
 		obj, errs := results[i].obj, results[i].errs
 		if obj == nil {
-			report(d.where(file), errs)
+			problems += d.report(env.Err, file, errs)
 			continue
 		}
-		d.obj = obj
-		where := d.where(file) + ", " + obj.Key().String()
 		if j, dup := seen[obj.Key()]; dup {
 			errs.Addf("name", "%s is also defined by document %d", obj.Key(), j+1)
 		}
@@ -153,7 +207,7 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 		if obj.Kind == resource.Mesh {
 			definedMeshes[obj.Name] = true
 		}
-		report(where, errs)
+		problems += d.report(env.Err, file, errs)
 		docs = append(docs, d)
 	}
 	if infoErr != nil {
@@ -234,7 +288,7 @@ func forEach(n, workers int, f func(i int)) {
 
 // checkMeshes reports documents whose mesh neither exists on the server nor
 // is defined in the same input.
-func checkMeshes(ctx context.Context, env Env, c *client.Client, file string, docs []applyDoc, defined map[string]bool) int {
+func checkMeshes(ctx context.Context, env Env, c *client.Client, file string, docs []*applyDoc, defined map[string]bool) int {
 	exists := map[string]error{}
 	problems := 0
 	meshDesc := resource.MustLookup(resource.Mesh)
@@ -251,7 +305,7 @@ func checkMeshes(ctx context.Context, env Env, c *client.Client, file string, do
 		case err == nil:
 		case client.IsNotFound(err):
 			problems++
-			fmt.Fprintf(env.Err, "%s, %s: mesh: mesh %q does not exist; create it first or add it to the input\n", d.where(file), d.obj.Key(), d.obj.Mesh)
+			fmt.Fprintf(env.Err, "%s: mesh: mesh %q does not exist; create it first or add it to the input\n", d.where(file, "mesh"), d.obj.Mesh)
 		default:
 			if !checked {
 				problems++
