@@ -15,6 +15,7 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 )
 
 // Short settings so that the tests take seconds: the leader stops its work
@@ -29,7 +30,7 @@ const (
 // and returns its URL and the store.
 func openStore(t *testing.T) (string, *postgres.Store) {
 	t.Helper()
-	url := postgres.TestURL(t)
+	url := pgtest.URL(t)
 	st, err := postgres.Open(t.Context(), url, postgres.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +147,7 @@ func TestLease_OneLeaderAndHandoverOnStop(t *testing.T) {
 // other instance takes over once the lease has expired, not before.
 func TestLease_HandoverWhenConnectionCut(t *testing.T) {
 	url, _ := openStore(t)
-	proxy := postgres.StartTestProxy(t, url)
+	proxy := pgtest.StartProxy(t, url)
 	c := &cluster{t: t}
 	c.run("a", proxy.URL)
 	c.waitTerms(1, 10*time.Second)
@@ -187,7 +188,7 @@ func TestLease_DeposedLeaderIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := postgres.StartTestProxy(t, url)
+	proxy := pgtest.StartProxy(t, url)
 	c := &cluster{t: t}
 	c.run("a", proxy.URL)
 	old := c.waitTerms(1, 10*time.Second)[0].fence

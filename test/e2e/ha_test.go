@@ -13,7 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 )
 
 // haLease is the short lease of the high-availability tests, so that a
@@ -231,7 +231,7 @@ func putAll(ctx context.Context, ps []*proc, names []string, workers int, half f
 // would hand them out again at once.
 func TestHA_FailoverDuringAllocation(t *testing.T) {
 	const services, deleted = 5000, 100
-	url := postgres.TestURL(t)
+	url := pgtest.URL(t)
 	var ps []*proc
 	for _, name := range []string{"a", "b", "c"} {
 		ps = append(ps, start(t, name, append([]string{"--store", url, "--log-level", "info"}, haFlags...)...))

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 )
 
 // TestPostgres_TwoInstancesShareState runs two control planes on one
@@ -18,7 +18,7 @@ import (
 // within a moment (LISTEN/NOTIFY), and both created the default mesh
 // without tripping over each other.
 func TestPostgres_TwoInstancesShareState(t *testing.T) {
-	url := postgres.TestURL(t)
+	url := pgtest.URL(t)
 	a := start(t, "a", "--store", url)
 	b := start(t, "b", "--store", url)
 	a.waitReady(60 * time.Second)
@@ -78,8 +78,8 @@ func TestPostgres_UnreachableDatabase(t *testing.T) {
 // writes. When the database is back, the cut-off instance recovers by
 // itself: ready again, and it serves what was written meanwhile.
 func TestPostgres_DatabaseLoss(t *testing.T) {
-	url := postgres.TestURL(t)
-	proxy := postgres.StartTestProxy(t, url)
+	url := pgtest.URL(t)
+	proxy := pgtest.StartProxy(t, url)
 	a := start(t, "a", append([]string{"--store", proxy.URL}, haFlags...)...)
 	a.waitReady(60 * time.Second)
 	waitLeader(t, 30*time.Second, a)
