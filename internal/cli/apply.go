@@ -30,6 +30,7 @@ const applyWorkers = 16
 
 func newApplyCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command {
 	var file string
+	var showProgress bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|-",
 		Short: "Create or update resources from YAML or JSON documents",
@@ -42,7 +43,12 @@ nothing is applied and every problem is printed with its document and field.
 Then Meshes, Zones and HostnameGenerators are applied one at a time in the
 order of the input (a generator's creation time decides its precedence), and
 the rest in parallel; apply prints created, updated or unchanged for each
-resource, in the order of the input.`,
+resource, in the order of the input, and for more than one resource a
+summary line (how many were created, updated and unchanged).
+
+While it writes, a line on standard error counts the resources written,
+when standard error is a terminal or with --progress (then a line at each
+tenth, for logs).`,
 		Example: `  meshnames apply -f services.yaml
   cat mesh.yaml | meshnames apply -f -`,
 		Args: cobra.NoArgs,
@@ -58,10 +64,11 @@ resource, in the order of the input.`,
 			if err != nil {
 				return err
 			}
-			return apply(cmd.Context(), env, c, name, data)
+			return apply(cmd.Context(), env, c, name, data, showProgress)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "file to apply, or - for standard input")
+	cmd.Flags().BoolVar(&showProgress, "progress", false, "report progress on standard error even when it is not a terminal")
 	return cmd
 }
 
@@ -159,7 +166,7 @@ func (d *applyDoc) report(w io.Writer, file string, errs validate.Errors) int {
 	return len(errs)
 }
 
-func apply(ctx context.Context, env Env, c *client.Client, file string, data []byte) error {
+func apply(ctx context.Context, env Env, c *client.Client, file string, data []byte, showProgress bool) error {
 	parts := resource.SplitYAML(data)
 	if len(parts) == 0 {
 		return fmt.Errorf("%s holds no documents", file)
@@ -225,10 +232,13 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 
 	lines := make([]string, len(docs))
 	failed := 0
+	outcomes := map[string]int{} // created, updated, unchanged
 	var mu sync.Mutex
+	prog := newProgress(env.Err, len(docs), showProgress)
 	put := func(i int) {
 		d := docs[i]
 		res, err := c.Put(ctx, d.obj, client.PutOptions{Minimal: true})
+		prog.add()
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -236,6 +246,7 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 			lines[i] = fmt.Sprintf("%s failed: %v", d.obj.Key(), err)
 			return
 		}
+		outcomes[res.Result]++
 		line := fmt.Sprintf("%s %s", d.obj.Key(), res.Result)
 		for _, w := range res.Warnings {
 			line += "\nWarning: " + w
@@ -256,8 +267,16 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 		}
 	}
 	forEach(len(rest), applyWorkers, func(j int) { put(rest[j]) })
+	prog.finish()
 	for _, l := range lines {
 		fmt.Fprintln(env.Out, l)
+	}
+	if len(docs) > 1 {
+		summary := fmt.Sprintf("%d resources: %d created, %d updated, %d unchanged", len(docs), outcomes["created"], outcomes["updated"], outcomes["unchanged"])
+		if failed > 0 {
+			summary += fmt.Sprintf(", %d failed", failed)
+		}
+		fmt.Fprintln(env.Out, summary)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d resources were not applied", failed, len(docs))
