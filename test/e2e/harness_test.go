@@ -2,8 +2,8 @@
 // what users see: durability across kill -9, exclusive data directories,
 // clean shutdown, and several instances sharing one PostgreSQL.
 //
-// TestMain builds the binary once. Each process's log is kept and printed
-// when a test fails.
+// TestMain builds the binary once, with -race when the tests run with it.
+// Each process's log is kept and printed when a test fails.
 package e2e
 
 import (
@@ -41,7 +41,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "meshnames")
-	build := exec.Command("go", "build", "-race", "-o", binary, "github.com/meshnames/meshnames/cmd/meshnames")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/meshnames/meshnames/cmd/meshnames")...)
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building meshnames:", err)
