@@ -28,11 +28,14 @@ var layers = []struct {
 	pkgs []string
 }{
 	{"vocabulary: field paths and violations", []string{"internal/validate"}},
-	{"pure libraries anyone may use", []string{"internal/decode", "internal/hostname", "internal/ipam", "internal/reconcile"}},
+	{"pure libraries anyone may use", []string{"internal/decode", "internal/hostname", "internal/ipam"}},
 	{"the model: kinds, documents, configuration", []string{"internal/resource", "internal/config"}},
 	{"contracts: the store, the API's bodies", []string{"internal/store", "internal/api"}},
-	{"over the contracts: the SQL store, the cache, the API client", []string{"internal/store/sqlstore", "internal/cache", "internal/client"}},
+	{"over the contracts: the SQL store, the cache, the API client, Kuma's wire shapes", []string{
+		"internal/store/sqlstore", "internal/cache", "internal/client", "internal/kuma",
+	}},
 	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres"}},
+	{"what the parts share: admission of writes, the controller runner", []string{"internal/admission", "internal/reconcile"}},
 	{"parts: election, controllers, DNS, REST", []string{
 		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc",
 		"internal/dnsserver", "internal/apiserver",
@@ -64,6 +67,7 @@ var testOnly = []string{
 	"internal/server/servertest",
 	"internal/store/storetest",
 	"internal/store/postgres/pgtest",
+	"internal/reconcile/reconciletest",
 	"test/...",
 	"bench/...",
 }
