@@ -3,7 +3,9 @@
 // clean shutdown, and several instances sharing one PostgreSQL.
 //
 // TestMain builds the binary once, with -race when the tests run with it.
-// Each process's log is kept and printed when a test fails.
+// Each process's log is kept and printed when a test fails. Tests without
+// a timing bound that other processes on the machine could break run in
+// parallel, after those with one (failover times, DNS within 100 ms).
 package e2e
 
 import (

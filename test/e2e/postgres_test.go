@@ -18,6 +18,7 @@ import (
 // within a moment (LISTEN/NOTIFY), and both created the default mesh
 // without tripping over each other.
 func TestPostgres_TwoInstancesShareState(t *testing.T) {
+	t.Parallel() // no timing bound that other processes could break
 	url := pgtest.URL(t)
 	a := start(t, "a", "--store", url)
 	b := start(t, "b", "--store", url)
@@ -59,6 +60,7 @@ func TestPostgres_TwoInstancesShareState(t *testing.T) {
 // TestPostgres_UnreachableDatabase checks that a bad store URL stops the
 // process with a message naming the setting.
 func TestPostgres_UnreachableDatabase(t *testing.T) {
+	t.Parallel() // no timing bound that other processes could break
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	url := "postgres://nobody@127.0.0.1:" + itoa(freePort(t)) + "/nothing?sslmode=disable&connect_timeout=2"

@@ -56,6 +56,7 @@ func waitVIP(t *testing.T, api, name string) string {
 // makes the freed address the only one left, so that without a persisted
 // quarantine it would be handed out at once.
 func TestVIPs_QuarantineSurvivesKill9(t *testing.T) {
+	t.Parallel() // no timing bound that other processes could break
 	dir := t.TempDir()
 	const pool = "10.10.0.0/30"
 	cfg := "vips:\n  quarantine: 10m\n  meshService:\n    cidr: " + pool + "\n"

@@ -251,6 +251,7 @@ func reads(cmd string) bool {
 // alone: change a command or a file in the README, or the behaviour, run
 // -update, and read the diff.
 func TestWalkthrough_README(t *testing.T) {
+	t.Parallel() // no timing bound that other processes could break
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("curl is not installed; the README walkthrough uses it")
