@@ -37,7 +37,7 @@ var layers = []struct {
 	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres"}},
 	{"what the parts share: admission of writes, the controller runner", []string{"internal/admission", "internal/reconcile"}},
 	{"parts: election, controllers, DNS, REST", []string{
-		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc",
+		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice",
 		"internal/dnsserver", "internal/apiserver",
 	}},
 	{"wiring", []string{"internal/server"}},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/client"
 	"github.com/meshnames/meshnames/internal/decode"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -30,7 +31,7 @@ const applyWorkers = 16
 
 func newApplyCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command {
 	var file string
-	var showProgress bool
+	var dryRun, showProgress bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|-",
 		Short: "Create or update resources from YAML or JSON documents",
@@ -40,16 +41,21 @@ stream of YAML documents separated by "---" lines, or one JSON document.
 Every document is checked first - its syntax, every field rule, the labels the
 control plane owns, and that its mesh exists - and if any document is invalid
 nothing is applied and every problem is printed at its line of the file, with
-its document and field. Then Meshes, Zones and HostnameGenerators are applied one at a time in the
-order of the input (a generator's creation time decides its precedence), and
-the rest in parallel; apply prints created, updated or unchanged for each
-resource, in the order of the input, and for more than one resource a
-summary line (how many were created, updated and unchanged).
+its document and field. Then Meshes, Zones and HostnameGenerators are applied
+one at a time in the order of the input (a generator's creation time decides
+its precedence), and the rest in parallel; apply prints created, updated or
+unchanged for each resource, in the order of the input, and for more than one
+resource a summary line (how many were created, updated and unchanged).
 
 While it writes, a line on standard error counts the resources written,
 when standard error is a terminal or with --progress (then a line at each
-tenth, for logs).`,
+tenth, for logs).
+
+With --dry-run nothing is written: apply prints what each write would do,
+and the hostnames and VIPs that services would gain, lose or be refused, as
+the controllers would decide them now (see also "meshnames diff").`,
 		Example: `  meshnames apply -f services.yaml
+  meshnames apply -f services.yaml --dry-run
   cat mesh.yaml | meshnames apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -64,10 +70,11 @@ tenth, for logs).`,
 			if err != nil {
 				return err
 			}
-			return apply(cmd.Context(), env, c, name, data, showProgress)
+			return apply(cmd.Context(), env, c, name, data, dryRun, showProgress)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "file to apply, or - for standard input")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check every document and show what would change, hostnames and VIPs included, without writing")
 	cmd.Flags().BoolVar(&showProgress, "progress", false, "report progress on standard error even when it is not a terminal")
 	return cmd
 }
@@ -166,10 +173,29 @@ func (d *applyDoc) report(w io.Writer, file string, errs validate.Errors) int {
 	return len(errs)
 }
 
-func apply(ctx context.Context, env Env, c *client.Client, file string, data []byte, showProgress bool) error {
+func apply(ctx context.Context, env Env, c *client.Client, file string, data []byte, dryRun, showProgress bool) error {
+	docs, checked, err := check(ctx, env, c, file, data, "applied")
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		for i, d := range docs {
+			fmt.Fprintf(env.Out, "%s %s (dry run)\n", d.obj.Key(), checked.Items[i].Result)
+		}
+		printChanges(env, checked.Changes)
+		return nil
+	}
+	return write(ctx, env, c, docs, showProgress)
+}
+
+// check decodes the documents of data (from file) and asks the server to
+// admit every one without writing; verb says what did not happen when
+// some cannot be ("applied"). It prints every problem, at its line of the
+// file with its document and field, and fails when there is one.
+func check(ctx context.Context, env Env, c *client.Client, file string, data []byte, verb string) ([]*applyDoc, *api.ApplyReport, error) {
 	parts := resource.SplitYAML(data)
 	if len(parts) == 0 {
-		return fmt.Errorf("%s holds no documents", file)
+		return nil, nil, fmt.Errorf("%s holds no documents", file)
 	}
 	var docs []*applyDoc
 	problems := 0
@@ -201,12 +227,12 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 		seen[d.obj.Key()] = i
 		docs = append(docs, d)
 	}
-	checks, checkErr := c.Check(ctx, objects(docs))
+	checked, checkErr := c.Check(ctx, objects(docs))
 	for i, d := range docs {
 		if checkErr == nil {
-			results[d.index].errs = validate.Merge(results[d.index].errs, checks[i].Causes)
-			if checks[i].Error != "" {
-				results[d.index].errs = append(results[d.index].errs, validate.Violation{Message: checks[i].Error})
+			results[d.index].errs = validate.Merge(results[d.index].errs, checked.Items[i].Causes)
+			if checked.Items[i].Error != "" {
+				results[d.index].errs = append(results[d.index].errs, validate.Violation{Message: checked.Items[i].Error})
 			}
 		}
 	}
@@ -215,14 +241,19 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 	}
 	if checkErr != nil {
 		if problems > 0 {
-			fmt.Fprintf(env.Err, "nothing applied: %d problem(s) in %s\n", problems, file)
+			fmt.Fprintf(env.Err, "nothing %s: %d problem(s) in %s\n", verb, problems, file)
 		}
-		return checkErr
+		return nil, nil, checkErr
 	}
 	if problems > 0 {
-		return fmt.Errorf("nothing applied: %d problem(s) in %s", problems, file)
+		return nil, nil, fmt.Errorf("nothing %s: %d problem(s) in %s", verb, problems, file)
 	}
+	return docs, checked, nil
+}
 
+// write applies docs, which the server admitted, reporting progress on
+// standard error when it is a terminal or showProgress.
+func write(ctx context.Context, env Env, c *client.Client, docs []*applyDoc, showProgress bool) error {
 	lines := make([]string, len(docs))
 	failed := 0
 	outcomes := map[string]int{} // created, updated, unchanged
@@ -305,4 +336,31 @@ func objects(docs []*applyDoc) []*resource.Object {
 		out[i] = d.obj
 	}
 	return out
+}
+
+// printChanges prints the hostnames and VIPs services would gain or lose,
+// one per line, by service.
+func printChanges(env Env, changes []api.NameChange) {
+	if len(changes) == 0 {
+		fmt.Fprintln(env.Out, "No hostname or VIP would change.")
+		return
+	}
+	for _, ch := range changes {
+		what := "hostname " + ch.Hostname
+		if ch.VIP != "" {
+			what = "VIP " + ch.VIP
+			if ch.Hostname != "" {
+				what += " (" + ch.Hostname + ")"
+			}
+		}
+		verb := ch.Change
+		if verb == api.ChangeRefused {
+			verb = "is refused"
+		}
+		line := fmt.Sprintf("%s %s/%s %s %s", ch.Kind, ch.Mesh, ch.Name, verb, what)
+		if ch.Reason != "" {
+			line += ": " + ch.Reason
+		}
+		fmt.Fprintln(env.Out, line)
+	}
 }

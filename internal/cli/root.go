@@ -52,8 +52,8 @@ virtual IPs, and answers their names over DNS.
 
 "meshnames serve" runs a control plane; "meshnames config show" prints the
 configuration it would run with. The other commands are clients of a running
-control plane: apply, get, delete, inspect and version talk to the server
-named by their --server flag or $` + ServerEnv + ` (default
+control plane: apply, diff, get, delete, inspect and version talk to the
+server named by their --server flag or $` + ServerEnv + ` (default
 ` + client.DefaultServer + `).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -78,6 +78,7 @@ named by their --server flag or $` + ServerEnv + ` (default
 	serverUsage := "URL of the meshnames server (default $" + ServerEnv + " or " + client.DefaultServer + ")"
 	clients := []*cobra.Command{
 		newApplyCmd(env, newClient),
+		newDiffCmd(env, newClient),
 		newGetCmd(env, newClient),
 		newDeleteCmd(env, newClient),
 		newInspectCmd(env, newClient),
@@ -98,8 +99,11 @@ func Main(args []string) int {
 	root := New(env)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(env.Err, "Error:", err)
-		return 1
+		code, show := exitCode(err)
+		if show {
+			fmt.Fprintln(env.Err, "Error:", err)
+		}
+		return code
 	}
 	return 0
 }
