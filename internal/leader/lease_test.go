@@ -50,14 +50,19 @@ func openAt(t *testing.T, url string) *postgres.Store {
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // counted counts the calls an elector makes of its campaign, so that a test
-// can wait for renewals and tries instead of sleeping.
+// can wait for renewals and tries instead of sleeping. Once dead is set, it
+// takes no lease any more, as an instance whose process died.
 type counted struct {
 	Campaign
 	acquires, renewals atomic.Int64
+	dead               atomic.Bool
 }
 
 func (c *counted) Acquire(ctx context.Context, d time.Duration) (store.Fence, store.Fence, error) {
 	defer c.acquires.Add(1)
+	if c.dead.Load() {
+		return store.Fence{}, store.Fence{}, errors.New("this instance is dead")
+	}
 	return c.Campaign.Acquire(ctx, d)
 }
 
@@ -229,16 +234,18 @@ func TestLease_HandoverWhenConnectionCut(t *testing.T) {
 	}
 }
 
-// TestLease_TakeoverWhenLeaderSessionEnds ends the leader's session from
-// the database side (pg_terminate_backend, what PostgreSQL does when the
-// leader's process dies): the other instance takes over at its next try,
-// though the lease has most of its time left.
+// TestLease_TakeoverWhenLeaderSessionEnds plays the leader's death: the
+// leader takes no lease any more, and its session ends from the database
+// side (pg_terminate_backend, what PostgreSQL does when the leader's
+// process dies). The other instance takes over at its next try, though the
+// lease has most of its time left.
 func TestLease_TakeoverWhenLeaderSessionEnds(t *testing.T) {
 	url, st := openStore(t)
 	c := &cluster{t: t}
-	c.run("a", url)
+	a, _ := c.run("a", url)
 	c.waitTerms(1, 10*time.Second)
 	c.run("b", url)
+	a.dead.Store(true)
 	db, err := pgx.Connect(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
