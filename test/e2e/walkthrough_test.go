@@ -117,6 +117,7 @@ var walkNormalizers = []struct {
 	{regexp.MustCompile(`dur=\S+`), "dur=<dur>"},
 	{regexp.MustCompile(`\(pid \d+\)`), "(pid <pid>)"},
 	{regexp.MustCompile(`id: \d+`), "id: <id>"},
+	{regexp.MustCompile(`token=[0-9a-f]{16}`), "token=<id>"},
 	{regexp.MustCompile(`\b\d+[smhd]\b`), "<age>"},
 	{regexp.MustCompile(`[ \t]+`), " "},
 }
