@@ -186,3 +186,87 @@ func Holdings(events []api.HistoryEvent) []api.HistoryHolding {
 	}
 	return out
 }
+
+// Diff returns the events of a status write that replaces before (nil for
+// a service that had none) with after, for the service key in zone: a
+// hostname that becomes Available is assigned; one that was Available and
+// is now NotAvailable is lost, with the reason; one that goes from the
+// status is released; a VIP that appears is assigned, one that goes is
+// released. Only the parts after holds are compared: a write of some
+// parts of a status says nothing of the others.
+func Diff(zone string, key resource.Key, before, after resource.Status, owned store.StatusPatch) []api.HistoryEvent {
+	svc := func(st resource.Status) *resource.ServiceStatus {
+		if s, ok := st.(resource.ServiceStatusOf); ok && s != nil {
+			return s.Service()
+		}
+		return &resource.ServiceStatus{}
+	}
+	b, a := svc(before), svc(after)
+	ev := func(host, vip, event, reason string) api.HistoryEvent {
+		return api.HistoryEvent{Zone: zone, Mesh: key.Mesh, Kind: key.Kind, Name: key.Name, Hostname: host, VIP: vip, Event: event, Reason: reason}
+	}
+	var out []api.HistoryEvent
+	if slices.Contains(owned.Fields, "addresses") {
+		was := map[string]bool{}
+		for _, addr := range b.Addresses {
+			if addr.Status == resource.AddressAvailable {
+				was[Hostname(addr.Hostname)] = true
+			}
+		}
+		now := map[string]resource.Address{}
+		for _, addr := range a.Addresses {
+			h := Hostname(addr.Hostname)
+			now[h] = addr
+			if addr.Status == resource.AddressAvailable && !was[h] && h != "" {
+				out = append(out, ev(h, "", api.HistoryAssigned, ""))
+			}
+		}
+		for _, addr := range b.Addresses {
+			h := Hostname(addr.Hostname)
+			if addr.Status != resource.AddressAvailable || h == "" {
+				continue
+			}
+			switch cur, ok := now[h]; {
+			case !ok:
+				out = append(out, ev(h, "", api.HistoryReleased, "no longer generated for the service"))
+			case cur.Status != resource.AddressAvailable:
+				out = append(out, ev(h, "", api.HistoryLost, cur.Reason))
+			}
+		}
+	}
+	if slices.Contains(owned.Fields, "vips") {
+		had := map[string]bool{}
+		for _, v := range b.VIPs {
+			had[VIP(v.IP)] = true
+		}
+		has := map[string]bool{}
+		for _, v := range a.VIPs {
+			ip := VIP(v.IP)
+			has[ip] = true
+			if !had[ip] {
+				out = append(out, ev("", ip, api.HistoryAssigned, forValue(v.Hostname)))
+			}
+		}
+		for _, v := range b.VIPs {
+			if ip := VIP(v.IP); !has[ip] {
+				out = append(out, ev("", ip, api.HistoryReleased, "no longer needed by the service"))
+			}
+		}
+	}
+	return out
+}
+
+// forValue says which InternalVIP value a VIP is for, if any.
+func forValue(host string) string {
+	if host == "" {
+		return ""
+	}
+	return "for the InternalVIP value " + Hostname(host)
+}
+
+// Deleted returns the event of a deleted service giving up a hostname
+// (host set) or a VIP (ip set).
+func Deleted(zone string, key resource.Key, host, ip string) api.HistoryEvent {
+	return api.HistoryEvent{Zone: zone, Mesh: key.Mesh, Kind: key.Kind, Name: key.Name, Hostname: host, VIP: ip,
+		Event: api.HistoryReleased, Reason: "the service was deleted"}
+}

@@ -158,3 +158,58 @@ func TestFind_WhoHeldThis(t *testing.T) {
 		t.Error("Find without a VIP or hostname succeeded")
 	}
 }
+
+func TestDiff(t *testing.T) {
+	k := resource.Key{Kind: resource.MeshService, Mesh: "m", Name: "web"}
+	st := func(vips []resource.VIP, addrs ...resource.Address) resource.Status {
+		return &resource.ServiceStatus{Addresses: addrs, VIPs: vips}
+	}
+	avail := func(h string) resource.Address {
+		return resource.Address{Hostname: h, Status: resource.AddressAvailable}
+	}
+	taken := func(h string) resource.Address {
+		return resource.Address{Hostname: h, Status: resource.AddressNotAvailable, Reason: "taken by x"}
+	}
+	vip := func(ip, host string) resource.VIP {
+		return resource.VIP{IP: ip, Type: resource.VIPKuma, Hostname: host}
+	}
+	both := store.StatusPatch{Fields: []string{"addresses", "vips"}}
+	type ev struct{ host, vip, event, reason string }
+	for _, tc := range []struct {
+		name          string
+		before, after resource.Status
+		owned         store.StatusPatch
+		want          []ev
+	}{
+		{"FirstNaming", nil, st([]resource.VIP{vip("241.0.0.1", "")}, avail("web.mesh.local")), both,
+			[]ev{{host: "web.mesh.local", event: "assigned"}, {vip: "241.0.0.1", event: "assigned"}}},
+		{"Unchanged", st([]resource.VIP{vip("241.0.0.1", "")}, avail("a")), st([]resource.VIP{vip("241.0.0.1", "")}, avail("a")), both, nil},
+		{"LostToAnother", st(nil, avail("a")), st(nil, taken("a")), both, []ev{{host: "a", event: "lost", reason: "taken by x"}}},
+		{"GainedBack", st(nil, taken("a")), st(nil, avail("a")), both, []ev{{host: "a", event: "assigned"}}},
+		{"NoLongerGenerated", st(nil, avail("a"), avail("b")), st(nil, avail("b")), both,
+			[]ev{{host: "a", event: "released", reason: "no longer generated for the service"}}},
+		{"InternalVIPRemoved", st([]resource.VIP{vip("242.0.0.1", ""), vip("242.0.0.2", "db.ext")}), st([]resource.VIP{vip("242.0.0.1", "")}), both,
+			[]ev{{vip: "242.0.0.2", event: "released", reason: "no longer needed by the service"}}},
+		{"InternalVIPAssigned", st(nil), st([]resource.VIP{vip("242.0.0.2", "DB.ext")}), both,
+			[]ev{{vip: "242.0.0.2", event: "assigned", reason: "for the InternalVIP value db.ext"}}},
+		// A write of the VIPs only says nothing of the addresses.
+		{"OnlyOwnedParts", st(nil, avail("a")), st([]resource.VIP{vip("241.0.0.1", "")}), store.StatusPatch{Fields: []string{"vips"}},
+			[]ev{{vip: "241.0.0.1", event: "assigned"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []ev
+			for _, e := range history.Diff("east", k, tc.before, tc.after, tc.owned) {
+				if e.Zone != "east" || e.Kind != k.Kind || e.Mesh != k.Mesh || e.Name != k.Name {
+					t.Errorf("event %+v of the wrong service", e)
+				}
+				if _, err := history.Op(e); err != nil {
+					t.Errorf("event %+v cannot be recorded: %v", e, err)
+				}
+				got = append(got, ev{e.Hostname, e.VIP, e.Event, e.Reason})
+			}
+			if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(ev{})); d != "" {
+				t.Errorf("events (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/extsvc"
+	"github.com/meshnames/meshnames/internal/history"
 	"github.com/meshnames/meshnames/internal/hostnames"
 	"github.com/meshnames/meshnames/internal/kuma"
 	"github.com/meshnames/meshnames/internal/leader"
@@ -220,6 +221,7 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	}
 	runner := reconcile.NewRunner(reconcile.Options{
 		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,
+		Record: s.recordHistory,
 	}, cores...)
 	return s.elector.Run(ctx, func(ctx context.Context) {
 		if err := catchUp(ctx, st, c); err != nil {
@@ -233,6 +235,21 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	})
 }
 
+// recordHistory returns the history events of a status write that
+// replaces the parts patch names of old's status with next.
+func (s *Server) recordHistory(old *resource.Object, next resource.Status, patch store.StatusPatch) []store.Op {
+	var ops []store.Op
+	for _, e := range history.Diff(s.cfg.Zone, old.Key(), old.Status, next, patch) {
+		op, err := history.Op(e)
+		if err != nil {
+			s.log.Warn("cannot record a history event", "err", err)
+			continue
+		}
+		ops = append(ops, op)
+	}
+	return ops
+}
+
 // cores returns new cores of the controllers, reporting metrics to reg
 // (none when nil).
 func (s *Server) cores(reg prometheus.Registerer, log *slog.Logger) ([]reconcile.Core, error) {
@@ -242,7 +259,7 @@ func (s *Server) cores(reg prometheus.Registerer, log *slog.Logger) ([]reconcile
 	}
 	return []reconcile.Core{
 		hostnames.New(hostnames.Options{Zone: s.cfg.Zone, Log: log.With("component", "hostnames"), Registerer: reg}),
-		vips.New(vips.Options{Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: log.With("component", "vips"), Registerer: reg}),
+		vips.New(vips.Options{Zone: s.cfg.Zone, Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: log.With("component", "vips"), Registerer: reg}),
 		meshservices.New(meshservices.CoreOptions{Options: s.serviceOptions(), Log: log.With("component", "meshservices"), Registerer: reg}),
 		extsvc.New(extsvc.Options{Log: log.With("component", "extsvc"), Registerer: reg}),
 		mzservice.New(mzservice.Options{Zone: s.cfg.Zone, Log: log.With("component", "mzservice"), Registerer: reg}),
