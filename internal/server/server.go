@@ -1,8 +1,8 @@
 // Package server wires a control plane together from its configuration:
-// it opens the store, fills the cache, serves the REST API, creates the
-// default resources, and on shutdown stops them in reverse order - stop
-// accepting requests (finishing those in flight), stop the cache, close the
-// store.
+// it opens the store, fills the cache, serves the REST API and the web
+// GUI, creates the default resources, and on shutdown stops them in
+// reverse order - stop accepting requests (finishing those in flight), stop
+// the cache, close the store.
 //
 // It is the only package that imports every part; nothing imports it but cli.
 package server
@@ -89,9 +89,10 @@ func (s *Server) Run(ctx context.Context) error {
 		Addr: s.cfg.DNS.Addr, DefaultMesh: s.cfg.DNS.DefaultMesh, Upstreams: s.cfg.DNS.Upstreams,
 		UpstreamTimeout: s.cfg.DNS.UpstreamTimeout.D(), Log: s.log.With("component", "dns"), Registerer: reg,
 	})
-	builder := dnsserver.NewBuilder(c, dnsSrv, dnsserver.TableOptions{
+	tableOpts := dnsserver.TableOptions{
 		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain,
-	})
+	}
+	builder := dnsserver.NewBuilder(c, dnsSrv, tableOpts)
 	apiOpts := apiserver.Options{
 		Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone,
 		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
@@ -111,6 +112,11 @@ func (s *Server) Run(ctx context.Context) error {
 		o := s.serviceOptions()
 		apiOpts.ServiceTags = &o
 	}
+	webGUI, err := s.newGUI(st, c, dnsSrv, tableOpts, apiOpts)
+	if err != nil {
+		return err
+	}
+	apiOpts.GUI = webGUI.Handler()
 	api := apiserver.New(apiOpts)
 	ln, err := net.Listen("tcp", s.cfg.API.Addr)
 	if err != nil {
@@ -144,6 +150,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
+	g.Go(func() error { return webGUI.Run(gctx) })
 	g.Go(func() error { returnMemoryWhenQuiet(gctx, s.log, c.Frozen); return nil })
 	g.Go(func() error {
 		<-gctx.Done()
@@ -237,28 +244,7 @@ func dnsListing(srv *dnsserver.Server, mesh string) api.DNSListing {
 		return l
 	}
 	for e := range v.Entries() {
-		n := api.DNSName{Name: e.Name, Kind: e.Service.Kind, Service: e.Service.Name, Source: e.Source}
-		for _, ip := range e.A {
-			n.A = append(n.A, ip.String())
-		}
-		for _, ip := range e.AAAA {
-			n.AAAA = append(n.AAAA, ip.String())
-		}
-		for _, r := range e.SRV {
-			n.SRV = append(n.SRV, fmt.Sprintf("%d %s", r.Port, r.Target))
-		}
-		switch {
-		case len(n.SRV) > 0:
-			n.Types = []string{"SRV"}
-		default:
-			if len(n.A) > 0 {
-				n.Types = append(n.Types, "A")
-			}
-			if len(n.AAAA) > 0 {
-				n.Types = append(n.Types, "AAAA")
-			}
-		}
-		l.Names = append(l.Names, n)
+		l.Names = append(l.Names, dnsName(e))
 	}
 	for _, r := range v.Rejections() {
 		l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason})

@@ -1,0 +1,212 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/apiserver"
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/dnsserver"
+	"github.com/meshnames/meshnames/internal/gui"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/vips"
+)
+
+// newGUI builds the web GUI over the same cache, API bodies and DNS table
+// as the REST API.
+func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server, tableOpts dnsserver.TableOptions, apiOpts apiserver.Options) (*gui.Server, error) {
+	pools, err := vipPools(s.cfg.VIPs)
+	if err != nil {
+		return nil, err
+	}
+	return gui.New(gui.Options{
+		Cache: c, Store: st, Mode: s.cfg.Mode, Zone: s.cfg.Zone, Version: s.version, Log: s.log.With("component", "gui"),
+		Hostnames: func(k resource.Key) (api.HostnamesReport, error) {
+			return apiserver.HostnamesReport(c, s.cfg.Zone, k)
+		},
+		DNS: func(mesh string) (api.DNSListing, error) {
+			return apiserver.DNSListing(c, apiOpts.DNS, mesh)
+		},
+		ServiceDNS: func(k resource.Key) api.DNSListing { return serviceDNS(dnsSrv, c, tableOpts, k) },
+		Lookup:     func(name string) []gui.DNSMatch { return lookupDNS(dnsSrv, name) },
+		Leader:     apiOpts.Leader,
+		Pools:      func(ctx context.Context) ([]gui.Pool, error) { return poolUsage(ctx, st, pools, time.Now()) },
+		VIP: func(ctx context.Context, ip netip.Addr) (gui.VIPState, error) {
+			return vipState(ctx, st, pools, ip, time.Now())
+		},
+	}), nil
+}
+
+// dnsName converts a table entry for the API and the GUI.
+func dnsName(e *dnsserver.Entry) api.DNSName {
+	n := api.DNSName{Name: e.Name, Kind: e.Service.Kind, Service: e.Service.Name, Source: e.Source}
+	for _, ip := range e.A {
+		n.A = append(n.A, ip.String())
+	}
+	for _, ip := range e.AAAA {
+		n.AAAA = append(n.AAAA, ip.String())
+	}
+	for _, r := range e.SRV {
+		n.SRV = append(n.SRV, fmt.Sprintf("%d %s", r.Port, r.Target))
+	}
+	switch {
+	case len(n.SRV) > 0:
+		n.Types = []string{"SRV"}
+	default:
+		if len(n.A) > 0 {
+			n.Types = append(n.Types, "A")
+		}
+		if len(n.AAAA) > 0 {
+			n.Types = append(n.Types, "AAAA")
+		}
+	}
+	return n
+}
+
+// serviceDNS lists what the DNS table answers for the service k: the names
+// the service wants (dnsserver.Extract), each looked up in its mesh's view
+// with its SRV names, and those answered for another service or rejected.
+func serviceDNS(srv *dnsserver.Server, c *cache.Cache, o dnsserver.TableOptions, k resource.Key) api.DNSListing {
+	l := api.DNSListing{Mesh: k.Mesh}
+	t := srv.Table()
+	obj, ok := c.Peek(k) // read only
+	if t == nil || !ok {
+		return l
+	}
+	v := t.Views[k.Mesh]
+	if v == nil {
+		return l
+	}
+	for _, n := range dnsserver.Extract(obj, o).Names {
+		e, ok := v.Lookup(n.Name)
+		switch {
+		case !ok:
+			continue // a rejection, listed below
+		case e.Service != k:
+			l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: n.Name, Kind: k.Kind, Service: k.Name, Source: n.Source,
+				Reason: fmt.Sprintf("the name is answered for %s (%s)", e.Service, e.Source)})
+			continue
+		}
+		l.Names = append(l.Names, dnsName(&e))
+		var seen []string
+		for _, p := range n.Ports {
+			if slices.Contains(seen, p.Name) {
+				continue
+			}
+			seen = append(seen, p.Name)
+			if e, ok := v.Lookup("_" + p.Name + "._tcp." + n.Name); ok && e.Service == k {
+				l.Names = append(l.Names, dnsName(&e))
+			}
+		}
+	}
+	for _, r := range v.Rejections() {
+		if r.Service == k && !slices.ContainsFunc(l.NotAnswered, func(n api.DNSNotAnswer) bool { return n.Name == r.Name }) {
+			l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: r.Name, Kind: k.Kind, Service: k.Name, Source: r.Source, Reason: r.Reason})
+		}
+	}
+	return l
+}
+
+// lookupDNS returns the records of a fully qualified name in every mesh's
+// view, ordered by mesh.
+func lookupDNS(srv *dnsserver.Server, name string) []gui.DNSMatch {
+	t := srv.Table()
+	if t == nil {
+		return nil
+	}
+	name = strings.ToLower(name)
+	var out []gui.DNSMatch
+	for mesh, v := range t.Views {
+		if e, ok := v.Lookup(name); ok {
+			out = append(out, gui.DNSMatch{Mesh: mesh, Name: dnsName(&e)})
+		}
+	}
+	slices.SortFunc(out, func(a, b gui.DNSMatch) int { return strings.Compare(a.Mesh, b.Mesh) })
+	return out
+}
+
+// poolUsage counts the addresses of each VIP pool from the VIP leases the
+// controller keeps in the store (vips.LeasePrefix): a lease without an
+// expiry is an address in use, one that expires later is in quarantine.
+// Every instance reads the same leases, leader or not.
+func poolUsage(ctx context.Context, st store.Store, pools map[resource.Kind]vips.Prefixes, now time.Time) ([]gui.Pool, error) {
+	var out []gui.Pool
+	for _, k := range []resource.Kind{resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService} {
+		p := pools[k]
+		for _, prefix := range []netip.Prefix{p.V4, p.V6} {
+			if prefix.IsValid() {
+				out = append(out, gui.Pool{Kind: k, Prefix: prefix, Size: poolSize(prefix)})
+			}
+		}
+	}
+	leases, err := st.Leases(ctx, vips.LeasePrefix)
+	if err != nil {
+		return out, err
+	}
+	for _, l := range leases {
+		ip, err := netip.ParseAddr(strings.TrimPrefix(l.Name, vips.LeasePrefix))
+		if err != nil {
+			continue
+		}
+		i := slices.IndexFunc(out, func(p gui.Pool) bool { return p.Prefix.Contains(ip) })
+		switch {
+		case i < 0:
+		case l.ExpiresAt.IsZero():
+			out[i].Used++
+		case l.ExpiresAt.After(now):
+			out[i].Quarantined++
+		}
+	}
+	return out, nil
+}
+
+// poolSize is the number of addresses a pool hands out: all but the first
+// and the last of the prefix (as ipam does), at most 2^64-2.
+func poolSize(p netip.Prefix) uint64 {
+	host := p.Addr().BitLen() - p.Bits()
+	if host >= 64 {
+		return 1<<64 - 2
+	}
+	if host < 2 {
+		return 0
+	}
+	return 1<<host - 2
+}
+
+// vipState tells what the VIP leases say of ip.
+func vipState(ctx context.Context, st store.Store, pools map[resource.Kind]vips.Prefixes, ip netip.Addr, now time.Time) (gui.VIPState, error) {
+	var s gui.VIPState
+	for _, k := range []resource.Kind{resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService} {
+		for _, prefix := range []netip.Prefix{pools[k].V4, pools[k].V6} {
+			if prefix.IsValid() && prefix.Contains(ip) {
+				s.Pool, s.Prefix = k, prefix
+			}
+		}
+	}
+	if s.Pool == "" {
+		return s, nil
+	}
+	name := vips.LeasePrefix + ip.String()
+	leases, err := st.Leases(ctx, name)
+	if err != nil {
+		return s, err
+	}
+	for _, l := range leases {
+		if l.Name != name {
+			continue
+		}
+		switch {
+		case l.ExpiresAt.IsZero():
+			s.Allocated = true
+		case l.ExpiresAt.After(now):
+			s.QuarantinedUntil = l.ExpiresAt
+		}
+	}
+	return s, nil
+}
