@@ -60,7 +60,9 @@
   // reloadPage fetches the whole page again with the token and swaps the body.
   function reloadPage() {
     if (!window.htmx) { location.reload(); return; }
-    htmx.ajax("GET", location.pathname + location.search, { target: "body", swap: "innerHTML", select: "body" });
+    // As a boosted link does: the response is a whole page, whose body
+    // replaces this one's.
+    htmx.ajax("GET", location.pathname + location.search, { target: "body", swap: "innerHTML" });
   }
 
   // ---- live updates ----
