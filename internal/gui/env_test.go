@@ -8,12 +8,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/apiserver"
 	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
@@ -25,16 +30,10 @@ var created = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // unit is a GUI over a real embedded store and cache, without
 // controllers: the tests write status themselves.
 type unit struct {
-	t     *testing.T
-	st    store.Store
-	c     *cache.Cache
-	srv   *Server
-	clock *fakeClock
+	st  store.Store
+	c   *cache.Cache
+	srv *Server
 }
-
-type fakeClock struct{ now time.Time }
-
-func (f *fakeClock) Now() time.Time { return f.now }
 
 func newUnit(t testing.TB, objs []*resource.Object) *unit {
 	t.Helper()
@@ -49,14 +48,23 @@ func newUnit(t testing.TB, objs []*resource.Object) *unit {
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	u := &unit{st: st, c: c, clock: &fakeClock{now: created.Add(time.Hour)}}
-	if tt, ok := t.(*testing.T); ok {
-		u.t = tt
-	}
+	u := &unit{st: st, c: c}
 	u.write(t, objs...)
 	u.srv = New(Options{
-		Cache: c, Store: st, Mode: "standalone", Zone: "default", Version: "test", Log: log, Now: u.clock.Now,
-		Hostnames: func(k resource.Key) (api.HostnamesReport, error) { return apiserver.HostnamesReport(c, "default", k) },
+		Cache: c, Store: st, Mode: "standalone", Zone: "default", Version: "test", Log: log,
+		DNS: func(mesh string, svcs []*resource.Object) (api.DNSListing, error) {
+			return apiserver.DNSListingOf(c, u.dnsListing, mesh, svcs)
+		},
+		DNSNames: func(mesh, q string, offset, limit int) ([]api.DNSName, int) {
+			names := u.dnsListing(mesh).Names
+			names = slices.DeleteFunc(names, func(n api.DNSName) bool { return !strings.Contains(n.Name, q) })
+			slices.SortFunc(names, func(a, b api.DNSName) int { return strings.Compare(a.Name, b.Name) })
+			return names[min(offset, len(names)):min(offset+limit, len(names))], len(names)
+		},
+		Lookup:     u.lookup,
+		LookupAddr: u.lookupAddr,
+		MatchDNS:   u.matchDNS,
+		Hostnames:  func(k resource.Key) (api.HostnamesReport, error) { return apiserver.HostnamesReport(c, "default", k) },
 		Leader: func(context.Context) (api.LeaderStatus, error) {
 			return api.LeaderStatus{Election: "local", Holder: "one", Self: "one", Leading: true}, nil
 		},
@@ -71,6 +79,67 @@ func newUnit(t testing.TB, objs []*resource.Object) *unit {
 		},
 	})
 	return u
+}
+
+// table builds the DNS table of what the cache holds, as the DNS server
+// would.
+func (u *unit) table() *dnsserver.Table {
+	var objs []*resource.Object
+	for _, k := range append(slices.Clone(serviceKinds), resource.Dataplane) {
+		objs = append(objs, func() []*resource.Object { o, _ := u.c.List(cache.Query{Kind: k}); return o }()...)
+	}
+	return dnsserver.Build(objs, dnsserver.TableOptions{TTL: 10, Domains: []string{"mesh.local", "mesh"}, ServiceTagDomain: "mesh"})
+}
+
+func testDNSName(mesh string, e dnsserver.Entry) DNSMatch {
+	n := api.DNSName{Name: e.Name, Kind: e.Service.Kind, Service: e.Service.Name, Source: e.Source, Types: []string{"A"}}
+	for _, ip := range e.A {
+		n.A = append(n.A, ip.String())
+	}
+	return DNSMatch{Mesh: mesh, Name: n}
+}
+
+// dnsListing is the table's part of the _dns listing (names only).
+func (u *unit) dnsListing(mesh string) api.DNSListing {
+	l := api.DNSListing{Mesh: mesh}
+	if v := u.table().Views[mesh]; v != nil {
+		for e := range v.Entries() {
+			l.Names = append(l.Names, testDNSName(mesh, *e).Name)
+		}
+	}
+	return l
+}
+
+func (u *unit) lookup(name string) []DNSMatch {
+	var out []DNSMatch
+	for mesh, v := range u.table().Views {
+		if e, ok := v.Lookup(name); ok {
+			out = append(out, testDNSName(mesh, e))
+		}
+	}
+	return out
+}
+
+func (u *unit) lookupAddr(ip netip.Addr) []DNSMatch {
+	var out []DNSMatch
+	rev, _ := dns.ReverseAddr(ip.String())
+	for mesh, v := range u.table().Views {
+		if name, ok := v.PTR(rev); ok {
+			e, _ := v.Lookup(name)
+			out = append(out, testDNSName(mesh, e))
+		}
+	}
+	return out
+}
+
+func (u *unit) matchDNS(word string, fn func(resource.Key)) {
+	for _, v := range u.table().Views {
+		for e := range v.Entries() {
+			if strings.Contains(e.Name, word) || slices.ContainsFunc(e.A, func(ip netip.Addr) bool { return strings.Contains(ip.String(), word) }) {
+				fn(e.Service)
+			}
+		}
+	}
 }
 
 // write creates or replaces objs, spec and status, and waits until the

@@ -12,14 +12,14 @@
 // a reload: its script long-polls /gui/_wait, which answers once the
 // cache's revision passes the page's, and then fetches the page again.
 //
-// Searching and the counts of names not available use an index of every
-// service's hostnames and VIPs (index.go), built on first use and dropped
-// when the GUI is idle, so that a control plane nobody looks at pays
-// nothing for it.
+// Searching by hostname or VIP uses the DNS server's table, and an index
+// of the few services the table does not show whole (index.go): those with
+// names not available, and those without VIPs.
 //
 // It imports api, resource, cache and store only; the functions of Options
-// give it what other parts compute (inspections, DNS, pools, leadership).
-// Handlers are safe for concurrent use; Run keeps the index current.
+// give it what other parts compute (inspections, the DNS table, pools,
+// leadership). Handlers are safe for concurrent use; Run keeps the index
+// current.
 package gui
 
 import (
@@ -51,10 +51,6 @@ const Prefix = "/gui/"
 // PageSize is how many services a page of the services list shows.
 const PageSize = 50
 
-// DefaultIdleAfter is how long the search index outlives the last request
-// that used it.
-const DefaultIdleAfter = 10 * time.Minute
-
 // waitMax bounds one long poll of /gui/_wait.
 const waitMax = 25 * time.Second
 
@@ -70,23 +66,31 @@ type Options struct {
 	Log     *slog.Logger
 	// Hostnames is the body of GET /meshes/{mesh}/{kind}/{name}/_hostnames.
 	Hostnames func(k resource.Key) (api.HostnamesReport, error)
-	// DNS is the body of GET /meshes/{mesh}/_dns.
-	DNS func(mesh string) (api.DNSListing, error)
+	// DNS is the body of GET /meshes/{mesh}/_dns, with the names not
+	// answered taken from svcs only: the services whose status the DNS
+	// table does not show whole (the others have none). Its names may be
+	// left out: DNSNames pages them.
+	DNS func(mesh string, svcs []*resource.Object) (api.DNSListing, error)
+	// DNSNames returns the names [offset, offset+limit) of the _dns
+	// listing of mesh, in its order, among those whose name, service or
+	// addresses contain q, and how many there are.
+	DNSNames func(mesh, q string, offset, limit int) ([]api.DNSName, int)
 	// ServiceDNS lists the names the DNS server answers for one service,
 	// and those of its names it does not answer, with the reason.
 	ServiceDNS func(k resource.Key) api.DNSListing
-	// Lookup returns the DNS server's records of a name in every mesh.
-	Lookup func(name string) []DNSMatch
+	// Lookup returns the DNS server's records of a name in every mesh;
+	// LookupAddr those of the name a VIP points to (PTR).
+	Lookup     func(name string) []DNSMatch
+	LookupAddr func(ip netip.Addr) []DNSMatch
+	// MatchDNS calls fn with each service that has a DNS name, or an
+	// address, containing word (lower case).
+	MatchDNS func(word string, fn func(resource.Key))
 	// Leader is the body of GET /_leader.
 	Leader func(ctx context.Context) (api.LeaderStatus, error)
 	// Pools reports the VIP pools' usage; VIP tells whether an address is
 	// allocated or in quarantine.
 	Pools func(ctx context.Context) ([]Pool, error)
 	VIP   func(ctx context.Context, ip netip.Addr) (VIPState, error)
-	// IdleAfter overrides DefaultIdleAfter.
-	IdleAfter time.Duration
-	// Now replaces time.Now (tests).
-	Now func() time.Time
 }
 
 // DNSMatch is one mesh's records of a name.
@@ -126,12 +130,6 @@ type Server struct {
 
 // New returns a Server; it does no I/O.
 func New(o Options) *Server {
-	if o.IdleAfter == 0 {
-		o.IdleAfter = DefaultIdleAfter
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -142,14 +140,13 @@ func New(o Options) *Server {
 	return &Server{
 		o:     o,
 		log:   o.Log,
-		ix:    newIndex(o.Cache, o.IdleAfter, o.Now),
+		ix:    newIndex(o.Cache),
 		pages: parsePages(),
 		files: http.StripPrefix(Prefix+"static/", http.FileServerFS(static)),
 	}
 }
 
-// Run keeps the search index current while it is in use and drops it when
-// the GUI is idle, until ctx ends.
+// Run builds the index and keeps it current until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	s.ix.run(ctx)
 	return nil

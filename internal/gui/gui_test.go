@@ -248,7 +248,9 @@ func TestRoutes(t *testing.T) {
 		{"/gui/search?q=241.0.0.1", 200, []string{"MeshService default/redis", "In the MeshService pool 241.0.0.0/8: allocated."}},
 		{"/gui/search?q=REDIS.storage.mesh.local.", 200, []string{"<h2 id=\"h-name\">redis.storage.mesh.local</h2>", "MeshService default/redis", "MeshExternalService default/redis-cloud", "What the DNS server answers"}},
 		{"/gui/search?q=241.9.9.9", 200, []string{"No service has 241.9.9.9 in status.vips.", "free."}},
-		{"/gui/search?q=red", 200, []string{"Services whose name, hostnames or VIPs contain"}},
+		{"/gui/search?q=red", 200, []string{"Services whose name, hostnames, DNS names or VIPs contain", "MeshService default/redis", "MeshExternalService default/redis-cloud"}},
+		{"/gui/search?q=httpbin.extsvc.mesh.local", 200, []string{"MeshExternalService default/httpbin", "this service"}}, // held without a VIP
+		{"/gui/services?q=httpbin.extsvc", 200, []string{"Services 1-1 of 1", ">httpbin</a>"}},
 		{"/gui/zones", 200, []string{"This control plane knows no zones."}},
 		{"/gui", 301, nil},
 		{"/gui/static/htmx.min.js", 200, []string{"htmx"}},

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -16,25 +15,25 @@ import (
 // GUI lists them.
 var serviceKinds = []resource.Kind{resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService}
 
-// index finds services by hostname, VIP and address status without
-// decoding every resource of the cache: a digest of each service's
-// status.addresses and status.vips. Pages render what they show from the
-// cache itself; the index only says which services to show.
+// index finds services by what their status says without decoding every
+// resource of the cache, which costs seconds at 100,000 services.
 //
-// It costs memory (a few hundred bytes per service), so it exists only
-// while the GUI is used: the first request that needs it builds it from
-// the cache and subscribes to the cache's changes, and it is dropped when
-// no request has used it for idleAfter (Server.Run checks).
+// A service whose hostnames are all Available and which has a VIP is
+// found through the DNS table (Options.MatchDNS, Lookup, LookupAddr),
+// which holds every name it answers and every VIP. The index keeps the
+// others, which the table cannot show: the services with a hostname that
+// is NotAvailable, and those with hostnames but no VIP (a
+// MeshExternalService without InternalVIP matches has none). A healthy
+// mesh has few, so the index costs next to nothing; it follows the cache's
+// changes from the start (Server.Run), reading each changed service while
+// the cache still holds it decoded.
 type index struct {
-	c         *cache.Cache
-	idleAfter time.Duration
-	now       func() time.Time
+	c *cache.Cache
 
 	mu      sync.Mutex
 	active  bool
-	digests map[resource.Key]digest
-	rev     int64 // the cache revision the digests reflect
-	lastUse time.Time
+	digests map[resource.Key]digest // the services off the DNS table
+	rev     int64                   // the cache revision the digests reflect
 	cancel  func()
 
 	// pending are the keys the cache reported changed since the last
@@ -42,7 +41,7 @@ type index struct {
 	pmu        sync.Mutex
 	pending    []resource.Key
 	pendingRev int64
-	// wake tells Server.Run that keys are pending or the index was built.
+	// wake tells run that keys are pending.
 	wake chan struct{}
 }
 
@@ -59,16 +58,35 @@ type addrDigest struct {
 	reason    string // kept only when not available
 }
 
-func newIndex(c *cache.Cache, idleAfter time.Duration, now func() time.Time) *index {
-	return &index{c: c, idleAfter: idleAfter, now: now, wake: make(chan struct{}, 1)}
+func newIndex(c *cache.Cache) *index {
+	return &index{c: c, wake: make(chan struct{}, 1)}
 }
 
-func digestOf(o *resource.Object) digest {
+// digestOf returns what the index keeps of o, and false when the DNS table
+// shows all of it: every hostname Available, and a VIP to answer them with
+// (or neither hostnames nor VIPs).
+func digestOf(o *resource.Object) (digest, bool) {
 	st, ok := o.Status.(resource.ServiceStatusOf)
 	if !ok || st == nil {
-		return digest{}
+		return digest{}, false
 	}
 	s := st.Service()
+	if s == nil {
+		return digest{}, false
+	}
+	available := 0
+	for _, a := range s.Addresses {
+		if a.Status == resource.AddressAvailable {
+			available++
+		}
+	}
+	switch {
+	case available < len(s.Addresses): // a name not available
+	case len(s.Addresses) > 0 && len(s.VIPs) == 0: // names, no VIP
+	case len(s.Addresses) == 0 && len(s.VIPs) > 0: // a VIP, no name to find it by
+	default:
+		return digest{}, false
+	}
 	var d digest
 	if len(s.Addresses) > 0 {
 		d.addrs = make([]addrDigest, len(s.Addresses))
@@ -89,16 +107,16 @@ func digestOf(o *resource.Object) digest {
 			d.vips[i] = v.IP
 		}
 	}
-	return d
+	return d, true
 }
 
 // read runs fn over the digests, current to the revision it returns: it
-// builds the index when it is not active, and applies the changes
-// reported since the last read. fn must not keep the map.
+// builds the index when it is not active (Run builds it at start), and
+// applies the changes reported since the last read. fn must not keep the
+// map.
 func (ix *index) read(fn func(map[resource.Key]digest)) int64 {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.lastUse = ix.now()
 	if !ix.active {
 		ix.activate()
 	}
@@ -128,21 +146,15 @@ func (ix *index) activate() {
 	// Changes after this revision are reported to the subscription, which
 	// was made first; reading them again is harmless.
 	ix.rev = ix.c.Revision()
-	n := 0
-	for _, k := range serviceKinds {
-		n += ix.c.Count(k, "")
-	}
-	ix.digests = make(map[resource.Key]digest, n)
+	ix.digests = map[resource.Key]digest{}
 	for _, k := range serviceKinds {
 		ix.c.Scan(cache.Query{Kind: k}, func(o *resource.Object) {
-			ix.digests[o.Key()] = digestOf(o)
+			if d, ok := digestOf(o); ok {
+				ix.digests[o.Key()] = d
+			}
 		})
 	}
 	ix.active = true
-	select {
-	case ix.wake <- struct{}{}: // Run starts watching for idleness
-	default:
-	}
 }
 
 // drain applies the pending changes.
@@ -160,8 +172,13 @@ func (ix *index) drainLocked() {
 	ix.pending = nil
 	ix.pmu.Unlock()
 	for _, k := range keys {
-		if o, ok := ix.c.Peek(k); ok { // read only
-			ix.digests[k] = digestOf(o)
+		o, ok := ix.c.Peek(k) // read only
+		var d digest
+		if ok {
+			d, ok = digestOf(o)
+		}
+		if ok {
+			ix.digests[k] = d
 		} else {
 			delete(ix.digests, k)
 		}
@@ -169,31 +186,12 @@ func (ix *index) drainLocked() {
 	ix.rev = max(ix.rev, rev)
 }
 
-// expire drops the index when it has not been used for idleAfter, and
-// tells when to look again (zero when it is not active).
-func (ix *index) expire() time.Duration {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if !ix.active {
-		return 0
-	}
-	idle := ix.now().Sub(ix.lastUse)
-	if idle < ix.idleAfter {
-		return ix.idleAfter - idle
-	}
-	ix.deactivateLocked()
-	return 0
-}
-
 func (ix *index) deactivate() {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if ix.active {
-		ix.deactivateLocked()
+	if !ix.active {
+		return
 	}
-}
-
-func (ix *index) deactivateLocked() {
 	ix.cancel()
 	ix.active, ix.digests, ix.cancel = false, nil, nil
 	ix.pmu.Lock()
@@ -201,16 +199,24 @@ func (ix *index) deactivateLocked() {
 	ix.pmu.Unlock()
 }
 
-// isActive reports whether the index is built (tests).
-func (ix *index) isActive() bool {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	return ix.active
+// run builds the index and keeps it current until ctx ends.
+func (ix *index) run(ctx context.Context) {
+	defer ix.deactivate()
+	ix.read(func(map[resource.Key]digest) {})
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ix.wake:
+			ix.drain()
+		}
+	}
 }
 
 // query is a parsed search of the services list: every term must match.
 // A term KEY=VALUE is a label; any other term matches a part of the
-// service's name, one of its hostnames or one of its VIPs.
+// service's name, of one of its hostnames or DNS names, or of one of its
+// VIPs.
 type query struct {
 	labels map[string]string
 	words  []string
@@ -233,21 +239,8 @@ func parseQuery(q string) query {
 
 func (q query) empty() bool { return len(q.labels) == 0 && len(q.words) == 0 }
 
-// matches reports whether the service k, with digest d, has every word of
-// q in its name, a hostname or a VIP (labels are matched by the cache).
-func (q query) matches(k resource.Key, d digest) bool {
-	for _, w := range q.words {
-		if !wordMatches(w, k, d) {
-			return false
-		}
-	}
-	return true
-}
-
-func wordMatches(w string, k resource.Key, d digest) bool {
-	if strings.Contains(k.Name, w) {
-		return true
-	}
+// digestMatches reports whether one of d's hostnames or VIPs contains w.
+func digestMatches(w string, d digest) bool {
 	for _, a := range d.addrs {
 		if strings.Contains(a.hostname, w) {
 			return true
@@ -261,20 +254,43 @@ func wordMatches(w string, k resource.Key, d digest) bool {
 	return false
 }
 
+// matcher finds the services a word matches in the DNS table.
+type matcher func(word string, fn func(resource.Key))
+
 // search returns the page [offset, offset+size) of the services of kinds
 // in mesh (every mesh when empty) that q selects, ordered by kind, mesh
 // and name, with how many it selects in all and the revision it reflects.
-func (ix *index) search(kinds []resource.Kind, mesh string, q query, offset, size int) (page []resource.Key, total int, rev int64) {
+func (ix *index) search(kinds []resource.Kind, mesh string, q query, dns matcher, offset, size int) (page []resource.Key, total int, rev int64) {
 	// The keys are read before the digests: a service created in between
-	// has no digest yet and is left out, as it would be a moment earlier.
+	// is left out, as it would be a moment earlier.
 	var keys []resource.Key
 	for _, k := range kinds {
 		keys = append(keys, ix.c.Keys(cache.Query{Kind: k, Mesh: mesh, Labels: q.labels})...)
 	}
+	// For each word, the services the DNS table finds it in; none is
+	// needed when every candidate's name has the word.
+	inDNS := make([]map[resource.Key]bool, len(q.words))
+	for i, w := range q.words {
+		if dns == nil || !slices.ContainsFunc(keys, func(k resource.Key) bool { return !strings.Contains(k.Name, w) }) {
+			continue
+		}
+		inDNS[i] = map[resource.Key]bool{}
+		dns(w, func(k resource.Key) { inDNS[i][k] = true })
+	}
 	rev = ix.read(func(ds map[resource.Key]digest) {
 		for _, k := range keys {
-			d, ok := ds[k]
-			if !ok || !q.matches(k, d) {
+			ok := true
+			for i, w := range q.words {
+				if strings.Contains(k.Name, w) || inDNS[i][k] {
+					continue
+				}
+				if d, off := ds[k]; off && digestMatches(w, d) {
+					continue
+				}
+				ok = false
+				break
+			}
+			if !ok {
 				continue
 			}
 			if total >= offset && len(page) < size {
@@ -286,7 +302,7 @@ func (ix *index) search(kinds []resource.Kind, mesh string, q query, offset, siz
 	return page, total, rev
 }
 
-// claim is one service's address for a hostname, or its VIP.
+// claim is one service's address for a hostname.
 type claim struct {
 	Key       resource.Key
 	Hostname  string
@@ -295,9 +311,10 @@ type claim struct {
 	Reason    string
 }
 
-// byHostname returns every service of any mesh that has the hostname
-// (lower case, without a trailing dot) in status.addresses, holders first.
-func (ix *index) byHostname(name string) []claim {
+// offTable returns the addresses with the hostname (lower case, without a
+// trailing dot) of the services the index keeps: those that lost it, and
+// those that hold it without a VIP.
+func (ix *index) offTable(name string) []claim {
 	var out []claim
 	ix.read(func(ds map[resource.Key]digest) {
 		for k, d := range ds {
@@ -312,7 +329,7 @@ func (ix *index) byHostname(name string) []claim {
 	return out
 }
 
-// byVIP returns the services that have ip in status.vips.
+// byVIP returns the services the index keeps that have ip in status.vips.
 func (ix *index) byVIP(ip netip.Addr) []resource.Key {
 	s := ip.String()
 	var out []resource.Key
@@ -323,17 +340,13 @@ func (ix *index) byVIP(ip netip.Addr) []resource.Key {
 			}
 		}
 	})
-	slices.SortFunc(out, compareKeys)
 	return out
 }
 
-// holders returns, for each hostname wanted in mesh, the service that
-// holds it (Available).
-func (ix *index) holders(mesh string, names map[string]bool) map[string]resource.Key {
+// heldOffTable returns, for each hostname of names wanted in mesh, a
+// service the index keeps that holds it (one without a VIP).
+func (ix *index) heldOffTable(mesh string, names map[string]bool) map[string]resource.Key {
 	out := map[string]resource.Key{}
-	if len(names) == 0 {
-		return out
-	}
 	ix.read(func(ds map[resource.Key]digest) {
 		for k, d := range ds {
 			if k.Mesh != mesh {
@@ -349,42 +362,36 @@ func (ix *index) holders(mesh string, names map[string]bool) map[string]resource
 	return out
 }
 
-// addressStats are the counts of the overview and the generators page.
-type addressStats struct {
-	// notAvailable are the addresses not held, ordered by mesh, hostname
-	// and service; total counts them all, of which at most limit are kept.
-	notAvailable []claim
-	total        int
-	// named counts, per generator, the services holding a name from it;
-	// lost lists the names it rendered that are not held.
-	named map[string]int
-	lost  map[string][]claim
-	rev   int64
+// lostNames are the addresses not available: of every generator (total
+// and at most limit of them, ordered by mesh, hostname and service), and
+// of each generator (lostBy, at most limit each, and lostCount).
+type lostNames struct {
+	all       []claim
+	total     int
+	lostBy    map[string][]claim
+	lostCount map[string]int
+	rev       int64
 }
 
-// stats gathers addressStats, keeping at most limit not available
-// addresses (and at most limit per generator).
-func (ix *index) stats(limit int) addressStats {
-	st := addressStats{named: map[string]int{}, lost: map[string][]claim{}}
-	st.rev = ix.read(func(ds map[resource.Key]digest) {
+func (ix *index) lost(limit int) lostNames {
+	l := lostNames{lostBy: map[string][]claim{}, lostCount: map[string]int{}}
+	l.rev = ix.read(func(ds map[resource.Key]digest) {
 		for k, d := range ds {
 			for _, a := range d.addrs {
 				if a.available {
-					if a.generator != "" {
-						st.named[a.generator]++
-					}
 					continue
 				}
 				c := claim{Key: k, Hostname: a.hostname, Generator: a.generator, Reason: a.reason}
-				st.total++
-				st.notAvailable = append(st.notAvailable, c)
+				l.total++
+				l.all = append(l.all, c)
 				if a.generator != "" {
-					st.lost[a.generator] = append(st.lost[a.generator], c)
+					l.lostCount[a.generator]++
+					l.lostBy[a.generator] = append(l.lostBy[a.generator], c)
 				}
 			}
 		}
 	})
-	sortClaims := func(cs []claim) []claim {
+	first := func(cs []claim) []claim {
 		slices.SortFunc(cs, func(a, b claim) int {
 			if c := strings.Compare(a.Key.Mesh, b.Key.Mesh); c != 0 {
 				return c
@@ -396,26 +403,46 @@ func (ix *index) stats(limit int) addressStats {
 		})
 		return cs[:min(len(cs), limit)]
 	}
-	st.notAvailable = sortClaims(st.notAvailable)
-	for g, cs := range st.lost {
-		st.lost[g] = sortClaims(cs)
+	l.all = first(l.all)
+	for g, cs := range l.lostBy {
+		l.lostBy[g] = first(cs)
 	}
-	return st
+	return l
 }
 
-// suggest returns up to limit services whose name, hostnames or VIPs
-// contain w, for a search that matched nothing exactly.
-func (ix *index) suggest(w string, limit int) []resource.Key {
+// matching returns the services the index keeps whose hostnames or VIPs
+// contain w.
+func (ix *index) matching(w string) []resource.Key {
 	var out []resource.Key
 	ix.read(func(ds map[resource.Key]digest) {
 		for k, d := range ds {
-			if wordMatches(w, k, d) {
+			if digestMatches(w, d) {
+				out = append(out, k)
+			}
+		}
+	})
+	return out
+}
+
+// offTableIn returns the services of mesh the index keeps.
+func (ix *index) offTableIn(mesh string) []resource.Key {
+	var out []resource.Key
+	ix.read(func(ds map[resource.Key]digest) {
+		for k := range ds {
+			if k.Mesh == mesh {
 				out = append(out, k)
 			}
 		}
 	})
 	slices.SortFunc(out, compareKeys)
-	return out[:min(len(out), limit)]
+	return out
+}
+
+// size returns how many services the index keeps (tests).
+func (ix *index) size() int {
+	n := 0
+	ix.read(func(ds map[resource.Key]digest) { n = len(ds) })
+	return n
 }
 
 func kindRank(k resource.Kind) int {
@@ -443,32 +470,4 @@ func compareClaims(a, b claim) int {
 		return 1
 	}
 	return compareKeys(a.Key, b.Key)
-}
-
-// run keeps the index current between requests and drops it when idle.
-func (ix *index) run(ctx context.Context) {
-	var timer *time.Timer
-	var expiry <-chan time.Time
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-		ix.deactivate()
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ix.wake:
-			ix.drain()
-		case <-expiry:
-			expiry = nil
-		}
-		if expiry == nil {
-			if next := ix.expire(); next > 0 {
-				timer = time.NewTimer(next)
-				expiry = timer.C
-			}
-		}
-	}
 }

@@ -77,7 +77,7 @@ func TestIndex_FollowsTheCache(t *testing.T) {
 		svc("default", "web", nil, []string{"241.0.0.2"}, held("web.svc.mesh.local", "local"), lost("redis.svc.mesh.local", "alias", "taken by redis")),
 	})
 	search := func(q string) []resource.Key {
-		keys, total, rev := u.srv.ix.search(serviceKinds, "", parseQuery(q), 0, 10)
+		keys, total, rev := u.srv.ix.search(serviceKinds, "", parseQuery(q), u.matchDNS, 0, 10)
 		if total != len(keys) {
 			t.Fatalf("search %q: total %d for %d keys", q, total, len(keys))
 		}
@@ -117,7 +117,7 @@ func TestIndex_FollowsTheCache(t *testing.T) {
 	if diff := cmp.Diff([]resource.Key{key("default", "api")}, search("241.0.0.3")); diff != "" {
 		t.Errorf("the new service (-want +got):\n%s", diff)
 	}
-	if got := u.srv.ix.byVIP(netip.MustParseAddr("241.0.0.3")); !cmp.Equal(got, []resource.Key{key("default", "api")}) {
+	if got := u.srv.byVIP(netip.MustParseAddr("241.0.0.3")); !cmp.Equal(got, []resource.Key{key("default", "api")}) {
 		t.Errorf("byVIP: %v", got)
 	}
 }
@@ -139,7 +139,7 @@ func TestIndex_Paging(t *testing.T) {
 		{0, 10, []string{"a1", "a2", "a3", "a4"}},
 	}
 	for _, tt := range tests {
-		keys, total, _ := u.srv.ix.search(serviceKinds, "default", parseQuery("a"), tt.offset, tt.size)
+		keys, total, _ := u.srv.ix.search(serviceKinds, "default", parseQuery("a"), nil, tt.offset, tt.size)
 		var got []string
 		for _, k := range keys {
 			got = append(got, k.Name)
@@ -150,33 +150,45 @@ func TestIndex_Paging(t *testing.T) {
 	}
 }
 
-// TestIndex_BuiltOnUseDroppedWhenIdle checks that the index exists only
-// while the GUI is used.
-func TestIndex_BuiltOnUseDroppedWhenIdle(t *testing.T) {
-	u := newUnit(t, []*resource.Object{mesh("default"), svc("default", "redis", nil, []string{"241.0.0.1"})})
-	ix := u.srv.ix
-	if ix.isActive() {
-		t.Fatal("the index exists before any request")
+// TestIndex_KeepsWhatDNSCannotShow checks which services the index keeps:
+// those whose status the DNS table does not show whole.
+func TestIndex_KeepsWhatDNSCannotShow(t *testing.T) {
+	withStatus := func(st *resource.ServiceStatus) *resource.Object {
+		o := svc("default", "s", nil, nil)
+		o.Status = nil
+		if st != nil {
+			o.Status = st
+		}
+		return o
 	}
-	if code, _ := u.get(t, "/gui/services"); code != 200 || ix.isActive() {
-		t.Fatalf("the services list without a search: %d, index active %v; want 200 and no index", code, ix.isActive())
+	vip := []resource.VIP{{IP: "241.0.0.1", Type: resource.VIPKuma}}
+	tests := []struct {
+		name string
+		obj  *resource.Object
+		keep bool
+	}{
+		{"no status", withStatus(nil), false},
+		{"empty status", withStatus(&resource.ServiceStatus{}), false},
+		{"names held, a VIP", withStatus(&resource.ServiceStatus{Addresses: []resource.Address{held("a.mesh", "g")}, VIPs: vip}), false},
+		{"a name not available", withStatus(&resource.ServiceStatus{Addresses: []resource.Address{held("a.mesh", "g"), lost("b.mesh", "g", "taken")}, VIPs: vip}), true},
+		{"names, no VIP", withStatus(&resource.ServiceStatus{Addresses: []resource.Address{held("a.mesh", "g")}}), true},
+		{"a VIP, no name", withStatus(&resource.ServiceStatus{VIPs: vip}), true},
 	}
-	if code, _ := u.get(t, "/gui/services?q=redis"); code != 200 || !ix.isActive() {
-		t.Fatalf("a search: %d, index active %v; want 200 and an index", code, ix.isActive())
+	for _, tt := range tests {
+		d, keep := digestOf(tt.obj)
+		if keep != tt.keep {
+			t.Errorf("%s: kept %v, want %v", tt.name, keep, tt.keep)
+		}
+		if keep && len(d.addrs)+len(d.vips) == 0 {
+			t.Errorf("%s: kept with nothing", tt.name)
+		}
 	}
-	u.clock.now = u.clock.now.Add(DefaultIdleAfter - time.Second)
-	if left := ix.expire(); left != time.Second || !ix.isActive() {
-		t.Fatalf("before the idle period ends: %s left, active %v", left, ix.isActive())
-	}
-	u.clock.now = u.clock.now.Add(time.Second)
-	if left := ix.expire(); left != 0 || ix.isActive() {
-		t.Fatalf("after the idle period: %s left, active %v", left, ix.isActive())
-	}
-	// Changes while it is dropped are not lost: the next use reads the cache.
-	u.write(t, svc("default", "web", nil, []string{"241.0.0.9"}))
-	if keys := ix.byVIP(netip.MustParseAddr("241.0.0.9")); len(keys) != 1 {
-		t.Fatalf("rebuilt index finds %v", keys)
-	}
+}
+
+func isActive(ix *index) bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.active
 }
 
 // TestIndex_RunDrainsAndStops checks the background loop: it applies
@@ -187,8 +199,7 @@ func TestIndex_RunDrainsAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { u.srv.Run(ctx); close(done) }()
-	ix.byVIP(netip.MustParseAddr("241.0.0.1")) // build it
-	u.write(t, svc("default", "redis", nil, []string{"241.0.0.1"}))
+	u.write(t, svc("default", "redis", nil, []string{"241.0.0.1"})) // a VIP, no name: kept
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ix.mu.Lock()
@@ -204,38 +215,40 @@ func TestIndex_RunDrainsAndStops(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if ix.isActive() {
+	if isActive(ix) {
 		t.Fatal("the index outlived Run")
 	}
 }
 
-func TestIndex_Stats(t *testing.T) {
+func TestIndex_Lost(t *testing.T) {
 	u := newUnit(t, []*resource.Object{
 		mesh("default"), mesh("other"),
-		svc("default", "a", nil, nil, held("a.mesh", "gen1"), lost("x.mesh", "gen2", "taken by c")),
-		svc("default", "b", nil, nil, lost("x.mesh", "gen2", "taken by c"), lost("bad_name", "gen1", "invalid")),
-		svc("default", "c", nil, nil, held("x.mesh", "gen1")),
-		svc("other", "d", nil, nil, lost("x.mesh", "gen2", "other mesh")),
+		svc("default", "a", nil, []string{"241.0.0.1"}, held("a.mesh", "gen1"), lost("x.mesh", "gen2", "taken by c")),
+		svc("default", "b", nil, []string{"241.0.0.2"}, lost("x.mesh", "gen2", "taken by c"), lost("bad_name", "gen1", "invalid")),
+		svc("default", "c", nil, []string{"241.0.0.3"}, held("x.mesh", "gen1")),
+		svc("other", "d", nil, []string{"241.0.0.4"}, lost("x.mesh", "gen2", "other mesh")),
 	})
-	st := u.srv.ix.stats(2)
-	if st.total != 4 || len(st.notAvailable) != 2 {
-		t.Fatalf("%d not available (%d kept), want 4 (2 kept)", st.total, len(st.notAvailable))
+	if n := u.srv.ix.size(); n != 3 {
+		t.Errorf("the index keeps %d services, want 3 (c is healthy)", n)
 	}
-	if diff := cmp.Diff(map[string]int{"gen1": 2}, st.named); diff != "" {
-		t.Errorf("named (-want +got):\n%s", diff)
+	l := u.srv.ix.lost(2)
+	if l.total != 4 || len(l.all) != 2 {
+		t.Fatalf("%d not available (%d kept), want 4 (2 kept)", l.total, len(l.all))
 	}
-	if n := len(st.lost["gen2"]); n != 2 {
+	if diff := cmp.Diff(map[string]int{"gen1": 1, "gen2": 3}, l.lostCount); diff != "" {
+		t.Errorf("lost per generator (-want +got):\n%s", diff)
+	}
+	if n := len(l.lostBy["gen2"]); n != 2 {
 		t.Errorf("gen2 lost %d kept, want 2 (the limit)", n)
 	}
-	rows := u.srv.withHolders(st.notAvailable)
+	rows := u.srv.withHolders(l.all)
 	if rows[0].Hostname != "bad_name" || rows[0].Holder != nil {
 		t.Errorf("first row %+v, want bad_name held by no one", rows[0])
 	}
 	if rows[1].Hostname != "x.mesh" || rows[1].Holder == nil || *rows[1].Holder != key("default", "c") {
-		t.Errorf("second row %+v, want x.mesh held by c", rows[1])
+		t.Errorf("second row %+v, want x.mesh held by c (found through DNS)", rows[1])
 	}
-	holders := u.srv.ix.holders("other", map[string]bool{"x.mesh": true})
-	if len(holders) != 0 {
-		t.Errorf("x.mesh is held in mesh other by %v; hostnames are per mesh", holders)
+	if h := u.srv.holders("other", map[string]bool{"x.mesh": true}); len(h) != 0 {
+		t.Errorf("x.mesh is held in mesh other by %v; hostnames are per mesh", h)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -87,8 +88,8 @@ type changeRow struct {
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	d := overviewData{}
-	st := s.ix.stats(listLimit)
-	rev := st.rev
+	lost := s.ix.lost(listLimit)
+	rev := lost.rev
 	meshes, _ := s.o.Cache.List(cache.Query{Kind: resource.Mesh})
 	for _, m := range meshes {
 		mc := meshCounts{Mesh: m.Name}
@@ -98,7 +99,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Meshes = append(d.Meshes, mc)
 	}
-	d.NotAvailable, d.NotAvailableTotal = s.withHolders(st.notAvailable), st.total
+	d.NotAvailable, d.NotAvailableTotal = s.withHolders(lost.all), lost.total
 	if s.o.Pools != nil {
 		pools, err := s.o.Pools(ctx)
 		if err != nil {
@@ -148,7 +149,7 @@ func (s *Server) withHolders(cs []claim) []claimRow {
 	}
 	holders := map[string]map[string]resource.Key{}
 	for mesh, ns := range names {
-		holders[mesh] = s.ix.holders(mesh, ns)
+		holders[mesh] = s.holders(mesh, ns)
 	}
 	out := make([]claimRow, len(cs))
 	for i, c := range cs {
@@ -159,6 +160,37 @@ func (s *Server) withHolders(cs []claim) []claimRow {
 	}
 	return out
 }
+
+// holders returns the service of mesh that holds each hostname of names:
+// the one the DNS server answers it for, else one that holds it without
+// a VIP (which the index keeps).
+func (s *Server) holders(mesh string, names map[string]bool) map[string]resource.Key {
+	if len(names) == 0 {
+		return map[string]resource.Key{}
+	}
+	out := s.ix.heldOffTable(mesh, names)
+	if s.o.Lookup == nil {
+		return out
+	}
+	for name := range names {
+		if _, ok := out[name]; ok {
+			continue
+		}
+		for _, m := range s.o.Lookup(name + ".") {
+			if m.Mesh == mesh && (m.Name.Source == sourceHostname || m.Name.Source == sourceInternalVIP) {
+				out[name] = resource.Key{Kind: m.Name.Kind, Mesh: mesh, Name: m.Name.Service}
+			}
+		}
+	}
+	return out
+}
+
+// Sources of DNS names that come from status.addresses (see
+// api.DNSName.Source).
+const (
+	sourceHostname    = "hostname"
+	sourceInternalVIP = "internalVIP"
+)
 
 // recent reads the last changes from the store's change feed, newest
 // first. The feed keeps the last change of each resource, so a resource
@@ -276,7 +308,7 @@ func (s *Server) services(w http.ResponseWriter, r *http.Request) {
 		d.Rows, d.Total = s.listPage(kinds, d.Mesh, offset)
 	} else {
 		var keys []resource.Key
-		keys, d.Total, rev = s.ix.search(kinds, d.Mesh, q, offset, PageSize)
+		keys, d.Total, rev = s.ix.search(kinds, d.Mesh, q, s.o.MatchDNS, offset, PageSize)
 		for _, k := range keys {
 			if o, ok := s.o.Cache.Get(k); ok {
 				d.Rows = append(d.Rows, rowOf(o))
@@ -438,7 +470,7 @@ func (s *Server) service(w http.ResponseWriter, r *http.Request, plural, mesh, n
 			}
 		}
 	}
-	for h, holder := range s.ix.holders(mesh, lost) {
+	for h, holder := range s.holders(mesh, lost) {
 		if holder != k {
 			d.Holders[h] = &holder
 		}
@@ -501,30 +533,20 @@ type generatorRow struct {
 	Created  time.Time
 	// Err says why the generator cannot be used.
 	Err string
-	// Named counts the services that hold a name from it; Lost lists (up
-	// to listLimit of LostTotal) the names it rendered that are not held.
-	Named     int
+	// Selects counts the services it selects, in every mesh; Lost lists
+	// (up to listLimit of LostTotal) the names it rendered that are not
+	// available.
+	Selects   int
 	Lost      []claimRow
 	LostTotal int
 }
 
 func (s *Server) generators(w http.ResponseWriter, r *http.Request) {
-	st := s.ix.stats(listLimit)
-	lostTotal := map[string]int{}
-	// stats keeps listLimit per generator; count them all.
-	s.ix.read(func(ds map[resource.Key]digest) {
-		for _, d := range ds {
-			for _, a := range d.addrs {
-				if !a.available && a.generator != "" {
-					lostTotal[a.generator]++
-				}
-			}
-		}
-	})
+	lost := s.ix.lost(listLimit)
 	objs, _ := s.o.Cache.List(cache.Query{Kind: resource.HostnameGenerator})
 	var rows []generatorRow
 	for _, o := range objs {
-		row := generatorRow{Name: o.Name, Labels: sortedLabels(o.Labels), Created: o.CreationTime, Named: st.named[o.Name], LostTotal: lostTotal[o.Name]}
+		row := generatorRow{Name: o.Name, Labels: sortedLabels(o.Labels), Created: o.CreationTime, LostTotal: lost.lostCount[o.Name]}
 		if spec, ok := o.Spec.(*resource.HostnameGeneratorSpec); ok {
 			row.Template = spec.Template
 			kind, sel := spec.Selector.Target()
@@ -532,14 +554,19 @@ func (s *Server) generators(w http.ResponseWriter, r *http.Request) {
 			if sel != nil {
 				row.Selector = sel.MatchLabels
 			}
+			if kind != "" {
+				// The engine's rule: every label of matchLabels, which the
+				// cache matches without decoding a resource.
+				_, row.Selects = s.o.Cache.List(cache.Query{Kind: kind, Labels: row.Selector, Size: 1})
+			}
 		}
 		if _, err := resource.HostnameGeneratorOf(o); err != nil {
 			row.Err = err.Error()
 		}
-		row.Lost = s.withHolders(st.lost[o.Name])
+		row.Lost = s.withHolders(lost.lostBy[o.Name])
 		rows = append(rows, row)
 	}
-	s.render(w, r, http.StatusOK, "generators.html", &page{Title: "HostnameGenerators", Nav: "generators", Revision: st.rev, Live: true, Data: rows})
+	s.render(w, r, http.StatusOK, "generators.html", &page{Title: "HostnameGenerators", Nav: "generators", Revision: lost.rev, Live: true, Data: rows})
 }
 
 // ---- DNS ----
@@ -587,20 +614,20 @@ func (s *Server) dns(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Meshes = s.meshOptions(d.Mesh, "")
 	if s.o.DNS != nil && d.Mesh != "" {
-		l, err := s.o.DNS(d.Mesh)
+		var svcs []*resource.Object
+		for _, k := range s.ix.offTableIn(d.Mesh) {
+			if o, ok := s.o.Cache.Get(k); ok {
+				svcs = append(svcs, o)
+			}
+		}
+		l, err := s.o.DNS(d.Mesh, svcs)
 		if err != nil {
 			d.Err = err.Error()
 		}
-		var names []api.DNSName
-		for _, n := range l.Names {
-			if d.Q == "" || strings.Contains(n.Name, d.Q) || strings.Contains(n.Service, d.Q) || slices.ContainsFunc(n.A, func(ip string) bool { return strings.Contains(ip, d.Q) }) ||
-				slices.ContainsFunc(n.AAAA, func(ip string) bool { return strings.Contains(ip, d.Q) }) {
-				names = append(names, n)
-			}
+		from := (pageNo - 1) * dnsPageSize
+		if s.o.DNSNames != nil {
+			d.Names, d.Total = s.o.DNSNames(d.Mesh, d.Q, from, dnsPageSize)
 		}
-		d.Total = len(names)
-		from := min((pageNo-1)*dnsPageSize, len(names))
-		d.Names = names[from:min(from+dnsPageSize, len(names))]
 		if len(d.Names) > 0 {
 			d.From, d.To = from+1, from+len(d.Names)
 		}
@@ -617,7 +644,7 @@ func (s *Server) dns(w http.ResponseWriter, r *http.Request) {
 		if pageNo > 1 {
 			d.Prev = link(pageNo - 1)
 		}
-		if from+dnsPageSize < len(names) {
+		if from+dnsPageSize < d.Total {
 			d.Next = link(pageNo + 1)
 		}
 		for _, n := range l.NotAnswered {
@@ -634,15 +661,21 @@ func (s *Server) dns(w http.ResponseWriter, r *http.Request) {
 type searchData struct {
 	Q string
 	// IP is set when Q is an address.
-	IP       bool
-	VIP      *VIPState
-	VIPErr   string
-	ByVIP    []resource.Key
-	Claims   []claimRow
-	Records  []DNSMatch
-	Suggest  []resource.Key
+	IP     bool
+	VIP    *VIPState
+	VIPErr string
+	// ByVIP are the services that have the address in status.vips.
+	ByVIP   []resource.Key
+	Claims  []claimRow
+	Records []DNSMatch
+	Suggest []resource.Key
+	// More is set when there were more suggestions than shown.
+	More     bool
 	Searched bool
 }
+
+// suggestLimit bounds the suggestions of a search that found nothing.
+const suggestLimit = 20
 
 func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
@@ -653,7 +686,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		if ip, err := netip.ParseAddr(q); err == nil {
 			ip = ip.Unmap()
 			d.IP, d.Q = true, ip.String()
-			d.ByVIP = s.ix.byVIP(ip)
+			d.ByVIP = s.byVIP(ip)
 			if s.o.VIP != nil {
 				st, err := s.o.VIP(r.Context(), ip)
 				if err != nil {
@@ -665,16 +698,83 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		} else {
 			name := strings.TrimSuffix(strings.ToLower(q), ".")
 			d.Q = name
-			d.Claims = s.withHolders(s.ix.byHostname(name))
 			if s.o.Lookup != nil {
 				d.Records = s.o.Lookup(name + ".")
 			}
+			d.Claims = s.withHolders(s.claims(name, d.Records))
 		}
 		if len(d.ByVIP) == 0 && len(d.Claims) == 0 && len(d.Records) == 0 {
-			d.Suggest = s.ix.suggest(strings.ToLower(strings.TrimSuffix(q, ".")), 20)
+			d.Suggest, d.More = s.suggest(strings.ToLower(strings.TrimSuffix(q, ".")))
 		}
 	}
 	s.render(w, r, http.StatusOK, "search.html", &page{Title: "Who is this?", Nav: "search", Revision: rev, Live: true, Data: d})
+}
+
+// byVIP returns the services that have ip in status.vips: the one the DNS
+// server's reverse name points to in each mesh, and those the index keeps.
+func (s *Server) byVIP(ip netip.Addr) []resource.Key {
+	keys := s.ix.byVIP(ip)
+	if s.o.LookupAddr != nil {
+		for _, m := range s.o.LookupAddr(ip) {
+			keys = append(keys, resource.Key{Kind: m.Name.Kind, Mesh: m.Mesh, Name: m.Name.Service})
+		}
+	}
+	slices.SortFunc(keys, compareKeys)
+	return slices.Compact(keys)
+}
+
+// claims returns every service's address for the hostname: those the DNS
+// server answers (records, read back from the service's status), and those
+// the index keeps; the holders first.
+func (s *Server) claims(name string, records []DNSMatch) []claim {
+	out := s.ix.offTable(name)
+	for _, m := range records {
+		if m.Name.Source != sourceHostname && m.Name.Source != sourceInternalVIP {
+			continue
+		}
+		k := resource.Key{Kind: m.Name.Kind, Mesh: m.Mesh, Name: m.Name.Service}
+		if slices.ContainsFunc(out, func(c claim) bool { return c.Key == k }) {
+			continue
+		}
+		o, ok := s.o.Cache.Get(k)
+		if !ok {
+			continue
+		}
+		if st, ok := o.Status.(resource.ServiceStatusOf); ok && st != nil {
+			for _, a := range st.Service().Addresses {
+				if a.Hostname == name {
+					c := claim{Key: k, Hostname: name, Available: a.Status == resource.AddressAvailable, Reason: a.Reason}
+					if a.Origin.Kind == resource.OriginHostnameGenerator {
+						c.Generator = a.Origin.Name
+					}
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, compareClaims)
+	return out
+}
+
+// suggest returns the first services whose name, DNS names, hostnames or
+// VIPs contain w, and whether there are more.
+func (s *Server) suggest(w string) ([]resource.Key, bool) {
+	found := map[resource.Key]bool{}
+	for _, kind := range serviceKinds {
+		for _, k := range s.o.Cache.Keys(cache.Query{Kind: kind}) {
+			if strings.Contains(k.Name, w) {
+				found[k] = true
+			}
+		}
+	}
+	if s.o.MatchDNS != nil {
+		s.o.MatchDNS(w, func(k resource.Key) { found[k] = true })
+	}
+	for _, k := range s.ix.matching(w) {
+		found[k] = true
+	}
+	keys := slices.SortedFunc(maps.Keys(found), compareKeys)
+	return keys[:min(len(keys), suggestLimit)], len(keys) > suggestLimit
 }
 
 // ---- zones ----

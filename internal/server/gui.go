@@ -1,12 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/apiserver"
@@ -30,17 +33,82 @@ func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server
 		Hostnames: func(k resource.Key) (api.HostnamesReport, error) {
 			return apiserver.HostnamesReport(c, s.cfg.Zone, k)
 		},
-		DNS: func(mesh string) (api.DNSListing, error) {
-			return apiserver.DNSListing(c, apiOpts.DNS, mesh)
+		// The GUI pages the names itself (DNSNames): only the names not
+		// answered come from the _dns body.
+		DNS: func(mesh string, svcs []*resource.Object) (api.DNSListing, error) {
+			return apiserver.DNSListingOf(c, func(mesh string) api.DNSListing { return dnsRejections(dnsSrv, mesh) }, mesh, svcs)
+		},
+		DNSNames: func(mesh, q string, offset, limit int) ([]api.DNSName, int) {
+			return dnsPage(dnsSrv, mesh, q, offset, limit)
 		},
 		ServiceDNS: func(k resource.Key) api.DNSListing { return serviceDNS(dnsSrv, c, tableOpts, k) },
 		Lookup:     func(name string) []gui.DNSMatch { return lookupDNS(dnsSrv, name) },
+		LookupAddr: func(ip netip.Addr) []gui.DNSMatch { return lookupAddr(dnsSrv, ip) },
+		MatchDNS:   func(word string, fn func(resource.Key)) { matchDNS(dnsSrv, word, fn) },
 		Leader:     apiOpts.Leader,
 		Pools:      func(ctx context.Context) ([]gui.Pool, error) { return poolUsage(ctx, st, pools, time.Now()) },
 		VIP: func(ctx context.Context, ip netip.Addr) (gui.VIPState, error) {
 			return vipState(ctx, st, pools, ip, time.Now())
 		},
 	}), nil
+}
+
+// tableView returns the DNS table's view of mesh, nil while there is none.
+func tableView(srv *dnsserver.Server, mesh string) *dnsserver.View {
+	if srv == nil {
+		return nil
+	}
+	if t := srv.Table(); t != nil {
+		return t.Views[mesh]
+	}
+	return nil // still loading
+}
+
+// dnsRejections is the DNS table's part of the _dns listing of mesh
+// without its names: the names it does not answer, and why.
+func dnsRejections(srv *dnsserver.Server, mesh string) api.DNSListing {
+	var l api.DNSListing
+	if v := tableView(srv, mesh); v != nil {
+		for _, r := range v.Rejections() {
+			l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason})
+		}
+	}
+	return l
+}
+
+// dnsPage returns the names [offset, offset+limit) of the _dns listing of
+// mesh, in its order (by name), among those whose name, service or
+// addresses contain q; and how many there are. Only the page is converted.
+func dnsPage(srv *dnsserver.Server, mesh, q string, offset, limit int) ([]api.DNSName, int) {
+	v := tableView(srv, mesh)
+	if v == nil {
+		return nil, 0
+	}
+	var names []string
+	var buf []byte
+	w := []byte(q)
+	for e := range v.Entries() {
+		ok := q == "" || strings.Contains(e.Name, q) || strings.Contains(e.Service.Name, q)
+		for _, ips := range [][]netip.Addr{e.A, e.AAAA} {
+			for _, ip := range ips {
+				if !ok {
+					buf = ip.AppendTo(buf[:0])
+					ok = bytes.Contains(buf, w)
+				}
+			}
+		}
+		if ok {
+			names = append(names, e.Name)
+		}
+	}
+	slices.Sort(names)
+	var out []api.DNSName
+	for _, name := range names[min(offset, len(names)):min(offset+limit, len(names))] {
+		if e, ok := v.Lookup(name); ok {
+			out = append(out, dnsName(&e))
+		}
+	}
+	return out, len(names)
 }
 
 // dnsName converts a table entry for the API and the GUI.
@@ -129,6 +197,52 @@ func lookupDNS(srv *dnsserver.Server, name string) []gui.DNSMatch {
 	}
 	slices.SortFunc(out, func(a, b gui.DNSMatch) int { return strings.Compare(a.Mesh, b.Mesh) })
 	return out
+}
+
+// lookupAddr returns, in each mesh, the records of the name the reverse
+// name of ip points to (the service holding the VIP).
+func lookupAddr(srv *dnsserver.Server, ip netip.Addr) []gui.DNSMatch {
+	t := srv.Table()
+	rev, err := dns.ReverseAddr(ip.String())
+	if t == nil || err != nil {
+		return nil
+	}
+	var out []gui.DNSMatch
+	for mesh, v := range t.Views {
+		if name, ok := v.PTR(rev); ok {
+			if e, ok := v.Lookup(name); ok {
+				out = append(out, gui.DNSMatch{Mesh: mesh, Name: dnsName(&e)})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b gui.DNSMatch) int { return strings.Compare(a.Mesh, b.Mesh) })
+	return out
+}
+
+// matchDNS calls fn with the service of every name of the DNS table that
+// contains word, in its name or its addresses.
+func matchDNS(srv *dnsserver.Server, word string, fn func(resource.Key)) {
+	t := srv.Table()
+	if t == nil {
+		return
+	}
+	var buf []byte
+	w := []byte(word)
+	for _, v := range t.Views {
+		for e := range v.Entries() {
+			if strings.Contains(e.Name, word) {
+				fn(e.Service)
+				continue
+			}
+			for _, ips := range [][]netip.Addr{e.A, e.AAAA} {
+				for _, ip := range ips {
+					if buf = ip.AppendTo(buf[:0]); bytes.Contains(buf, w) {
+						fn(e.Service)
+					}
+				}
+			}
+		}
+	}
 }
 
 // poolUsage counts the addresses of each VIP pool from the VIP leases the

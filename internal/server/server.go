@@ -231,23 +231,11 @@ func (s *Server) serviceOptions() meshservices.Options {
 
 // dnsListing converts the DNS table's view of mesh for the API.
 func dnsListing(srv *dnsserver.Server, mesh string) api.DNSListing {
-	var l api.DNSListing
-	if srv == nil {
-		return l
-	}
-	t := srv.Table()
-	if t == nil {
-		return l // still loading
-	}
-	v := t.Views[mesh]
-	if v == nil {
-		return l
-	}
-	for e := range v.Entries() {
-		l.Names = append(l.Names, dnsName(e))
-	}
-	for _, r := range v.Rejections() {
-		l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason})
+	l := dnsRejections(srv, mesh)
+	if v := tableView(srv, mesh); v != nil {
+		for e := range v.Entries() {
+			l.Names = append(l.Names, dnsName(e))
+		}
 	}
 	return l
 }
