@@ -144,3 +144,24 @@ func controlIDs(s string) []string {
 	}
 	return ids
 }
+
+func TestNumbers(t *testing.T) {
+	shares := []struct {
+		n, size uint64
+		want    string
+	}{{0, 100, "0%"}, {1, 0, "0%"}, {1, 3, "33.33%"}, {100, 100, "100.00%"}, {2, 16777214, "<0.01%"}, {1678, 16777214, "0.01%"}}
+	for _, tt := range shares {
+		if got := share(tt.n, tt.size); got != tt.want {
+			t.Errorf("share(%d, %d) = %q, want %q", tt.n, tt.size, got, tt.want)
+		}
+	}
+	nums := []struct {
+		n    any
+		want string
+	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {-1234567, "-1,234,567"}, {uint64(1<<64 - 2), "18,446,744,073,709,551,614"}}
+	for _, tt := range nums {
+		if got := num(tt.n); got != tt.want {
+			t.Errorf("num(%v) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}

@@ -41,12 +41,7 @@ var funcs = template.FuncMap{
 	"num":     num,
 	"time":    formatTime,
 	"percent": func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
-	"share": func(n, size uint64) string {
-		if size == 0 {
-			return "0%"
-		}
-		return strconv.FormatFloat(100*float64(n)/float64(size), 'f', 2, 64) + "%"
-	},
+	"share": share,
 	"available": func(status string) bool { return status == resource.AddressAvailable },
 	"join":      strings.Join,
 	"labels": func(m map[string]string) string {
@@ -55,6 +50,19 @@ var funcs = template.FuncMap{
 	"isService": func(k resource.Kind) bool { return kindRank(k) < len(serviceKinds) },
 	"add":       func(a, b int) int { return a + b },
 	"deref":     func(k *resource.Key) resource.Key { return *k },
+}
+
+// share is n of size as a percentage, with two decimals ("<0.01%" for a
+// share too small to show as more than none).
+func share(n, size uint64) string {
+	if size == 0 || n == 0 {
+		return "0%"
+	}
+	p := 100 * float64(n) / float64(size)
+	if p < 0.01 {
+		return "<0.01%"
+	}
+	return strconv.FormatFloat(p, 'f', 2, 64) + "%"
 }
 
 // serviceHref is the GUI path of a service.
