@@ -260,6 +260,7 @@ func TestRoutes(t *testing.T) {
 		{"/gui/services?kind=dataplanes", 400, []string{"kind: must be one of meshservices, meshexternalservices, meshmultizoneservices"}},
 		{"/gui/services?page=0", 400, []string{"page: must be a page number from 1"}},
 		{"/gui/dns?page=x", 400, []string{"page: must be a page number from 1"}},
+		{"/gui/dns?mesh=nope", 404, []string{"mesh: there is no mesh &#34;nope&#34;."}},
 		{"/gui/services/meshservices/default/nope", 404, []string{"MeshService default/nope does not exist."}},
 		{"/gui/services/dataplanes/default/x", 404, []string{"There is no service kind"}},
 		{"/gui/nope", 404, []string{"There is no page at /gui/nope."}},

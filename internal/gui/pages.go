@@ -612,6 +612,11 @@ func (s *Server) dns(w http.ResponseWriter, r *http.Request) {
 		}
 		pageNo = n
 	}
+	if _, ok := s.o.Cache.Get(resource.Key{Kind: resource.Mesh, Name: d.Mesh}); d.Mesh != "" && !ok {
+		s.render(w, r, http.StatusNotFound, "error.html", &page{Title: "Not found", Nav: "dns", Revision: rev, Live: true,
+			Data: errorData{Message: "mesh: there is no mesh " + strconv.Quote(d.Mesh) + "."}})
+		return
+	}
 	d.Meshes = s.meshOptions(d.Mesh, "")
 	if s.o.DNS != nil && d.Mesh != "" {
 		var svcs []*resource.Object
