@@ -17,7 +17,7 @@ func (s *Server) hostnames(w http.ResponseWriter, r *http.Request, req request) 
 			"only meshservices, meshexternalservices and meshmultizoneservices have hostnames"))
 		return
 	}
-	report, err := HostnamesReport(s.opts.Cache, s.opts.Zone, req.key())
+	report, err := HostnamesReport(s.opts.Cache, s.opts.Admission.Zone(), req.key())
 	if err != nil {
 		writeError(w, asError(err))
 		return

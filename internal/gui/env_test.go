@@ -52,8 +52,8 @@ func newUnit(t testing.TB, objs []*resource.Object) *unit {
 	u.write(t, objs...)
 	u.srv = New(Options{
 		Cache: c, Store: st, Mode: "standalone", Zone: "default", Version: "test", Log: log,
-		DNS: func(mesh string, svcs []*resource.Object) (api.DNSListing, error) {
-			return apiserver.DNSListingOf(c, u.dnsListing, mesh, svcs)
+		DNS: func(mesh string) (api.DNSListing, error) {
+			return apiserver.DNSListing(c, u.dnsListing, mesh)
 		},
 		DNSNames: func(mesh, q string, offset, limit int) ([]api.DNSName, int) {
 			names := u.dnsListing(mesh).Names
@@ -99,12 +99,15 @@ func testDNSName(mesh string, e dnsserver.Entry) DNSMatch {
 	return DNSMatch{Mesh: mesh, Name: n}
 }
 
-// dnsListing is the table's part of the _dns listing (names only).
+// dnsListing is the table's part of the _dns listing.
 func (u *unit) dnsListing(mesh string) api.DNSListing {
 	l := api.DNSListing{Mesh: mesh}
 	if v := u.table().Views[mesh]; v != nil {
 		for e := range v.Entries() {
 			l.Names = append(l.Names, testDNSName(mesh, *e).Name)
+		}
+		for _, r := range v.Rejections() {
+			l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason})
 		}
 	}
 	return l

@@ -66,11 +66,9 @@ type Options struct {
 	Log     *slog.Logger
 	// Hostnames is the body of GET /meshes/{mesh}/{kind}/{name}/_hostnames.
 	Hostnames func(k resource.Key) (api.HostnamesReport, error)
-	// DNS is the body of GET /meshes/{mesh}/_dns, with the names not
-	// answered taken from svcs only: the services whose status the DNS
-	// table does not show whole (the others have none). Its names may be
-	// left out: DNSNames pages them.
-	DNS func(mesh string, svcs []*resource.Object) (api.DNSListing, error)
+	// DNS is the body of GET /meshes/{mesh}/_dns; its names may be left
+	// out (DNSNames pages them), the GUI shows its names not answered.
+	DNS func(mesh string) (api.DNSListing, error)
 	// DNSNames returns the names [offset, offset+limit) of the _dns
 	// listing of mesh, in its order, among those whose name, service or
 	// addresses contain q, and how many there are.

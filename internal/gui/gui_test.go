@@ -216,36 +216,61 @@ func (e *env) eventually(path string, want ...string) string {
 func esc(s string) string { return template.HTMLEscapeString(s) }
 
 // settled waits until the controllers have named every service of the
-// walkthrough: the MeshService holds both its names.
-func (e *env) settled() {
+// walkthrough (redis holds both its names, redis-cloud lost one and has a
+// VIP for its InternalVIP match), and returns the VIPs of redis and
+// redis-cloud.
+func (e *env) settled() (redisVIP, cloudVIP string) {
 	e.t.Helper()
-	e.eventually("/gui/services/meshexternalservices/default/redis-cloud", "242.0.0.1", "NotAvailable")
-	e.eventually("/gui/services/meshservices/default/redis", "241.0.0.1", "redis.storage.mesh.local")
+	vip := func(path string) string {
+		var o struct {
+			Status struct {
+				Addresses []struct{ Hostname, Status string }
+				VIPs      []struct{ IP string }
+			}
+		}
+		e.getJSON(path, &o)
+		if len(o.Status.VIPs) == 0 || len(o.Status.Addresses) < 2 {
+			return ""
+		}
+		return o.Status.VIPs[0].IP
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for redisVIP == "" || cloudVIP == "" {
+		if time.Now().After(deadline) {
+			e.t.Fatal("the walkthrough was not named within 15s")
+		}
+		time.Sleep(20 * time.Millisecond)
+		redisVIP, cloudVIP = vip("/meshes/default/meshservices/redis"), vip("/meshes/default/meshexternalservices/redis-cloud")
+	}
+	e.eventually("/gui/services/meshexternalservices/default/redis-cloud", cloudVIP, "NotAvailable")
+	e.eventually("/gui/services/meshservices/default/redis", redisVIP, "redis.storage.mesh.local")
+	return redisVIP, cloudVIP
 }
 
 func TestRoutes(t *testing.T) {
 	e := newEnv(t, walkthrough)
-	e.settled()
+	redisVIP, cloudVIP := e.settled()
 	tests := []struct {
 		path string
 		code int
 		want []string
 	}{
 		{"/gui/", 200, []string{"<h1>Overview</h1>", "Resources per mesh", ">default</th>", "Names not available", "241.0.0.0/8", "Leader", "Recent changes", "MeshService default/redis"}},
-		{"/gui/services", 200, []string{"Services 1-3 of 3", ">redis</a>", ">httpbin</a>", ">redis-cloud</a>", "241.0.0.1", `<label for="q">Search</label>`}},
+		{"/gui/services", 200, []string{"Services 1-3 of 3", ">redis</a>", ">httpbin</a>", ">redis-cloud</a>", redisVIP, `<label for="q">Search</label>`}},
 		{"/gui/services?kind=meshexternalservices", 200, []string{"Services 1-2 of 2", ">httpbin</a>"}},
 		{"/gui/services?q=redis.storage", 200, []string{"Services 1-2 of 2", ">redis</a>", ">redis-cloud</a>"}},
-		{"/gui/services?q=241.0.0.1", 200, []string{"Services 1-1 of 1", ">redis</a>"}},
+		{"/gui/services?q=" + redisVIP, 200, []string{"Services 1-1 of 1", ">redis</a>"}},
 		{"/gui/services?q=team%3Dstorage+cloud", 200, []string{"Services 1-1 of 1", ">redis-cloud</a>"}},
 		{"/gui/services?q=nothing-like-this", 200, []string{"No services match."}},
 		{"/gui/services?mesh=other", 200, []string{"No services match."}},
-		{"/gui/services/meshservices/default/redis", 200, []string{"<h1>MeshService default/redis</h1>", "redis.svc.mesh.local", "241.0.0.1", "Every generator and this service", "DNS names", "redis.svc.mesh.local.", "6379"}},
-		{"/gui/services/meshexternalservices/default/redis-cloud", 200, []string{"cloud.redis.ext", "242.0.0.1", `class="holder" href="/gui/services/meshservices/default/redis"`}},
+		{"/gui/services/meshservices/default/redis", 200, []string{"<h1>MeshService default/redis</h1>", "redis.svc.mesh.local", redisVIP, "Every generator and this service", "DNS names", "redis.svc.mesh.local.", "6379"}},
+		{"/gui/services/meshexternalservices/default/redis-cloud", 200, []string{"cloud.redis.ext", cloudVIP, `class="holder" href="/gui/services/meshservices/default/redis"`}},
 		{"/gui/generators", 200, []string{`id="gen-by-team"`, esc("{{ .Name }}.storage.mesh.local"), "external-by-team", "MeshExternalService default/redis-cloud"}},
 		{"/gui/dns", 200, []string{"Names answered in mesh default", "redis.svc.mesh.local.", "cloud.redis.ext.", "Names not answered", "redis.storage.mesh.local."}},
 		{"/gui/dns?mesh=default&q=cloud", 200, []string{"cloud.redis.ext."}},
 		{"/gui/search", 200, []string{`<label for="who">IP or hostname</label>`}},
-		{"/gui/search?q=241.0.0.1", 200, []string{"MeshService default/redis", "In the MeshService pool 241.0.0.0/8: allocated."}},
+		{"/gui/search?q=" + redisVIP, 200, []string{"MeshService default/redis", "In the MeshService pool 241.0.0.0/8: allocated."}},
+		{"/gui/search?q=" + cloudVIP, 200, []string{"MeshExternalService default/redis-cloud", "In the MeshExternalService pool 242.0.0.0/8: allocated."}},
 		{"/gui/search?q=REDIS.storage.mesh.local.", 200, []string{"<h2 id=\"h-name\">redis.storage.mesh.local</h2>", "MeshService default/redis", "MeshExternalService default/redis-cloud", "What the DNS server answers"}},
 		{"/gui/search?q=241.9.9.9", 200, []string{"No service has 241.9.9.9 in status.vips.", "free."}},
 		{"/gui/search?q=red", 200, []string{"Services whose name, hostnames, DNS names or VIPs contain", "MeshService default/redis", "MeshExternalService default/redis-cloud"}},

@@ -424,20 +424,6 @@ func (ix *index) matching(w string) []resource.Key {
 	return out
 }
 
-// offTableIn returns the services of mesh the index keeps.
-func (ix *index) offTableIn(mesh string) []resource.Key {
-	var out []resource.Key
-	ix.read(func(ds map[resource.Key]digest) {
-		for k := range ds {
-			if k.Mesh == mesh {
-				out = append(out, k)
-			}
-		}
-	})
-	slices.SortFunc(out, compareKeys)
-	return out
-}
-
 // size returns how many services the index keeps (tests).
 func (ix *index) size() int {
 	n := 0

@@ -619,13 +619,7 @@ func (s *Server) dns(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Meshes = s.meshOptions(d.Mesh, "")
 	if s.o.DNS != nil && d.Mesh != "" {
-		var svcs []*resource.Object
-		for _, k := range s.ix.offTableIn(d.Mesh) {
-			if o, ok := s.o.Cache.Get(k); ok {
-				svcs = append(svcs, o)
-			}
-		}
-		l, err := s.o.DNS(d.Mesh, svcs)
+		l, err := s.o.DNS(d.Mesh)
 		if err != nil {
 			d.Err = err.Error()
 		}

@@ -38,10 +38,10 @@ var funcs = template.FuncMap{
 	"servicesHref": func(q string) string {
 		return Prefix + "services?" + url.Values{"q": {q}}.Encode()
 	},
-	"num":     num,
-	"time":    formatTime,
-	"percent": func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
-	"share": share,
+	"num":       num,
+	"time":      formatTime,
+	"percent":   func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
+	"share":     share,
 	"available": func(status string) bool { return status == resource.AddressAvailable },
 	"join":      strings.Join,
 	"labels": func(m map[string]string) string {

@@ -35,8 +35,8 @@ func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server
 		},
 		// The GUI pages the names itself (DNSNames): only the names not
 		// answered come from the _dns body.
-		DNS: func(mesh string, svcs []*resource.Object) (api.DNSListing, error) {
-			return apiserver.DNSListingOf(c, func(mesh string) api.DNSListing { return dnsRejections(dnsSrv, mesh) }, mesh, svcs)
+		DNS: func(mesh string) (api.DNSListing, error) {
+			return apiserver.DNSListing(c, func(mesh string) api.DNSListing { return dnsRejections(dnsSrv, mesh) }, mesh)
 		},
 		DNSNames: func(mesh, q string, offset, limit int) ([]api.DNSName, int) {
 			return dnsPage(dnsSrv, mesh, q, offset, limit)

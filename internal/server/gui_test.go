@@ -148,7 +148,7 @@ func TestGUIDNSFunctions(t *testing.T) {
 	// The paged names are the _dns listing's, converted alike.
 	full := dnsListing(srv, "default")
 	all, _ := dnsPage(srv, "default", "", 0, 100)
-	l, err := apiserver.DNSListingOf(cacheWithMesh(t, "default"), func(string) api.DNSListing { return full }, "default", nil)
+	l, err := apiserver.DNSListing(cacheWithMesh(t, "default"), func(string) api.DNSListing { return full }, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
