@@ -7,9 +7,11 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/apiserver"
@@ -23,11 +25,12 @@ import (
 
 // newGUI builds the web GUI over the same cache, API bodies and DNS table
 // as the REST API.
-func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server, tableOpts dnsserver.TableOptions, apiOpts apiserver.Options) (*gui.Server, error) {
+func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server, tableOpts dnsserver.TableOptions, apiOpts apiserver.Options, reg prometheus.Gatherer) (*gui.Server, error) {
 	pools, err := vipPools(s.cfg.VIPs)
 	if err != nil {
 		return nil, err
 	}
+	usage := &poolsReader{st: st, gather: reg, pools: pools, leading: func() bool { return s.elector != nil && s.elector.Leading() }}
 	return gui.New(gui.Options{
 		Cache: c, Store: st, Mode: s.cfg.Mode, Zone: s.cfg.Zone, Version: s.version, Log: s.log.With("component", "gui"),
 		Hostnames: func(k resource.Key) (api.HostnamesReport, error) {
@@ -46,7 +49,7 @@ func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server
 		LookupAddr: func(ip netip.Addr) []gui.DNSMatch { return lookupAddr(dnsSrv, ip) },
 		MatchDNS:   func(word string, fn func(resource.Key)) { matchDNS(dnsSrv, word, fn) },
 		Leader:     apiOpts.Leader,
-		Pools:      func(ctx context.Context) ([]gui.Pool, error) { return poolUsage(ctx, st, pools, time.Now()) },
+		Pools:      usage.read,
 		VIP: func(ctx context.Context, ip netip.Addr) (gui.VIPState, error) {
 			return vipState(ctx, st, pools, ip, time.Now())
 		},
@@ -245,11 +248,86 @@ func matchDNS(srv *dnsserver.Server, word string, fn func(resource.Key)) {
 	}
 }
 
-// poolUsage counts the addresses of each VIP pool from the VIP leases the
-// controller keeps in the store (vips.LeasePrefix): a lease without an
-// expiry is an address in use, one that expires later is in quarantine.
-// Every instance reads the same leases, leader or not.
-func poolUsage(ctx context.Context, st store.Store, pools map[resource.Kind]vips.Prefixes, now time.Time) ([]gui.Pool, error) {
+// leaseReadEvery bounds how often the GUI of an instance that does not lead
+// reads the VIP leases for the pools' usage.
+const leaseReadEvery = 10 * time.Second
+
+// poolsReader gives the GUI the usage of the VIP pools: while this instance
+// leads, the VIP controller's own figures (its meshnames_vips_pool_addresses
+// gauges, read from the registry); otherwise, or before the controller
+// has set them, what the VIP leases in the store say, read at most every
+// leaseReadEvery (100,000 leases take a while to read).
+type poolsReader struct {
+	st      store.Store
+	gather  prometheus.Gatherer
+	pools   map[resource.Kind]vips.Prefixes
+	leading func() bool
+
+	mu      sync.Mutex
+	readAt  time.Time
+	last    []gui.Pool
+	lastErr error
+}
+
+func (r *poolsReader) read(ctx context.Context) ([]gui.Pool, error) {
+	if r.leading() {
+		if p, ok := poolsFromGauges(r.gather, r.pools); ok {
+			return p, nil
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil || time.Since(r.readAt) >= leaseReadEvery {
+		r.last, r.lastErr = poolUsage(ctx, r.st, r.pools, time.Now())
+		r.readAt = time.Now()
+	}
+	return slices.Clone(r.last), r.lastErr
+}
+
+// poolsFromGauges reads the VIP controller's gauges; false when it has not
+// set one of the pools' yet.
+func poolsFromGauges(g prometheus.Gatherer, pools map[resource.Kind]vips.Prefixes) ([]gui.Pool, bool) {
+	if g == nil {
+		return nil, false
+	}
+	mfs, err := g.Gather()
+	if err != nil {
+		return nil, false
+	}
+	values := map[string]map[string]float64{} // pool -> state -> value
+	for _, mf := range mfs {
+		if mf.GetName() != "meshnames_vips_pool_addresses" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var pool, state string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "pool":
+					pool = l.GetValue()
+				case "state":
+					state = l.GetValue()
+				}
+			}
+			if values[pool] == nil {
+				values[pool] = map[string]float64{}
+			}
+			values[pool][state] = m.GetGauge().GetValue()
+		}
+	}
+	out := poolsOf(pools)
+	for i := range out {
+		v, ok := values[out[i].Prefix.String()]
+		if !ok || v["size"] == 0 {
+			return nil, false
+		}
+		out[i].Used, out[i].Quarantined = uint64(v["used"]), uint64(v["quarantined"])
+	}
+	return out, true
+}
+
+// poolsOf lists the pools of every service kind, empty.
+func poolsOf(pools map[resource.Kind]vips.Prefixes) []gui.Pool {
 	var out []gui.Pool
 	for _, k := range []resource.Kind{resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService} {
 		p := pools[k]
@@ -259,6 +337,15 @@ func poolUsage(ctx context.Context, st store.Store, pools map[resource.Kind]vips
 			}
 		}
 	}
+	return out
+}
+
+// poolUsage counts the addresses of each VIP pool from the VIP leases the
+// controller keeps in the store (vips.LeasePrefix): a lease without an
+// expiry is an address in use, one that expires later is in quarantine.
+// Every instance reads the same leases, leader or not.
+func poolUsage(ctx context.Context, st store.Store, pools map[resource.Kind]vips.Prefixes, now time.Time) ([]gui.Pool, error) {
+	out := poolsOf(pools)
 	leases, err := st.Leases(ctx, vips.LeasePrefix)
 	if err != nil {
 		return out, err

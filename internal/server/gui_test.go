@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/apiserver"
@@ -254,7 +255,7 @@ func BenchmarkGUIPages_100k(b *testing.B) {
 	g, err := s.newGUI(st, c, dnsSrv, testTableOptions, apiserver.Options{
 		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, mesh) },
 		Leader: func(context.Context) (api.LeaderStatus, error) { return api.LeaderStatus{Election: "local"}, nil },
-	})
+	}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -297,5 +298,50 @@ func BenchmarkGUIPages_100k(b *testing.B) {
 			}
 			b.ReportMetric(float64(size), "bytes/page")
 		})
+	}
+}
+
+// TestPoolsReader_GaugesWhileLeading checks where the pools' usage comes
+// from: the VIP controller's gauges while leading, else the leases.
+func TestPoolsReader_GaugesWhileLeading(t *testing.T) {
+	st := openTestStore(t)
+	if _, err := st.Apply(context.Background(), store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: vips.LeasePrefix + "241.0.0.1", Value: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	pools := map[resource.Kind]vips.Prefixes{
+		resource.MeshService:          {V4: netip.MustParsePrefix("241.0.0.0/24")},
+		resource.MeshExternalService:  {V4: netip.MustParsePrefix("242.0.0.0/24")},
+		resource.MeshMultiZoneService: {V4: netip.MustParsePrefix("243.0.0.0/24")},
+	}
+	reg := prometheus.NewRegistry()
+	gauge := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "meshnames_vips_pool_addresses"}, []string{"pool", "state"})
+	reg.MustRegister(gauge)
+	leading := false
+	r := &poolsReader{st: st, gather: reg, pools: pools, leading: func() bool { return leading }}
+	used := func() []uint64 {
+		p, err := r.read(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		for _, x := range p {
+			out = append(out, x.Used, x.Quarantined)
+		}
+		return out
+	}
+	if got := used(); !slices.Equal(got, []uint64{1, 0, 0, 0, 0, 0}) {
+		t.Errorf("not leading: %v, want the lease's 1 used", got)
+	}
+	leading = true
+	if got := used(); !slices.Equal(got, []uint64{1, 0, 0, 0, 0, 0}) {
+		t.Errorf("leading, no gauges yet: %v, want the leases' figures", got)
+	}
+	for _, p := range []string{"241.0.0.0/24", "242.0.0.0/24", "243.0.0.0/24"} {
+		gauge.WithLabelValues(p, "size").Set(254)
+		gauge.WithLabelValues(p, "used").Set(7)
+		gauge.WithLabelValues(p, "quarantined").Set(3)
+	}
+	if got := used(); !slices.Equal(got, []uint64{7, 3, 7, 3, 7, 3}) {
+		t.Errorf("leading: %v, want the gauges' 7 used and 3 quarantined", got)
 	}
 }

@@ -116,7 +116,7 @@ func (s *Server) Run(ctx context.Context) error {
 		o := s.serviceOptions()
 		apiOpts.ServiceTags = &o
 	}
-	webGUI, err := s.newGUI(st, c, dnsSrv, tableOpts, apiOpts)
+	webGUI, err := s.newGUI(st, c, dnsSrv, tableOpts, apiOpts, reg)
 	if err != nil {
 		return err
 	}
