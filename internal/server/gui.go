@@ -223,7 +223,8 @@ func lookupAddr(srv *dnsserver.Server, ip netip.Addr) []gui.DNSMatch {
 }
 
 // matchDNS calls fn with the service of every name of the DNS table that
-// contains word, in its name or its addresses.
+// contains word, in its name or its addresses. SRV names are skipped: the
+// name they point to is in the table too, for the same service.
 func matchDNS(srv *dnsserver.Server, word string, fn func(resource.Key)) {
 	t := srv.Table()
 	if t == nil {
@@ -231,10 +232,19 @@ func matchDNS(srv *dnsserver.Server, word string, fn func(resource.Key)) {
 	}
 	var buf []byte
 	w := []byte(word)
+	// Only a word of hexadecimal digits, dots and colons can be part of an
+	// address: spare the others formatting every address.
+	addrs := strings.Trim(word, "0123456789abcdef.:") == ""
 	for _, v := range t.Views {
 		for e := range v.Entries() {
+			if strings.HasPrefix(e.Name, "_") {
+				continue
+			}
 			if strings.Contains(e.Name, word) {
 				fn(e.Service)
+				continue
+			}
+			if !addrs {
 				continue
 			}
 			for _, ips := range [][]netip.Addr{e.A, e.AAAA} {
