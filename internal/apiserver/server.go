@@ -57,6 +57,9 @@ type Options struct {
 	// ServiceTags, when set, are the settings of MeshService synthesis, for
 	// GET /meshes/{mesh}/_servicetags.
 	ServiceTags *meshservices.Options
+	// Preview, when set, says what hostnames and VIPs services would gain
+	// or lose if objs (admitted) were written, for dry runs.
+	Preview func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error)
 	// Leader, when set, reports the leadership for GET /_leader.
 	Leader func(ctx context.Context) (api.LeaderStatus, error)
 	// GUI, when set, serves the web GUI under /gui/; GET / then redirects

@@ -315,6 +315,13 @@ func (c *Cache) updateGauges() {
 	}
 }
 
+// Len returns how many resources the cache holds.
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.count()
+}
+
 // Revision returns the store revision the cache reflects.
 func (c *Cache) Revision() int64 {
 	c.mu.RLock()

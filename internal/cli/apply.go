@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/client"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/validate"
@@ -25,6 +26,7 @@ const applyWorkers = 16
 
 func newApplyCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command {
 	var file string
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|-",
 		Short: "Create or update resources from YAML or JSON documents",
@@ -37,8 +39,13 @@ nothing is applied and every problem is printed with its document and field.
 Then Meshes, Zones and HostnameGenerators are applied one at a time in the
 order of the input (a generator's creation time decides its precedence), and
 the rest in parallel; apply prints created, updated or unchanged for each
-resource, in the order of the input.`,
+resource, in the order of the input.
+
+With --dry-run nothing is written: apply prints what each write would do,
+and the hostnames and VIPs that services would gain, lose or be refused, as
+the controllers would decide them now (see also "meshnames diff").`,
 		Example: `  meshnames apply -f services.yaml
+  meshnames apply -f services.yaml --dry-run
   cat mesh.yaml | meshnames apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -53,10 +60,11 @@ resource, in the order of the input.`,
 			if err != nil {
 				return err
 			}
-			return apply(cmd.Context(), env, c, name, data)
+			return apply(cmd.Context(), env, c, name, data, dryRun)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "file to apply, or - for standard input")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check every document and show what would change, hostnames and VIPs included, without writing")
 	return cmd
 }
 
@@ -93,10 +101,29 @@ func (d applyDoc) where(file string) string {
 	return fmt.Sprintf("%s: document %d (line %d)", file, d.index+1, d.line)
 }
 
-func apply(ctx context.Context, env Env, c *client.Client, file string, data []byte) error {
+func apply(ctx context.Context, env Env, c *client.Client, file string, data []byte, dryRun bool) error {
+	docs, checked, err := check(ctx, env, c, file, data, "applied")
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		for i, d := range docs {
+			fmt.Fprintf(env.Out, "%s %s (dry run)\n", d.obj.Key(), checked.Items[i].Result)
+		}
+		printChanges(env, checked.Changes)
+		return nil
+	}
+	return write(ctx, env, c, docs)
+}
+
+// check decodes the documents of data (from file) and asks the server to
+// admit every one without writing; verb says what did not happen when
+// some cannot be ("applied"). It prints every problem, with its document
+// and field, and fails when there is one.
+func check(ctx context.Context, env Env, c *client.Client, file string, data []byte, verb string) ([]applyDoc, *api.ApplyReport, error) {
 	parts := resource.SplitYAML(data)
 	if len(parts) == 0 {
-		return fmt.Errorf("%s holds no documents", file)
+		return nil, nil, fmt.Errorf("%s holds no documents", file)
 	}
 	var docs []applyDoc
 	problems := 0
@@ -136,12 +163,12 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 		seen[d.obj.Key()] = i
 		docs = append(docs, d)
 	}
-	checks, checkErr := c.Check(ctx, objects(docs))
+	checked, checkErr := c.Check(ctx, objects(docs))
 	for i, d := range docs {
 		if checkErr == nil {
-			results[d.index].errs = validate.Merge(results[d.index].errs, checks[i].Causes)
-			if checks[i].Error != "" {
-				results[d.index].errs = append(results[d.index].errs, validate.Violation{Message: checks[i].Error})
+			results[d.index].errs = validate.Merge(results[d.index].errs, checked.Items[i].Causes)
+			if checked.Items[i].Error != "" {
+				results[d.index].errs = append(results[d.index].errs, validate.Violation{Message: checked.Items[i].Error})
 			}
 		}
 	}
@@ -154,14 +181,18 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 	}
 	if checkErr != nil {
 		if problems > 0 {
-			fmt.Fprintf(env.Err, "nothing applied: %d problem(s) in %s\n", problems, file)
+			fmt.Fprintf(env.Err, "nothing %s: %d problem(s) in %s\n", verb, problems, file)
 		}
-		return checkErr
+		return nil, nil, checkErr
 	}
 	if problems > 0 {
-		return fmt.Errorf("nothing applied: %d problem(s) in %s", problems, file)
+		return nil, nil, fmt.Errorf("nothing %s: %d problem(s) in %s", verb, problems, file)
 	}
+	return docs, checked, nil
+}
 
+// write applies docs, which the server admitted.
+func write(ctx context.Context, env Env, c *client.Client, docs []applyDoc) error {
 	lines := make([]string, len(docs))
 	failed := 0
 	var mu sync.Mutex
@@ -232,4 +263,31 @@ func objects(docs []applyDoc) []*resource.Object {
 		out[i] = d.obj
 	}
 	return out
+}
+
+// printChanges prints the hostnames and VIPs services would gain or lose,
+// one per line, by service.
+func printChanges(env Env, changes []api.NameChange) {
+	if len(changes) == 0 {
+		fmt.Fprintln(env.Out, "No hostname or VIP would change.")
+		return
+	}
+	for _, ch := range changes {
+		what := "hostname " + ch.Hostname
+		if ch.VIP != "" {
+			what = "VIP " + ch.VIP
+			if ch.Hostname != "" {
+				what += " (" + ch.Hostname + ")"
+			}
+		}
+		verb := ch.Change
+		if verb == api.ChangeRefused {
+			verb = "is refused"
+		}
+		line := fmt.Sprintf("%s %s/%s %s %s", ch.Kind, ch.Mesh, ch.Name, verb, what)
+		if ch.Reason != "" {
+			line += ": " + ch.Reason
+		}
+		fmt.Fprintln(env.Out, line)
+	}
 }

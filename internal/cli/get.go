@@ -208,17 +208,7 @@ func kindColumns(k resource.Kind) []column {
 			}},
 		}
 	case resource.MeshMultiZoneService:
-		return []column{
-			{name: "SELECTOR", value: func(o *resource.Object) string {
-				if s := o.Spec.(*resource.MeshMultiZoneServiceSpec).Selector.MeshService; s != nil {
-					return formatSelector(s.MatchLabels)
-				}
-				return ""
-			}},
-			{name: "PORTS", value: func(o *resource.Object) string { return formatPorts(o.Spec.(*resource.MeshMultiZoneServiceSpec).Ports) }},
-			{name: "VIPS", value: vips},
-			{name: "HOSTNAMES", wide: true, value: hostnames},
-		}
+		return multiZoneColumns()
 	}
 	return nil
 }

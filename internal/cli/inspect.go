@@ -142,6 +142,7 @@ that is exhausted.`,
 	extCmd.Flags().StringVarP(&extOutput, "output", "o", "table", "output format: table or json")
 	cmd.AddCommand(extCmd)
 	cmd.AddCommand(newInspectServiceTagsCmd(env, newClient))
+	cmd.AddCommand(newInspectMultiZoneCmd(env, newClient))
 	cmd.AddCommand(newInspectLeaderCmd(env, newClient))
 	return cmd
 }

@@ -74,6 +74,7 @@ and delete, which talk to the server named by --server or $MESHNAMES_SERVER
 	root.AddCommand(
 		newServeCmd(env),
 		newApplyCmd(env, newClient),
+		newDiffCmd(env, newClient),
 		newGetCmd(env, newClient),
 		newDeleteCmd(env, newClient),
 		newInspectCmd(env, newClient),
@@ -90,8 +91,11 @@ func Main(args []string) int {
 	root := New(env)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(env.Err, "Error:", err)
-		return 1
+		code, show := exitCode(err)
+		if show {
+			fmt.Fprintln(env.Err, "Error:", err)
+		}
+		return code
 	}
 	return 0
 }

@@ -316,11 +316,12 @@ func reconcileService(u Unit, holder *resource.Object, svc Service, o Options) (
 	delete(labels, LabelDeletionStarted)
 	maps.Copy(labels, map[string]string{
 		resource.LabelMesh:        u.Mesh,
-		resource.LabelDisplayName: svc.Tag,
-		resource.LabelManagedBy:   resource.ManagedByMeshServices,
-		resource.LabelEnv:         resource.EnvUniversal,
-		resource.LabelOrigin:      resource.OriginZone,
-		resource.LabelZone:        o.Zone,
+		resource.LabelDisplayName: svc.Name, // the tag is in the identity
+
+		resource.LabelManagedBy: resource.ManagedByMeshServices,
+		resource.LabelEnv:       resource.EnvUniversal,
+		resource.LabelOrigin:    resource.OriginZone,
+		resource.LabelZone:      o.Zone,
 	})
 	if holder == nil {
 		return store.Op{Type: store.OpCreate, Object: &resource.Object{

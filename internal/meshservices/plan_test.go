@@ -121,7 +121,7 @@ func TestPlan_Create(t *testing.T) {
 	got := p.Ops[0].Object
 	want := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "frontend-default-svc-80",
 		Labels: map[string]string{
-			resource.LabelMesh: "default", resource.LabelDisplayName: "frontend_default_svc_80", resource.LabelManagedBy: "meshservice-generator",
+			resource.LabelMesh: "default", resource.LabelDisplayName: "frontend-default-svc-80", resource.LabelManagedBy: "meshservice-generator",
 			resource.LabelEnv: "universal", resource.LabelOrigin: "zone", resource.LabelZone: "zone-1",
 		},
 		Spec: &resource.MeshServiceSpec{

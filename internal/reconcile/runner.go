@@ -260,6 +260,10 @@ func (r *Runner) term(ctx context.Context) error {
 		rev := r.o.Cache.Revision()
 		for cur := t.notified.Load(); rev > cur && !t.notified.CompareAndSwap(cur, rev); cur = t.notified.Load() {
 		}
+		// The keys woke the runner before rev was recorded: it may have
+		// taken them and gone back to sleep, and must look again to
+		// report that it settled at rev.
+		t.q.Wake()
 	})
 	defer cancel()
 	if !r.o.Cache.WaitSynced(ctx) {

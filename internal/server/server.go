@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,7 @@ import (
 	"github.com/meshnames/meshnames/internal/kuma"
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/meshservices"
+	"github.com/meshnames/meshnames/internal/mzservice"
 	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -111,6 +113,9 @@ func (s *Server) Run(ctx context.Context) error {
 		},
 		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, mesh) },
 		Leader: func(ctx context.Context) (api.LeaderStatus, error) { return s.leaderStatus(ctx, st) },
+		Preview: func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error) {
+			return s.preview(ctx, st, c, objs)
+		},
 	}
 	if s.cfg.Mode != config.ModeGlobal {
 		o := s.serviceOptions()
@@ -155,7 +160,13 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
 	g.Go(func() error { return webGUI.Run(gctx) })
-	g.Go(func() error { returnMemoryWhenQuiet(gctx, s.log, c.Frozen); return nil })
+	g.Go(func() error {
+		returnMemoryWhenQuiet(gctx, s.log, c.Frozen, func() (bool, int) {
+			synced, _ := c.Status()
+			return synced, c.Len()
+		})
+		return nil
+	})
 	g.Go(func() error {
 		<-gctx.Done()
 		s.log.Info("shutting down: finishing requests in flight")
@@ -191,15 +202,9 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	if s.cfg.Mode == config.ModeGlobal || s.NoControllers {
 		return nil
 	}
-	pools, err := vipPools(s.cfg.VIPs)
+	cores, err := s.cores(reg, s.log)
 	if err != nil {
 		return err
-	}
-	cores := []reconcile.Core{
-		hostnames.New(hostnames.Options{Zone: s.cfg.Zone, Log: s.log.With("component", "hostnames"), Registerer: reg}),
-		vips.New(vips.Options{Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: s.log.With("component", "vips"), Registerer: reg}),
-		meshservices.New(meshservices.CoreOptions{Options: s.serviceOptions(), Log: s.log.With("component", "meshservices"), Registerer: reg}),
-		extsvc.New(extsvc.Options{Log: s.log.With("component", "extsvc"), Registerer: reg}),
 	}
 	runner := reconcile.NewRunner(reconcile.Options{
 		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,
@@ -214,6 +219,53 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 			s.log.Error("the controllers stopped", "err", err)
 		}
 	})
+}
+
+// cores returns new cores of the controllers, reporting metrics to reg
+// (none when nil).
+func (s *Server) cores(reg prometheus.Registerer, log *slog.Logger) ([]reconcile.Core, error) {
+	pools, err := vipPools(s.cfg.VIPs)
+	if err != nil {
+		return nil, err
+	}
+	return []reconcile.Core{
+		hostnames.New(hostnames.Options{Zone: s.cfg.Zone, Log: log.With("component", "hostnames"), Registerer: reg}),
+		vips.New(vips.Options{Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: log.With("component", "vips"), Registerer: reg}),
+		meshservices.New(meshservices.CoreOptions{Options: s.serviceOptions(), Log: log.With("component", "meshservices"), Registerer: reg}),
+		extsvc.New(extsvc.Options{Log: log.With("component", "extsvc"), Registerer: reg}),
+		mzservice.New(mzservice.Options{Zone: s.cfg.Zone, Log: log.With("component", "mzservice"), Registerer: reg}),
+	}, nil
+}
+
+// preview says what hostnames and VIPs services would gain or lose if
+// objs were written: new cores (the running ones are the leader's, maybe
+// in another instance) decide over this instance's cache. A global
+// control plane, which runs no controllers, tells nothing.
+func (s *Server) preview(ctx context.Context, st store.Store, c *cache.Cache, objs []*resource.Object) ([]api.NameChange, error) {
+	if s.cfg.Mode == config.ModeGlobal {
+		return nil, nil
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	all, err := s.cores(nil, quiet)
+	if err != nil {
+		return nil, err
+	}
+	// MeshServices that Dataplanes would make are not previewed: their
+	// synthesis is not a status decision.
+	cores := slices.DeleteFunc(all, func(c reconcile.Core) bool { return c.Name() == "meshservices" })
+	now := time.Now
+	if s.Clock != nil {
+		now = s.Clock
+	}
+	diffs, err := reconcile.Preview(ctx, reconcile.Env{Store: st, Cache: c, Now: now, Log: quiet}, cores, objs)
+	if err != nil {
+		return nil, err
+	}
+	var out []api.NameChange
+	for _, d := range diffs {
+		out = append(out, api.NameChanges(d.Key, d.Before, d.After)...)
+	}
+	return out, nil
 }
 
 // serviceOptions are the settings of MeshService synthesis.
