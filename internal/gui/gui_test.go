@@ -547,3 +547,41 @@ func attr(t *testing.T, page, name string) string {
 	v, _, _ := strings.Cut(rest, `"`)
 	return v
 }
+
+// TestMultiZoneService_ShowsMatchedServices checks the page of a
+// MeshMultiZoneService against its status as the API returns it.
+func TestMultiZoneService_ShowsMatchedServices(t *testing.T) {
+	e := newEnv(t, walkthrough+`
+---
+type: MeshMultiZoneService
+name: redis-everywhere
+mesh: default
+spec:
+  selector:
+    meshService:
+      matchLabels:
+        team: storage
+`)
+	page := e.eventually("/gui/services/meshmultizoneservices/default/redis-everywhere", `<table id="matched">`)
+	var o struct {
+		Status struct {
+			MeshServices []struct{ Name, Zone, Mesh string }
+			Zones        []struct{ Name string }
+		}
+	}
+	e.getJSON("/meshes/default/meshmultizoneservices/redis-everywhere", &o)
+	if len(o.Status.MeshServices) == 0 {
+		t.Fatalf("the API shows no matched service: %+v", o)
+	}
+	matched := section(t, page, `<table id="matched">`)
+	for _, ms := range o.Status.MeshServices {
+		for _, w := range []string{">" + ms.Name + "</a>", "<td>" + ms.Zone + "</td>"} {
+			if !strings.Contains(matched, w) {
+				t.Errorf("matched service %+v: %q missing in\n%s", ms, w, matched)
+			}
+		}
+	}
+	if !strings.Contains(matched, "q=kuma.io%2Fdisplay-name%3Dredis") {
+		t.Errorf("the matched service does not link to a search for it:\n%s", matched)
+	}
+}
