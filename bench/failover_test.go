@@ -43,7 +43,8 @@ func BenchmarkFailover(b *testing.B) {
 			const n = 10_000
 			url := postgres.TestURL(b)
 			args := []string{"--store", url, "--leader-lease-duration", lease.duration,
-				"--leader-renew-interval", lease.renew, "--leader-retry-interval", lease.retry}
+				"--leader-renew-interval", lease.renew, "--leader-retry-interval", lease.retry,
+				"--data-dir", b.TempDir()} // where the first start writes admin.token
 			c := newClient()
 			alive := []*serverProc{startServerArgs(b, args...), startServerArgs(b, args...)}
 			for _, p := range alive {

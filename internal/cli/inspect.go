@@ -144,6 +144,7 @@ that is exhausted.`,
 	cmd.AddCommand(newInspectServiceTagsCmd(env, newClient))
 	cmd.AddCommand(newInspectMultiZoneCmd(env, newClient))
 	cmd.AddCommand(newInspectLeaderCmd(env, newClient))
+	cmd.AddCommand(newInspectHistoryCmd(env, newClient))
 	return cmd
 }
 

@@ -52,7 +52,8 @@ virtual IPs, and answers their names over DNS.
 
 Run a control plane with "meshnames serve"; manage resources with apply, get
 and delete, which talk to the server named by --server or $MESHNAMES_SERVER
-(default ` + client.DefaultServer + `).`,
+(default ` + client.DefaultServer + `), sending the token of --token-file or
+$MESHNAMES_TOKEN (without one, requests from the server's own host are admin).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -60,6 +61,8 @@ and delete, which talk to the server named by --server or $MESHNAMES_SERVER
 	root.SetOut(env.Out)
 	root.SetErr(env.Err)
 	server := root.PersistentFlags().String("server", "", "URL of the meshnames server (default $"+ServerEnv+" or "+client.DefaultServer+")")
+	tokenFile := root.PersistentFlags().String("token-file", "", "file holding the token to send (default $"+TokenEnv+"; none: admin on the server's host)")
+	caFile := root.PersistentFlags().String("ca-file", "", "PEM CA certificate to trust for an https:// server (default $"+CAFileEnv+")")
 	newClient := func() (*client.Client, error) {
 		s := *server
 		if s == "" {
@@ -69,7 +72,11 @@ and delete, which talk to the server named by --server or $MESHNAMES_SERVER
 				s = client.DefaultServer
 			}
 		}
-		return client.New(s)
+		opts, err := clientOptions(env, *tokenFile, *caFile)
+		if err != nil {
+			return nil, err
+		}
+		return client.New(s, opts...)
 	}
 	root.AddCommand(
 		newServeCmd(env),
@@ -80,6 +87,8 @@ and delete, which talk to the server named by --server or $MESHNAMES_SERVER
 		newInspectCmd(env, newClient),
 		newConfigCmd(env),
 		newVersionCmd(env, newClient),
+		newTokenCmd(env, newClient),
+		newAuditCmd(env, newClient),
 	)
 	return root
 }

@@ -26,7 +26,11 @@ var configFlags = []struct {
 	{"zone", "zone", "zone name of this control plane", false},
 	{"store", "store.url", `"embedded" (default) or a PostgreSQL URL: postgres://user@host:5432/db`, false},
 	{"data-dir", "store.dataDir", "directory of the embedded store", false},
-	{"api-addr", "api.addr", "address of the REST API", false},
+	{"api-addr", "api.addr", "address of the REST API (off loopback it needs --api-tls-cert and --api-tls-key, or --api-insecure)", false},
+	{"api-tls-cert", "api.tls.cert", "PEM certificate (chain) of the REST API: serve HTTPS", false},
+	{"api-tls-key", "api.tls.key", "PEM private key of --api-tls-cert", false},
+	{"api-insecure", "api.insecure", "allow a non-loopback --api-addr without TLS (tokens then cross the network in clear)", true},
+	{"api-loopback-admin", "api.auth.loopbackAdmin", "requests without a token on a loopback API address are admin (default true; --api-loopback-admin=false requires tokens there too)", true},
 	{"dns-addr", "dns.addr", "address of the DNS server (UDP and TCP)", false},
 	{"log-level", "log.level", "debug, info, warn or error", false},
 	{"log-format", "log.format", "text or json", false},
@@ -128,10 +132,15 @@ then flags; "meshnames config show" prints the result.
 Only one process may use a data directory at a time. With --store
 postgres://... several instances share one PostgreSQL database.
 
+Requests from this host to a loopback API address are admin without a
+token; others need one (docs/security.md). Off loopback the API needs
+--api-tls-cert and --api-tls-key (or --api-insecure). The first start writes
+an admin token to <data-dir>/admin.token.
+
 SIGINT or SIGTERM stops the server cleanly: requests in flight finish, then
 the store is closed.`,
 		Example: `  meshnames serve
-  meshnames serve --data-dir /var/lib/meshnames --api-addr 0.0.0.0:5681
+  meshnames serve --data-dir /var/lib/meshnames --api-addr 0.0.0.0:5681 --api-tls-cert api.pem --api-tls-key api-key.pem
   meshnames serve --store postgres://meshnames@db:5432/meshnames`,
 		Args: cobra.NoArgs,
 	}

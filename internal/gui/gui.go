@@ -276,21 +276,21 @@ func (s *Server) badRequest(w http.ResponseWriter, r *http.Request, msg string) 
 	s.render(w, r, http.StatusBadRequest, "error.html", &page{Title: "Bad request", Data: errorData{Message: msg}})
 }
 
-// TokenPrompt answers a browser's request for a GUI page that needs a
-// token it did not send: a page that asks for the token, keeps it in the
-// tab's sessionStorage and loads the page again with it (Authorization:
-// Bearer). The API's authentication calls it for requests under Prefix.
-func TokenPrompt(w http.ResponseWriter, r *http.Request, reason string) {
+// TokenPrompt answers a browser's request for a GUI page that the API's
+// authentication refused, with status (401: no valid token; 403: a token
+// that may not see it) and the reason: a page that asks for a token, keeps
+// it in the tab's sessionStorage and loads the page again with it
+// (Authorization: Bearer). Its script and style are public.
+func TokenPrompt(w http.ResponseWriter, r *http.Request, status int, reason string) {
 	var b bytes.Buffer
 	p := &page{Title: "Token required", Data: errorData{Message: reason}}
 	if err := promptPage.ExecuteTemplate(&b, "layout", p); err != nil {
-		http.Error(w, reason, http.StatusUnauthorized)
+		http.Error(w, reason, status)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("WWW-Authenticate", `Bearer realm="meshnames"`)
-	w.WriteHeader(http.StatusUnauthorized)
+	w.WriteHeader(status)
 	_, _ = w.Write(b.Bytes())
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/extsvc"
+	"github.com/meshnames/meshnames/internal/gui"
 	"github.com/meshnames/meshnames/internal/hostnames"
 	"github.com/meshnames/meshnames/internal/kuma"
 	"github.com/meshnames/meshnames/internal/leader"
@@ -85,6 +86,15 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 
+	keys, err := s.loadKeys(ctx, st)
+	if err != nil {
+		return err
+	}
+	apiTLS, err := apiTLS(s.cfg.API.TLS)
+	if err != nil {
+		return err
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.elector = s.newElector(reg)
@@ -100,8 +110,10 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	builder := dnsserver.NewBuilder(c, dnsSrv, tableOpts)
 	apiOpts := apiserver.Options{
-		Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone}),
-		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
+		// The API's writes carry their audit entries into the store.
+		Cache: c, Admission: admission.New(admission.Options{Store: apiserver.AuditingStore(st), Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone}),
+		Store: st,
+		Log:   s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error {
 			if err := ready(c); err != nil {
 				return err
@@ -125,13 +137,15 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	apiOpts.GUI = webGUI.Handler()
-	api := apiserver.New(apiOpts)
+	apiOpts.GUI, apiOpts.GUIPrompt = webGUI.Handler(), gui.TokenPrompt
 	ln, err := net.Listen("tcp", s.cfg.API.Addr)
 	if err != nil {
 		return fmt.Errorf("api.addr: cannot listen on %s: %w", s.cfg.API.Addr, err)
 	}
+	apiOpts.Auth, apiOpts.Keys = s.newGuard(keys, ln.Addr().String(), reg), keys
+	api := apiserver.New(apiOpts)
 	httpSrv := &http.Server{
+		TLSConfig:         apiTLS,
 		Handler:           kuma.Mount(api.Handler()), // Kuma 3.x shapes at /kuma, translated to the native API
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -146,16 +160,22 @@ func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.Run(cacheCtx) })
 	g.Go(func() error {
-		s.log.Info("serving the REST API", "addr", "http://"+ln.Addr().String())
+		scheme, serve := "http://", httpSrv.Serve
+		if apiTLS != nil {
+			scheme, serve = "https://", func(ln net.Listener) error { return httpSrv.ServeTLS(ln, "", "") }
+		}
+		s.log.Info("serving the REST API", "addr", scheme+ln.Addr().String())
 		if s.Listening != nil {
 			s.Listening(ln.Addr().String())
 		}
-		if err := httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("api server: %w", err)
 		}
 		return nil
 	})
 	g.Go(func() error { return compactLoop(gctx, st, s.cfg.Store.TombstoneRetention.D(), s.log) })
+	g.Go(func() error { return compactRecordsLoop(gctx, st, s.cfg, s.log) })
+	g.Go(func() error { return keys.Run(gctx, s.log.With("component", "tokens")) })
 	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -93,6 +94,11 @@ func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	api := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	dnsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	if !slices.Contains(args, "--data-dir") {
+		// The first start writes admin.token into the data directory, also
+		// on PostgreSQL: keep it out of the working directory.
+		args = append(args, "--data-dir", t.TempDir())
+	}
 	args = append([]string{"serve", "--api-addr", api, "--dns-addr", dnsAddr, "--log-level", "debug"}, args...)
 	p := &proc{t: t, name: name, log: &syncBuffer{}, api: "http://" + api, dns: dnsAddr, done: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)

@@ -19,7 +19,8 @@ const out = path.join(here, 'out');
 const binary = process.env.MESHNAMES_BIN || path.join(out, 'meshnames');
 const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
 
-let server; // { proc, api, log, dir }
+let server; // the server most tests use: { proc, api, log, dir }
+const servers = [];
 let context; // the browser context
 let page;
 const consoleErrors = [];
@@ -48,16 +49,24 @@ async function waitFor(what, fn, timeoutMs = 15000) {
   throw new Error(`${what}: not within ${timeoutMs} ms${last ? ': ' + last.message : ''}\n--- server log:\n${server.log.join('')}`);
 }
 
-async function startServer() {
+// startServer runs `meshnames serve` with args on free ports and waits
+// until it is ready.
+async function startServer(...args) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'meshnames-gui-'));
   const api = `127.0.0.1:${await freePort()}`;
   const dns = `127.0.0.1:${await freePort()}`;
   const log = [];
-  const proc = spawn(binary, ['serve', '--api-addr', api, '--dns-addr', dns, '--data-dir', path.join(dir, 'data')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(binary, ['serve', '--api-addr', api, '--dns-addr', dns, '--data-dir', path.join(dir, 'data'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   proc.stdout.on('data', (d) => log.push(d.toString()));
   proc.stderr.on('data', (d) => log.push(d.toString()));
-  server = { proc, api: `http://${api}`, log, dir };
-  await waitFor('the server ready', async () => (await fetch(server.api + '/readyz')).ok);
+  const srv = { proc, api: `http://${api}`, log, dir };
+  servers.push(srv);
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    try { if ((await fetch(srv.api + '/readyz')).ok) { return srv; } } catch { /* not yet */ }
+    if (Date.now() > deadline) { throw new Error(`not ready within 30 s:\n${log.join('')}`); }
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 // put writes a YAML document through the REST API.
@@ -72,13 +81,13 @@ async function apiGet(apiPath) {
   return res.json();
 }
 
-async function shot(name) {
-  await page.screenshot({ path: path.join(out, `${name}.png`), fullPage: true });
+async function shot(name, p = page) {
+  await p.screenshot({ path: path.join(out, `${name}.png`), fullPage: true });
 }
 
 before(async () => {
   fs.mkdirSync(out, { recursive: true });
-  await startServer();
+  server = await startServer();
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'meshnames-chromium-'));
   context = await chromium.launchPersistentContext(profile, {
     executablePath: chromiumPath,
@@ -155,9 +164,9 @@ spec:
 
 after(async () => {
   if (context) { await context.close(); }
-  if (server) {
-    server.proc.kill('SIGTERM');
-    await new Promise((r) => server.proc.once('exit', r));
+  for (const srv of servers) {
+    srv.proc.kill('SIGTERM');
+    await new Promise((r) => srv.proc.once('exit', r));
   }
 });
 
@@ -286,9 +295,12 @@ test('keyboard: a skip link first, "/" focuses the search box, links follow in o
   await page.waitForURL('**/gui/services/meshexternalservices/default/httpbin');
 });
 
-test('a 401 asks for a token, which later requests carry', async () => {
-  // The API has no authentication yet: answer the next live poll with
-  // 401 as it will, and see the prompt and the header.
+test('a 401 in the middle of a session asks for a token, which later requests carry', async () => {
+  // On loopback without a token the API takes the request as admin's:
+  // answer the next live poll with 401, as an expired token would get,
+  // and see the prompt and the header. The token given is the admin
+  // token the server wrote at its first start.
+  const token = fs.readFileSync(path.join(server.dir, 'data', 'admin.token'), 'utf8').trim();
   await page.goto(server.api + '/gui/generators');
   let answered401 = false;
   const seen = [];
@@ -306,13 +318,13 @@ test('a 401 asks for a token, which later requests carry', async () => {
   const dialog = page.getByRole('dialog', { name: 'Token required' });
   await dialog.waitFor();
   await shot('token-prompt');
-  await page.getByLabel('Token', { exact: true }).fill('secret-token');
+  await page.getByLabel('Token', { exact: true }).fill(token);
   await page.getByRole('button', { name: 'Use token' }).click();
-  await waitFor('a poll with the token', async () => seen.includes('Bearer secret-token'));
-  assert.equal(await page.evaluate(() => sessionStorage.getItem('meshnames-token')), 'secret-token');
+  await waitFor('a poll with the token', async () => seen.includes(`Bearer ${token}`));
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('meshnames-token')), token);
   const nav = page.waitForRequest((r) => r.url().endsWith('/gui/dns'));
   await page.getByRole('link', { name: 'DNS', exact: true }).click();
-  assert.equal((await nav).headers()['authorization'], 'Bearer secret-token');
+  assert.equal((await nav).headers()['authorization'], `Bearer ${token}`);
   // The page was fetched again with the token and is whole.
   await page.locator('h1', { hasText: 'DNS' }).waitFor();
   await page.unroute('**/gui/_wait*');
@@ -321,6 +333,53 @@ test('a 401 asks for a token, which later requests carry', async () => {
   const i = consoleErrors.findIndex((m) => m.includes('status of 401'));
   assert.ok(i >= 0, 'the 401 was not seen');
   consoleErrors.splice(i, 1);
+});
+
+test('with tokens required: the GUI asks for one, a read-only token sees it, a token limited to meshes may not', async () => {
+  const secured = await startServer('--api-loopback-admin=false');
+  const admin = fs.readFileSync(path.join(secured.dir, 'data', 'admin.token'), 'utf8').trim();
+  const issue = async (body) => {
+    const res = await fetch(secured.api + '/tokens', { method: 'POST', body: JSON.stringify(body),
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${admin}` } });
+    const text = await res.text();
+    assert.equal(res.status, 201, `POST /tokens: ${text}`);
+    return JSON.parse(text).token;
+  };
+  const readOnly = await issue({ name: 'viewer', role: 'read-only', validFor: '1h' });
+  const limited = await issue({ name: 'owner', role: 'service-owner', meshes: ['default'], validFor: '1h' });
+  const tab = await context.newPage();
+  // The 401 and 403 answers are expected here; anything else is not.
+  tab.on('console', (m) => { if (m.type() === 'error' && !/status of 40[13]|Status Error Code 40[13]/.test(m.text())) { consoleErrors.push(m.text()); } });
+  try {
+    // No token: the page asks for one; its script and style load.
+    const res = await tab.goto(secured.api + '/gui/services');
+    assert.equal(res.status(), 401);
+    const dialog = tab.getByRole('dialog', { name: 'Token required' });
+    await dialog.waitFor();
+    assert.match(await dialog.textContent(), /token/i);
+    await shot('token-required', tab);
+    await tab.getByLabel('Token', { exact: true }).fill(readOnly);
+    await tab.getByRole('button', { name: 'Use token' }).click();
+    await tab.locator('h1', { hasText: 'Services' }).waitFor();
+    await tab.locator('#count').waitFor();
+    // Navigation keeps the token; so do the live updates.
+    await tab.getByRole('link', { name: 'Generators' }).click();
+    await tab.locator('#gen-local-universal-mesh-service').waitFor();
+    await tab.locator('#live-state', { hasText: 'updates live' }).waitFor();
+    // A token limited to meshes may not see every mesh: 403, and the
+    // reason.
+    await tab.evaluate(() => sessionStorage.clear());
+    const denied = await tab.goto(secured.api + '/gui/');
+    assert.equal(denied.status(), 401);
+    await tab.getByLabel('Token', { exact: true }).fill(limited);
+    const answer = tab.waitForResponse((r) => r.url().endsWith('/gui/'));
+    await tab.getByRole('button', { name: 'Use token' }).click();
+    assert.equal((await answer).status(), 403);
+    await tab.getByRole('dialog', { name: 'Token required' }).waitFor();
+    assert.match(await tab.locator('#token-reason').textContent(), /limited to meshes default/);
+  } finally {
+    await tab.close();
+  }
 });
 
 test('no script or style was refused and no script failed', () => {

@@ -22,14 +22,22 @@
     if (t) { e.detail.headers["Authorization"] = "Bearer " + t; }
   });
   document.addEventListener("htmx:responseError", function (e) {
-    if (e.detail.xhr && e.detail.xhr.status === 401) { askToken(); }
+    var xhr = e.detail.xhr;
+    if (xhr && (xhr.status === 401 || xhr.status === 403)) { askToken(reasonOf(xhr.responseText)); }
   });
+
+  // reasonOf is the detail of the API's JSON error body, if it is one.
+  function reasonOf(body) {
+    try { return JSON.parse(body).detail || ""; } catch (e) { return ""; }
+  }
 
   // ---- the token dialog ----
   var tokenWaiters = [];
-  function askToken() {
+  function askToken(reason) {
     var d = document.getElementById("token-dialog");
     if (!d || d.open) { return; }
+    var why = document.getElementById("token-reason");
+    if (why && reason) { why.textContent = "The API refused the request: " + reason + ". The token is kept in this tab only (sessionStorage) and sent as Authorization: Bearer."; }
     var input = document.getElementById("token-input");
     input.value = "";
     d.showModal();
@@ -139,7 +147,12 @@
         await sleep(2000);
         continue;
       }
-      if (res.status === 401) { setState("paused: token required"); askToken(); await waitForToken(); continue; }
+      if (res.status === 401 || res.status === 403) {
+        setState("paused: token required");
+        askToken(reasonOf(await res.text()));
+        await waitForToken();
+        continue;
+      }
       if (!res.ok) { setState("offline: retrying"); await sleep(2000); continue; }
       var body = await res.json();
       setState("updates live");
@@ -166,6 +179,7 @@
     if (box) { e.preventDefault(); box.focus(); box.select(); }
   });
 
-  if (document.getElementById("prompt-open")) { askToken(); }
+  var prompt = document.getElementById("prompt-message");
+  if (prompt) { askToken(prompt.textContent); }
   loop();
 })();

@@ -333,6 +333,10 @@ func BenchmarkApplyCreateParallel(b *testing.B) {
 	storetest.BenchApplyCreateParallel(b, openAt(b, TestURL(b)))
 }
 
+func BenchmarkApplyCreateWithRecord(b *testing.B) {
+	storetest.BenchApplyCreateWithRecord(b, openAt(b, TestURL(b)))
+}
+
 func BenchmarkChanges(b *testing.B) {
 	storetest.BenchChanges(b, openAt(b, TestURL(b)))
 }
