@@ -19,6 +19,7 @@ import (
 	"github.com/meshnames/meshnames/internal/apiserver"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/dnsserver"
+	"github.com/meshnames/meshnames/internal/history"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
@@ -60,6 +61,9 @@ func newUnit(t testing.TB, objs []*resource.Object) *unit {
 			names = slices.DeleteFunc(names, func(n api.DNSName) bool { return !strings.Contains(n.Name, q) })
 			slices.SortFunc(names, func(a, b api.DNSName) int { return strings.Compare(a.Name, b.Name) })
 			return names[min(offset, len(names)):min(offset+limit, len(names))], len(names)
+		},
+		History: func(ctx context.Context, vip, hostname string) (api.HistoryReport, error) {
+			return apiserver.HistoryReport(ctx, st, history.Query{VIP: vip, Hostname: hostname}, func(string) bool { return true })
 		},
 		Lookup:     u.lookup,
 		LookupAddr: u.lookupAddr,

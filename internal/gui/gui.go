@@ -83,6 +83,9 @@ type Options struct {
 	// MatchDNS calls fn with each service that has a DNS name, or an
 	// address, containing word (lower case).
 	MatchDNS func(word string, fn func(resource.Key))
+	// History is the body of GET /history?vip= or ?hostname= (give one):
+	// who held the value from when to when.
+	History func(ctx context.Context, vip, hostname string) (api.HistoryReport, error)
 	// Leader is the body of GET /_leader.
 	Leader func(ctx context.Context) (api.LeaderStatus, error)
 	// Pools reports the VIP pools' usage; VIP tells whether an address is

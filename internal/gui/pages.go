@@ -405,7 +405,51 @@ type serviceData struct {
 	Destination  *resource.ExternalDestination
 	// MultiZone is set for a MeshMultiZoneService.
 	MultiZone *multiZoneData
-	YAML      string
+	// History is who held the service's hostnames and VIPs, when the
+	// store keeps a history.
+	History *historyData
+	YAML    string
+}
+
+// historyData is the history of some hostnames and VIPs.
+type historyData struct {
+	Holders []api.HistoryHolding
+	Err     string
+	// Truncated: a value has more events than were read.
+	Truncated bool
+}
+
+// historyValues bounds the hostnames and VIPs whose history one page
+// reads.
+const historyValues = 10
+
+// history reads the history of the VIPs and hostnames given, at most
+// historyValues of them; nil when the store keeps none.
+func (s *Server) history(ctx context.Context, vips, hostnames []string) *historyData {
+	if s.o.History == nil {
+		return nil
+	}
+	h := &historyData{}
+	n := 0
+	read := func(vip, hostname string) {
+		if n++; n > historyValues {
+			return
+		}
+		rep, err := s.o.History(ctx, vip, hostname)
+		if err != nil {
+			h.Err = err.Error()
+			return
+		}
+		h.Holders = append(h.Holders, rep.Holders...)
+		h.Truncated = h.Truncated || rep.Truncated
+	}
+	for _, v := range vips {
+		read(v, "")
+	}
+	for _, host := range hostnames {
+		read("", host)
+	}
+	return h
 }
 
 type multiZoneData struct {
@@ -507,6 +551,16 @@ func (s *Server) service(w http.ResponseWriter, r *http.Request, plural, mesh, n
 			}
 		}
 		d.MultiZone = mz
+	}
+	if d.Status != nil {
+		var vips, hosts []string
+		for _, v := range d.Status.VIPs {
+			vips = append(vips, v.IP)
+		}
+		for _, a := range d.Status.Addresses {
+			hosts = append(hosts, a.Hostname)
+		}
+		d.History = s.history(r.Context(), vips, hosts)
 	}
 	if y, err := resource.EncodeYAML(obj); err == nil {
 		d.YAML = string(y)
@@ -668,6 +722,8 @@ type searchData struct {
 	Claims  []claimRow
 	Records []DNSMatch
 	Suggest []resource.Key
+	// History is who held the address or hostname over time.
+	History *historyData
 	// More is set when there were more suggestions than shown.
 	More     bool
 	Searched bool
@@ -686,6 +742,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 			ip = ip.Unmap()
 			d.IP, d.Q = true, ip.String()
 			d.ByVIP = s.byVIP(ip)
+			d.History = s.history(r.Context(), []string{d.Q}, nil)
 			if s.o.VIP != nil {
 				st, err := s.o.VIP(r.Context(), ip)
 				if err != nil {
@@ -701,8 +758,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 				d.Records = s.o.Lookup(name + ".")
 			}
 			d.Claims = s.withHolders(s.claims(name, d.Records))
+			d.History = s.history(r.Context(), nil, []string{name})
 		}
-		if len(d.ByVIP) == 0 && len(d.Claims) == 0 && len(d.Records) == 0 {
+		if len(d.ByVIP) == 0 && len(d.Claims) == 0 && len(d.Records) == 0 && (d.History == nil || len(d.History.Holders) == 0) {
 			d.Suggest, d.More = s.suggest(strings.ToLower(strings.TrimSuffix(q, ".")))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
@@ -50,6 +51,7 @@ var funcs = template.FuncMap{
 	"isService": func(k resource.Kind) bool { return kindRank(k) < len(serviceKinds) },
 	"add":       func(a, b int) int { return a + b },
 	"deref":     func(k *resource.Key) resource.Key { return *k },
+	"holderKey": func(h api.HistoryHolding) resource.Key { return resource.Key{Kind: h.Kind, Mesh: h.Mesh, Name: h.Name} },
 }
 
 // share is n of size as a percentage, with two decimals ("<0.01%" for a

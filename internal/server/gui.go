@@ -18,6 +18,7 @@ import (
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/gui"
+	"github.com/meshnames/meshnames/internal/history"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/vips"
@@ -29,6 +30,13 @@ func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server
 	pools, err := vipPools(s.cfg.VIPs)
 	if err != nil {
 		return nil, err
+	}
+	var historyOf func(ctx context.Context, vip, hostname string) (api.HistoryReport, error)
+	if rec, ok := st.(store.Recorder); ok {
+		// Every mesh: the GUI is refused to tokens limited to meshes.
+		historyOf = func(ctx context.Context, vip, hostname string) (api.HistoryReport, error) {
+			return apiserver.HistoryReport(ctx, rec, history.Query{VIP: vip, Hostname: hostname, Limit: historyLimit}, func(string) bool { return true })
+		}
 	}
 	usage := &poolsReader{st: st, gather: reg, pools: pools, leading: func() bool { return s.elector != nil && s.elector.Leading() }}
 	return gui.New(gui.Options{
@@ -49,12 +57,16 @@ func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server
 		LookupAddr: func(ip netip.Addr) []gui.DNSMatch { return lookupAddr(dnsSrv, ip) },
 		MatchDNS:   func(word string, fn func(resource.Key)) { matchDNS(dnsSrv, word, fn) },
 		Leader:     apiOpts.Leader,
+		History:    historyOf,
 		Pools:      usage.read,
 		VIP: func(ctx context.Context, ip netip.Addr) (gui.VIPState, error) {
 			return vipState(ctx, st, pools, ip, time.Now())
 		},
 	}), nil
 }
+
+// historyLimit bounds the events of one value the GUI reads.
+const historyLimit = 100
 
 // tableView returns the DNS table's view of mesh, nil while there is none.
 func tableView(srv *dnsserver.Server, mesh string) *dnsserver.View {
