@@ -320,8 +320,8 @@ func LoopbackAddr(addr string) bool {
 	return err == nil && ip.Unmap().IsLoopback()
 }
 
-// validateLeader checks that the leader can renew, and retry a failed
-// renewal, well before its lease runs out.
+// validateLeader checks that the leader renews well before its lease (and
+// the election's session, silent between renewals) can run out.
 func (c *Config) validateLeader(errs *validate.Errors) {
 	l := c.Leader
 	if l.LeaseDuration < Duration(time.Second) || l.LeaseDuration > Duration(10*time.Minute) {
@@ -329,7 +329,7 @@ func (c *Config) validateLeader(errs *validate.Errors) {
 	}
 	half := l.LeaseDuration / 2
 	if l.RenewInterval <= 0 || l.RenewInterval > half {
-		errs.Addf("leader.renewInterval", "must be positive and at most half of leader.leaseDuration (%s), got %s: the leader must be able to retry a failed renewal before its lease runs out", half, l.RenewInterval)
+		errs.Addf("leader.renewInterval", "must be positive and at most half of leader.leaseDuration (%s), got %s: the lease, and the session that holds it, must not run out between two renewals", half, l.RenewInterval)
 	}
 	if l.RetryInterval <= 0 || l.RetryInterval > half {
 		errs.Addf("leader.retryInterval", "must be positive and at most half of leader.leaseDuration (%s), got %s", half, l.RetryInterval)

@@ -97,7 +97,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s.elector = s.newElector(reg)
+	s.elector = s.newElector(reg, st)
 	c := cache.New(st, s.log.With("component", "cache"), reg)
 	// Every instance answers DNS from its own table, leader or not.
 	dnsSrv := dnsserver.New(dnsserver.Options{

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 )
 
 const ownerService = `type: MeshService
@@ -62,7 +62,7 @@ func cli(t *testing.T, env []string, args ...string) (string, string, error) {
 // another instance sharing PostgreSQL (which requires tokens), revokes it
 // on the first, and waits for the second to refuse it: within a second.
 func TestSecurity_TokenLifecycleAcrossInstances(t *testing.T) {
-	url := postgres.TestURL(t)
+	url := pgtest.URL(t)
 	a := start(t, "a", "--store", url)
 	b := start(t, "b", "--store", url, "--api-loopback-admin=false")
 	a.waitReady(60 * time.Second)
