@@ -244,6 +244,8 @@ func (e *env) settled() (redisVIP, cloudVIP string) {
 	}
 	e.eventually("/gui/services/meshexternalservices/default/redis-cloud", cloudVIP, "NotAvailable")
 	e.eventually("/gui/services/meshservices/default/redis", redisVIP, "redis.storage.mesh.local")
+	// The DNS table, which searches use, is built a moment after.
+	e.eventually("/gui/dns", ">cloud.redis.ext.</td>", ">redis.storage.mesh.local.</td>", ">"+cloudVIP+"</a>", ">"+redisVIP+"</a>")
 	return redisVIP, cloudVIP
 }
 
