@@ -441,7 +441,14 @@ func (c *Cache) List(q Query) (items []*resource.Object, total int) {
 				continue
 			}
 		}
-		for _, name := range names {
+		unfiltered := len(q.Labels) == 0 && q.NameContains == ""
+		for i, name := range names {
+			if unfiltered && q.Size > 0 && len(items) >= q.Size {
+				// The page is full and every name counts: count the rest
+				// rather than walk it.
+				total += len(names) - i
+				break
+			}
 			e := c.groups[g][name]
 			if !strings.Contains(name, q.NameContains) || !matches(e, name, q.Labels) {
 				continue

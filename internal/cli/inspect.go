@@ -333,6 +333,8 @@ synthesised MeshServices without Dataplanes waiting for their deletion.`,
 					details = append(details, fmt.Sprintf("%s: %s", t.Tag, t.Blocked))
 				case !t.DeletionAt.IsZero():
 					state = "deleting at " + t.DeletionAt.UTC().Format(time.RFC3339)
+				case t.Retiring:
+					state = "no Dataplane: grace period starting"
 				case len(t.Conditions) > 0:
 					var reasons []string
 					for _, c := range t.Conditions {
