@@ -16,6 +16,7 @@ const module = "github.com/meshnames/meshnames/"
 // allowed lists, for each package (by path below the module, with /...
 // for a subtree), the packages of this module it may import directly.
 var allowed = map[string][]string{
+	"api/...":                    {},
 	"internal/validate":          {},
 	"internal/decode":            {"internal/validate"},
 	"internal/hostname":          {"internal/validate"},
