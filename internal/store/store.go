@@ -93,6 +93,9 @@ const (
 	// OpPatchStatus replaces the parts of a status that one controller
 	// owns (see StatusPatch).
 	OpPatchStatus
+	// OpCreateLease creates Lease only if no lease of its name exists
+	// (expired ones included); otherwise it fails with ErrAlreadyExists.
+	OpCreateLease
 )
 
 func (t OpType) String() string {
@@ -111,6 +114,8 @@ func (t OpType) String() string {
 		return "delete lease"
 	case OpPatchStatus:
 		return "patch status"
+	case OpCreateLease:
+		return "create lease"
 	}
 	return fmt.Sprintf("OpType(%d)", int(t))
 }
@@ -125,6 +130,10 @@ func (t OpType) String() string {
 //     must equal the stored version.
 //   - OpDelete removes Key; Version, when not 0, must equal the stored version.
 //   - OpPutLease and OpDeleteLease write Lease (see Lease).
+//   - OpCreateLease writes Lease only when no lease of its name exists,
+//     expired or not, and fails with ErrAlreadyExists otherwise: instances
+//     that start together agree on one value (a signing key created at
+//     first start) without a read-then-write race.
 //   - OpPatchStatus replaces, in the stored status of Object's key, only
 //     the parts Patch names, taking them from Object.Status; labels, spec
 //     and the rest of the status stay as stored. Object.Version is not

@@ -42,10 +42,13 @@
 // revision. Checks made after taking the lock see every earlier commit, so
 // the version checks cannot race.
 //
-// Lease operations (store.OpPutLease, store.OpDeleteLease) run in the same
-// transaction, in queue order with the resource operations, and follow the
-// same rules: each is validated before it writes (name, value size,
-// expiry) and fails alone. They take no revision, so a transaction that
+// Lease operations (store.OpPutLease, store.OpCreateLease,
+// store.OpDeleteLease) run in the same transaction, in queue order with the
+// resource operations, and follow the same rules: each is validated before
+// it writes (name, value size, expiry) and fails alone. OpCreateLease is an
+// INSERT ... ON CONFLICT DO NOTHING; no row inserted is ErrAlreadyExists.
+// Writers are serialized by the meta row lock, so two instances creating one
+// name find exactly one winner. They take no revision, so a transaction that
 // wrote only leases leaves meta.revision as it was, sends no notification
 // and does not wake Changed: leases are not in the change feed.
 //

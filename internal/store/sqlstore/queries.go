@@ -29,6 +29,7 @@ type queries struct {
 	setCompacted     string
 
 	putLease     string // upsert by name
+	createLease  string // insert unless the name exists
 	deleteLease  string
 	leasesAll    string
 	leasesPrefix string // name >= prefix AND name < prefixEnd(prefix): a primary key range scan
@@ -59,6 +60,7 @@ func newQueries(d *Dialect) queries {
 
 		putLease: `INSERT INTO leases (` + leaseColumns + `) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`,
+		createLease:  `INSERT INTO leases (` + leaseColumns + `) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`,
 		deleteLease:  `DELETE FROM leases WHERE name = ?`,
 		leasesAll:    `SELECT ` + leaseColumns + ` FROM leases ORDER BY name`,
 		leasesPrefix: `SELECT ` + leaseColumns + ` FROM leases WHERE name >= ? AND name < ? ORDER BY name`,
@@ -68,7 +70,7 @@ func newQueries(d *Dialect) queries {
 	for _, p := range []*string{
 		&q.lockMeta, &q.setRevision, &q.revision, &q.compacted, &q.load, &q.get, &q.listAll, &q.listKind, &q.changes,
 		&q.insert, &q.update, &q.tombstones, &q.deleteTombstones, &q.setCompacted,
-		&q.putLease, &q.deleteLease, &q.leasesAll, &q.leasesPrefix, &q.fence,
+		&q.putLease, &q.createLease, &q.deleteLease, &q.leasesAll, &q.leasesPrefix, &q.fence,
 	} {
 		*p = d.rebind(*p)
 	}

@@ -243,15 +243,15 @@ type writeTx struct {
 	revision int64 // the last revision given out
 
 	loadStmt, insertStmt, updateStmt *sql.Stmt // Store.stmts bound to tx
-	// putLeaseStmt, deleteLeaseStmt and fenceStmt are bound on first use
-	// (leaseStmt).
-	putLeaseStmt, deleteLeaseStmt, fenceStmt *sql.Stmt
+	// putLeaseStmt, createLeaseStmt, deleteLeaseStmt and fenceStmt are
+	// bound on first use (leaseStmt).
+	putLeaseStmt, createLeaseStmt, deleteLeaseStmt, fenceStmt *sql.Stmt
 }
 
 // apply executes one operation. A failure of the operation is in the
 // Result; an error is a failure of the transaction.
 func (w *writeTx) apply(op store.Op) (store.Result, error) {
-	if op.Type == store.OpPutLease || op.Type == store.OpDeleteLease {
+	if op.Type == store.OpPutLease || op.Type == store.OpDeleteLease || op.Type == store.OpCreateLease {
 		return w.applyLease(op)
 	}
 	key, d, err := check(op)

@@ -56,6 +56,7 @@ func Run(t *testing.T, open Opener) {
 		{"InvalidLeases", testInvalidLeases},
 		{"ConcurrentLeaseWrites", testConcurrentLeaseWrites},
 		{"LeasesSurviveReopen", testLeasesSurviveReopen},
+		{"CreateLease", testCreateLease},
 		{"Fence", testFence},
 		{"FenceRejectsOnlyItsBatch", testFenceRejectsOnlyItsBatch},
 		{"PatchStatus", testPatchStatus},
