@@ -30,6 +30,7 @@ var allowed = map[string][]string{
 	"internal/meshservices":      {"internal/api", "internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/reconcile"},
 	"internal/client":            {"internal/api", "internal/resource", "internal/validate"},
 	"internal/reconcile":         {},
+	"internal/token":             {"internal/store", "internal/validate"},
 	"internal/leader":            {"internal/store", "internal/store/postgres"},
 	"internal/ipam":              {},
 	"internal/vips":              {"internal/resource", "internal/store", "internal/cache", "internal/ipam", "internal/reconcile"},

@@ -36,6 +36,9 @@ type queries struct {
 	// fence returns a row when the lease named holds the value given and
 	// has not expired by the database's clock (0 is never).
 	fence string
+
+	// Records (records.go).
+	recordSeq, setRecordSeq, insertRecord, insertRecordTerm, deleteRecordTerms, deleteRecords string
 }
 
 func newQueries(d *Dialect) queries {
@@ -67,7 +70,9 @@ func newQueries(d *Dialect) queries {
 		fence: `SELECT 1 FROM leases WHERE name = ? AND value = ? AND (expires_at = 0 OR expires_at > ` + d.NowNanos + `)` +
 			d.LockShared,
 	}
+	recordQueries(&q)
 	for _, p := range []*string{
+		&q.recordSeq, &q.setRecordSeq, &q.insertRecord, &q.insertRecordTerm, &q.deleteRecordTerms, &q.deleteRecords,
 		&q.lockMeta, &q.setRevision, &q.revision, &q.compacted, &q.load, &q.get, &q.listAll, &q.listKind, &q.changes,
 		&q.insert, &q.update, &q.tombstones, &q.deleteTombstones, &q.setCompacted,
 		&q.putLease, &q.createLease, &q.deleteLease, &q.leasesAll, &q.leasesPrefix, &q.fence,

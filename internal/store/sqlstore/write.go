@@ -193,11 +193,20 @@ func (s *Store) runTx(group []*request) (outcomes []outcome, last int64, culprit
 		}
 		results := make([]store.Result, len(r.ops))
 		for j, op := range r.ops {
+			if err := dependencies(op, j, results); err != nil {
+				results[j] = store.Result{Err: err}
+				continue
+			}
 			if results[j], err = w.apply(op); err != nil {
 				return nil, 0, i, err
 			}
 		}
 		outcomes[i].results = results
+	}
+	if w.records > w.recordsBase {
+		if _, err := tx.ExecContext(ctx, s.q.setRecordSeq, w.records); err != nil {
+			return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("store record sequence: %w", err))
+		}
 	}
 	if w.revision > base {
 		if _, err := tx.ExecContext(ctx, s.q.setRevision, w.revision); err != nil {
@@ -234,6 +243,20 @@ func (w *writeTx) fenced(f *store.Fence) (bool, error) {
 	return true, nil
 }
 
+// dependencies checks op's DependsOn against the results of the earlier
+// operations of its batch: nil when op may run.
+func dependencies(op store.Op, index int, results []store.Result) error {
+	for _, d := range op.DependsOn {
+		switch {
+		case d < 0 || d >= index:
+			return fmt.Errorf("%s: DependsOn names op %d, which does not come before it (op %d)", op.Type, d, index)
+		case results[d].Err != nil:
+			return fmt.Errorf("%s: %w: op %d: %v", op.Type, store.ErrDependencyFailed, d, results[d].Err)
+		}
+	}
+	return nil
+}
+
 // writeTx is one write transaction in progress.
 type writeTx struct {
 	s        *Store
@@ -246,13 +269,22 @@ type writeTx struct {
 	// putLeaseStmt, createLeaseStmt, deleteLeaseStmt and fenceStmt are
 	// bound on first use (leaseStmt).
 	putLeaseStmt, createLeaseStmt, deleteLeaseStmt, fenceStmt *sql.Stmt
+
+	// records is the last record sequence number given out, read from
+	// meta at the first record of the transaction (recordsRead), and
+	// recordsBase its value then.
+	records, recordsBase int64
+	recordsRead          bool
 }
 
 // apply executes one operation. A failure of the operation is in the
 // Result; an error is a failure of the transaction.
 func (w *writeTx) apply(op store.Op) (store.Result, error) {
-	if op.Type == store.OpPutLease || op.Type == store.OpDeleteLease || op.Type == store.OpCreateLease {
+	switch op.Type {
+	case store.OpPutLease, store.OpDeleteLease, store.OpCreateLease:
 		return w.applyLease(op)
+	case store.OpAppendRecord:
+		return w.appendRecord(op)
 	}
 	key, d, err := check(op)
 	if err != nil {
