@@ -3,13 +3,14 @@
 // writes them and the client that reads them so that the two cannot drift.
 // Resources themselves are resource.Object.
 //
-// It imports resource only.
+// It imports resource and validate only.
 package api
 
 import (
 	"time"
 
 	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/validate"
 )
 
 // Info is the body of GET /.
@@ -121,4 +122,28 @@ type ServiceTag struct {
 	Blocked string `json:"blocked,omitempty"`
 	// DeletionAt is when a MeshService without Dataplanes goes away.
 	DeletionAt time.Time `json:"deletionAt,omitzero"`
+}
+
+// ApplyRequest is the body of POST /_apply: resources to admit together.
+// With ?dryRun=true nothing is written: the server answers what writing
+// them would do (apply's check before it writes anything, and dry runs).
+type ApplyRequest struct {
+	Items []*resource.Object `json:"items"`
+}
+
+// ApplyReport is the body of the answer to POST /_apply, one result per
+// item in the order of the request.
+type ApplyReport struct {
+	Items []ApplyResult `json:"items"`
+	// Problems counts the items that cannot be written.
+	Problems int `json:"problems"`
+}
+
+// ApplyResult is the outcome of one item: what its write does (created,
+// updated, unchanged), or why it cannot be written - the rules it breaks
+// (Causes) or another refusal (Error, such as a read-only resource).
+type ApplyResult struct {
+	Result string               `json:"result,omitempty"`
+	Causes []validate.Violation `json:"causes,omitempty"`
+	Error  string               `json:"error,omitempty"`
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/validate"
 )
@@ -33,10 +34,15 @@ func invalid(errs validate.Errors) *Error {
 	return &Error{Status: http.StatusBadRequest, Title: "Invalid resource", Detail: "the resource breaks the rules listed in causes", Causes: errs}
 }
 
-// fromStore maps a store error to a response. This is the one place where
-// store errors become HTTP statuses.
-func fromStore(err error) *Error {
+// fromError maps an error of the store or of admission to a response.
+// This is the one place where they become HTTP statuses.
+func fromError(err error) *Error {
+	var ae *admission.Error
 	switch {
+	case errors.As(err, &ae) && errors.Is(err, store.ErrNotFound):
+		return newError(http.StatusNotFound, "Not found", ae.Msg)
+	case errors.As(err, &ae) && (errors.Is(err, store.ErrConflict) || errors.Is(err, admission.ErrReadOnly) || errors.Is(err, admission.ErrMeshNotEmpty)):
+		return newError(http.StatusConflict, "Conflict", ae.Msg)
 	case errors.Is(err, store.ErrNotFound):
 		return newError(http.StatusNotFound, "Not found", err.Error())
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrAlreadyExists):

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -55,7 +56,7 @@ func newEnv(t *testing.T, mode string) *env {
 	go func() { c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	waitSynced(t, c)
-	api := New(Options{Store: st, Cache: c, Mode: mode, Zone: "east", Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
+	api := New(Options{Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: mode, Zone: "east"}), Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, st: st}
@@ -424,7 +425,7 @@ func TestPut_StaleCacheNeverLosesAWrite(t *testing.T) {
 	done := make(chan struct{})
 	go func() { c.Run(cctx); close(done) }()
 	waitSynced(t, c)
-	api := New(Options{Store: st, Cache: c, Mode: resource.ModeStandalone, Zone: "east", Log: log, WriteWait: 50 * time.Millisecond})
+	api := New(Options{Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: resource.ModeStandalone, Zone: "east"}), Log: log, WriteWait: 50 * time.Millisecond})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	e := &env{t: t, srv: srv, st: st}
@@ -457,7 +458,7 @@ func TestPut_StaleCacheNeverLosesAWrite(t *testing.T) {
 
 	// Another instance creates web; the cache never sees it. A PUT is an update.
 	web := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "web", Spec: &resource.MeshServiceSpec{}}
-	if err := resource.Admit(web, resource.ModeStandalone, "east").Err(); err != nil {
+	if err := admission.New(admission.Options{Mode: resource.ModeStandalone, Zone: "east"}).Admit(web, admission.Writer{Source: admission.System}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Create(ctx, st, web); err != nil {
@@ -590,7 +591,7 @@ func TestAPI_WaitsForTheFirstLoad(t *testing.T) {
 	st := storeWithDefaultMesh(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := cache.New(st, log, nil) // not running yet
-	api := New(Options{Store: st, Cache: c, Mode: "standalone", Zone: "east", Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
+	api := New(Options{Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: "standalone", Zone: "east"}), Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -87,8 +88,7 @@ func (e *env) start() {
 
 func (e *env) mustCreate(o *resource.Object) *resource.Object {
 	e.t.Helper()
-	o.Spec.Default()
-	if errs := append(resource.Validate(o), resource.Admit(o, resource.ModeStandalone, "east")...); len(errs) > 0 {
+	if errs := admission.New(admission.Options{Mode: resource.ModeStandalone, Zone: "east"}).Admit(o, admission.Writer{Source: admission.System}); len(errs) > 0 {
 		e.t.Fatalf("invalid fixture %s: %v", o.Key(), errs)
 	}
 	got, err := store.Create(context.Background(), e.st, o)

@@ -49,9 +49,9 @@ func Validate(o *Object) validate.Errors {
 	} else if o.Mesh != "" {
 		errs.Addf("mesh", "must be empty: %s is not mesh-scoped", o.Kind)
 	}
-	// The labels the control plane sets (Admit) do not count against the
+	// The labels the control plane sets (internal/admission) do not count against the
 	// limit, so that a document read back from the API can be applied again.
-	checkLabelsLimit(&errs, "labels", o.Labels, MaxLabels+len(systemLabelKeys))
+	checkLabelsLimit(&errs, "labels", o.Labels, MaxLabels+len(SystemLabelKeys))
 	if user := countUserLabels(o.Labels); user > MaxLabels {
 		errs.Addf("labels", "must have at most %d entries, got %d (the labels the control plane sets do not count)", MaxLabels, user)
 	}

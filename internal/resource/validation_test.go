@@ -1023,25 +1023,6 @@ func TestClone_SharesNoMemory(t *testing.T) {
 	}
 }
 
-// TestValidate_SystemLabelsDoNotCount checks that a document with the
-// maximum of user labels still validates after Admit added the labels the
-// control plane owns, so that what the API returns can be applied again.
-func TestValidate_SystemLabelsDoNotCount(t *testing.T) {
-	o := &Object{Kind: MeshService, Mesh: "default", Name: "web", Labels: map[string]string{}, Spec: &MeshServiceSpec{}}
-	for i := range MaxLabels {
-		o.Labels[fmt.Sprintf("l%d", i)] = "v"
-	}
-	if errs := Admit(o, ModeStandalone, "east"); len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	if len(o.Labels) != MaxLabels+4 {
-		t.Fatalf("Admit left %d labels, want %d", len(o.Labels), MaxLabels+4)
-	}
-	if errs := Validate(o); len(errs) > 0 {
-		t.Errorf("Validate after Admit = %v, want no violations", errs)
-	}
-}
-
 // Kuma writes Dataplanes and Meshes with their spec at the top level; both
 // shapes decode to the same object.
 func TestDecode_LegacyShape(t *testing.T) {

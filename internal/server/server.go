@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/apiserver"
 	"github.com/meshnames/meshnames/internal/cache"
@@ -93,7 +94,7 @@ func (s *Server) Run(ctx context.Context) error {
 		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain,
 	})
 	apiOpts := apiserver.Options{
-		Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone,
+		Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone}),
 		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error {
 			if err := ready(c); err != nil {
