@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/meshnames/meshnames/api/zonesync/v1"
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -197,7 +198,7 @@ func (g *Global) serve(stream grpc.BidiStreamingServer[pb.Envelope, pb.Envelope]
 	log.Info("zone connected", "addr", addr, "zone_version", h.GetVersion(),
 		"resume_sent", h.GetResume().GetRevision(), "resume_received", pos.Revision)
 	l := &link{
-		peer: zone, st: g.o.Store, cache: g.o.Cache, side: newGlobalSide(zone, g.o.Cache, g.o.ExportDefault),
+		peer: zone, admit: admission.New(admission.Options{Mode: resource.ModeGlobal, Store: g.o.Store, Cache: g.o.Cache}), st: g.o.Store, cache: g.o.Cache, side: newGlobalSide(zone, g.o.Cache, g.o.ExportDefault),
 		epoch: g.epoch, peerEpoch: h.GetEpoch(), ackLease: leaseFromZone + zone, heartbeat: g.o.Heartbeat,
 		log: log, stats: st, send: stream.Send, recv: stream.Recv,
 	}

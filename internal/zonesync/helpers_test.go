@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -81,8 +82,7 @@ func newCP(t *testing.T, name string) *cp {
 // admission (defaults, system labels of mode and zone).
 func (p *cp) put(obj *resource.Object, mode, zone string) *resource.Object {
 	p.t.Helper()
-	obj.Spec.Default()
-	if errs := append(resource.Validate(obj), resource.Admit(obj, mode, zone)...); len(errs) > 0 {
+	if errs := admission.New(admission.Options{Mode: mode, Zone: zone}).Admit(obj, admission.Writer{Source: admission.User}); len(errs) > 0 {
 		p.t.Fatalf("%s: invalid %s: %v", p.name, obj.Key(), errs)
 	}
 	ctx := context.Background()

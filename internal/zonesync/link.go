@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/meshnames/meshnames/api/zonesync/v1"
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -31,9 +32,8 @@ type side interface {
 	related(ctx context.Context, ev store.Event) []*resource.Object
 	// accept checks and transforms a resource the peer sent.
 	accept(obj *resource.Object) (*resource.Object, error)
-	// owns reports whether cur, stored here, came from the peer, so the
-	// peer may replace or delete it.
-	owns(cur *resource.Object) bool
+	// writer is who the peer is to admission.
+	writer() admission.Writer
 	// resolve returns the keys here of what the peer deleted as k.
 	resolve(k resource.Key) []resource.Key
 	// owned returns the keys of everything here that came from the peer.
@@ -74,6 +74,7 @@ const (
 // this store's feed (sender) and applies the peer's (receiver).
 type link struct {
 	peer      string // "global", or the zone's name
+	admit     *admission.Admitter
 	st        store.Store
 	cache     *cache.Cache
 	side      side
@@ -563,6 +564,11 @@ func (l *link) apply(ctx context.Context, c *pb.Changes, size int64) error {
 		if err == nil {
 			obj, err = l.side.accept(obj)
 		}
+		if err == nil {
+			if errs := l.admit.Admit(obj, l.side.writer()); len(errs) > 0 {
+				err = refuse("invalid", "%s: %v", obj.Key(), errs)
+			}
+		}
 		if err != nil {
 			k := resource.Key{Kind: resource.Kind(r.GetKind()), Mesh: r.GetMesh(), Name: r.GetName()}
 			l.refused(ctx, c.Revision, &k, err)
@@ -671,7 +677,7 @@ func (l *link) write(ctx context.Context, revision int64, puts []*resource.Objec
 			if err != nil {
 				return err
 			}
-			if cur == nil || !l.side.owns(cur) {
+			if cur == nil || l.admit.Owns(cur, l.side.writer()) != nil {
 				continue // gone already, or not the peer's to delete
 			}
 			ops = append(ops, store.Op{Type: store.OpDelete, Key: k, Version: cur.Version})
@@ -743,9 +749,9 @@ func (l *link) putOps(ctx context.Context, revision int64, obj, cur *resource.Ob
 	if cur == nil {
 		return []store.Op{{Type: store.OpCreate, Object: obj, DiscardObject: true}}
 	}
-	if !l.side.owns(cur) {
+	if err := l.admit.Owns(cur, l.side.writer()); err != nil {
 		k := obj.Key()
-		l.refused(ctx, revision, &k, refuse("owner", "%s exists here and did not come from %s; it is not replaced", k, l.peer))
+		l.refused(ctx, revision, &k, refuse("owner", "%v", err))
 		return nil
 	}
 	var ops []store.Op

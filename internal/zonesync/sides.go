@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -58,8 +59,8 @@ func (g *globalSide) accept(obj *resource.Object) (*resource.Object, error) {
 	return acceptFromZone(obj, g.zone)
 }
 
-func (g *globalSide) owns(cur *resource.Object) bool {
-	return cur.Labels[resource.LabelOrigin] == resource.OriginZone && cur.Labels[resource.LabelZone] == g.zone
+func (g *globalSide) writer() admission.Writer {
+	return admission.Writer{Source: admission.FromZone, Zone: g.zone, Subject: "zone " + g.zone}
 }
 
 // resolve finds the global's copy of what the zone deleted as k: its name
@@ -110,8 +111,8 @@ func (z *zoneSide) accept(obj *resource.Object) (*resource.Object, error) {
 	return acceptFromGlobal(obj, z.zone)
 }
 
-func (z *zoneSide) owns(cur *resource.Object) bool {
-	return cur.Labels[resource.LabelOrigin] == resource.OriginGlobal
+func (z *zoneSide) writer() admission.Writer {
+	return admission.Writer{Source: admission.FromGlobal, Subject: "global"}
 }
 
 func (z *zoneSide) resolve(k resource.Key) []resource.Key {

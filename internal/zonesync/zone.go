@@ -21,7 +21,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/meshnames/meshnames/api/zonesync/v1"
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 )
 
@@ -200,7 +202,7 @@ func (z *Zone) connect(ctx context.Context, epoch string) error {
 	z.o.Log.Info("connected to the global", "instance", w.GetInstance(),
 		"resume_sent", w.GetResume().GetRevision(), "resume_received", pos.Revision)
 	l := &link{
-		peer: "global", st: z.o.Store, cache: z.o.Cache,
+		peer: "global", admit: admission.New(admission.Options{Mode: resource.ModeZone, Zone: z.o.Zone, Store: z.o.Store, Cache: z.o.Cache}), st: z.o.Store, cache: z.o.Cache,
 		side:  &zoneSide{zone: z.o.Zone, cache: z.o.Cache, out: zoneOut{env: z.o.Env, exportDefault: z.o.ExportDefault}},
 		epoch: epoch, peerEpoch: w.GetEpoch(), ackLease: leaseFromGlobal, heartbeat: heartbeat,
 		log: z.o.Log, stats: z.stats, send: stream.Send, recv: stream.Recv,
