@@ -49,8 +49,12 @@ type Server struct {
 	// NoControllers keeps the controllers from running, so that tests of
 	// the API and the command line see no asynchronous status writes.
 	NoControllers bool
+	// SyncListening, when set, is called with a global's sync address once
+	// it accepts connections.
+	SyncListening func(syncAddr string)
 
 	elector leader.Elector // set by Run
+	sync    *syncParts     // set by Run
 }
 
 // New returns a server for cfg; cfg must be valid. It does no I/O.
@@ -85,6 +89,9 @@ func (s *Server) Run(ctx context.Context) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.elector = s.newElector(reg)
 	c := cache.New(st, s.log.With("component", "cache"), reg)
+	if s.sync, err = s.newSync(ctx, st, c, reg); err != nil {
+		return err
+	}
 	// Every instance answers DNS from its own table, leader or not.
 	dnsSrv := dnsserver.New(dnsserver.Options{
 		Addr: s.cfg.DNS.Addr, DefaultMesh: s.cfg.DNS.DefaultMesh, Upstreams: s.cfg.DNS.Upstreams,
@@ -107,6 +114,9 @@ func (s *Server) Run(ctx context.Context) error {
 		},
 		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, mesh) },
 		Leader: func(ctx context.Context) (api.LeaderStatus, error) { return s.leaderStatus(ctx, st) },
+	}
+	if s.sync.global != nil {
+		apiOpts.ZoneInsight = s.sync.global.Insight
 	}
 	if s.cfg.Mode != config.ModeGlobal {
 		o := s.serviceOptions()
@@ -143,6 +153,7 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	g.Go(func() error { return compactLoop(gctx, st, s.cfg.Store.TombstoneRetention.D(), s.log) })
 	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
+	g.Go(func() error { return s.sync.run(gctx, s) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
 	g.Go(func() error { returnMemoryWhenQuiet(gctx, s.log, c.Frozen); return nil })
@@ -210,6 +221,10 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		g.Go(func() error { return addresses.Run(ctx) })
 		g.Go(func() error { return services.Run(ctx) })
 		g.Go(func() error { return overlaps.Run(ctx) })
+		if z := s.sync.zone; z != nil {
+			// One stream per zone: only the leading instance syncs.
+			g.Go(func() error { return z.Run(ctx) })
+		}
 		if err := g.Wait(); err != nil {
 			s.log.Error("a controller stopped", "err", err)
 		}
