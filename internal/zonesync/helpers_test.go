@@ -3,7 +3,6 @@ package zonesync
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
+	"github.com/meshnames/meshnames/internal/token"
 )
 
 // logBuffer collects a control plane's log for assertions and failures.
@@ -150,33 +150,38 @@ func describe(o *resource.Object) string {
 	return string(b)
 }
 
-// testToken builds a zone token shaped like the real ones (a JWT with the
-// zone and syncPin claims), signed with the test signature testVerify
-// accepts.
-func testToken(zone, pin string) string {
-	enc := func(v any) string {
-		b, _ := json.Marshal(v)
-		return base64.RawURLEncoding.EncodeToString(b)
-	}
-	return enc(map[string]string{"alg": "EdDSA"}) + "." +
-		enc(map[string]string{"role": "zone", "zone": zone, "syncPin": pin}) + ".test-signature"
-}
+// testKeys are the token keys of the global's store, set by runGlobal.
+var testKeys = map[store.Store]*token.Keys{}
 
-func testVerify(raw string, _ time.Time) (string, error) {
-	if !strings.HasSuffix(raw, ".test-signature") {
-		return "", errors.New("signature does not verify")
-	}
-	c, err := readTokenClaims(raw)
-	if err != nil {
-		return "", err
-	}
-	return c.Zone, nil
-}
-
-func writeToken(t *testing.T, zone, pin string) string {
+// zoneToken signs a zone token with the global's keys, as meshnames token
+// zone does.
+func zoneToken(t *testing.T, global *cp, zone, pin string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), zone+".token")
-	if err := os.WriteFile(path, []byte(testToken(zone, pin)+"\n"), 0o600); err != nil {
+	raw, err := testKeys[global.st].Sign(token.Claims{Subject: "zone " + zone, Role: token.RoleZone, Zone: zone, SyncPin: pin,
+		ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func verifier(keys *token.Keys) func(string, time.Time) (string, error) {
+	return func(raw string, now time.Time) (string, error) {
+		c, err := keys.Verify(raw, now)
+		if err != nil {
+			return "", err
+		}
+		if c.Role != token.RoleZone {
+			return "", fmt.Errorf("a %s token is not a zone token", c.Role)
+		}
+		return c.Zone, nil
+	}
+}
+
+func writeToken(t *testing.T, raw string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "zone.token")
+	if err := os.WriteFile(path, []byte(raw+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -191,9 +196,14 @@ func runGlobal(t *testing.T, p *cp) (*Global, string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keys, err := token.LoadKeys(ctx, p.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testKeys[p.st] = keys
 	addrc := make(chan string, 1)
 	g := NewGlobal(GlobalOptions{
-		Store: p.st, Cache: p.c, Log: p.log, Addr: "127.0.0.1:0", TLS: tlsm, Verify: testVerify,
+		Store: p.st, Cache: p.c, Log: p.log, Addr: "127.0.0.1:0", TLS: tlsm, Verify: verifier(keys),
 		Instance: "global-1", Version: "test", ExportDefault: resource.ExportAll, Heartbeat: 200 * time.Millisecond,
 		Listening: func(a string) { addrc <- a },
 	})
@@ -249,6 +259,5 @@ func msKey(mesh, name string) resource.Key {
 func exists(o *resource.Object) bool { return o != nil }
 func absent(o *resource.Object) bool { return o == nil }
 
-var _ = fmt.Sprint
 
 func writeFile(path, body string) error { return os.WriteFile(path, []byte(body), 0o600) }

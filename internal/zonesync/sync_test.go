@@ -2,7 +2,6 @@ package zonesync
 
 import (
 	"context"
-	"crypto/tls"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/meshnames/meshnames/internal/hostnames"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/token"
 )
 
 // federation is a global with the default mesh and generators, and zones.
@@ -47,7 +47,8 @@ func newFederation(t *testing.T, zones ...string) *federation {
 }
 
 func (f *federation) start(zone string) {
-	f.runs[zone] = runZone(f.zones[zone].t, f.zones[zone], zone, f.addr, writeToken(f.zones[zone].t, zone, f.pin))
+	t := f.zones[zone].t
+	f.runs[zone] = runZone(t, f.zones[zone], zone, f.addr, writeToken(t, zoneToken(t, f.global, zone, f.pin)))
 }
 
 func (f *federation) insight(t *testing.T, zone string) (in struct {
@@ -253,7 +254,7 @@ func dialRaw(t *testing.T, f *federation, zone, helloZone string) (*rawZone, err
 	t.Cleanup(func() { conn.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+testToken(zone, f.pin))
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+zoneToken(t, f.global, zone, f.pin))
 	stream, err := pb.NewZoneSyncClient(conn).Sync(ctx)
 	if err != nil {
 		return nil, err
@@ -368,33 +369,34 @@ func TestSync_RefusesWrongIdentity(t *testing.T) {
 	}
 	f.global.waitLog("refused a zone's sync stream: the zone token is for another zone")
 
+	good := zoneToken(t, f.global, "east", f.pin)
+	expired, err := testKeys[f.global.st].Sign(token.Claims{Subject: "zone east", Role: token.RoleZone, Zone: "east", SyncPin: f.pin,
+		IssuedAt: time.Now().Add(-2 * time.Hour), ExpiresAt: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, token, want string
 	}{
-		{"forged", strings.TrimSuffix(testToken("east", f.pin), "test-signature") + "forged", "signature does not verify"},
-		{"garbage", "garbage", "malformed"},
+		{"forged", good[:strings.LastIndexByte(good, '.')+1] + "AAAA", "token signature invalid"},
+		{"expired", expired, "token expired"},
+		{"garbage", "garbage", "the zone token is malformed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := writeToken(t, "east", f.pin)
-			if err := writeFile(path, tc.token); err != nil {
-				t.Fatal(err)
-			}
 			east := newCP(t, "east-"+tc.name)
-			runZone(t, east, "east", f.addr, path)
+			runZone(t, east, "east", f.addr, writeToken(t, tc.token))
 			east.waitLog(tc.want)
 		})
 	}
 
 	t.Run("wrong-pin", func(t *testing.T) {
 		east := newCP(t, "east-pin")
-		runZone(t, east, "east", f.addr, writeToken(t, "east", "sha256:"+strings.Repeat("0", 64)))
+		runZone(t, east, "east", f.addr, writeToken(t, zoneToken(t, f.global, "east", "sha256:"+strings.Repeat("0", 64))))
 		east.waitLog("does not match the pin in the zone token")
 	})
 	t.Run("wrong-zone-locally", func(t *testing.T) {
 		west := newCP(t, "west-local")
-		runZone(t, west, "west", f.addr, writeToken(t, "east", f.pin))
+		runZone(t, west, "west", f.addr, writeToken(t, zoneToken(t, f.global, "east", f.pin)))
 		west.waitLog(`the zone token is for zone \"east\", but this control plane is zone \"west\"`)
 	})
 }
-
-var _ = tls.VersionTLS12
