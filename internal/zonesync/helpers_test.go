@@ -22,6 +22,10 @@ import (
 	"github.com/meshnames/meshnames/internal/token"
 )
 
+// testHeartbeat is the heartbeat of the streams tests run: short, so that
+// tests of silence and reconnection are quick.
+var testHeartbeat = 200 * time.Millisecond
+
 // logBuffer collects a control plane's log for assertions and failures.
 type logBuffer struct {
 	mu sync.Mutex
@@ -42,7 +46,7 @@ func (l *logBuffer) String() string {
 
 // cp is one control plane's store and cache.
 type cp struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 	st   store.Store
 	c    *cache.Cache
@@ -50,7 +54,7 @@ type cp struct {
 	log  *slog.Logger
 }
 
-func newCP(t *testing.T, name string) *cp {
+func newCP(t testing.TB, name string) *cp {
 	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), name))
 	if err != nil {
@@ -66,7 +70,7 @@ func newCP(t *testing.T, name string) *cp {
 		cancel()
 		<-done
 		st.Close()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("ZS_LOGS") != "" {
 			t.Logf("--- log of %s:\n%s", name, p.logs.String())
 		}
 	})
@@ -155,7 +159,7 @@ var testKeys = map[store.Store]*token.Keys{}
 
 // zoneToken signs a zone token with the global's keys, as meshnames token
 // zone does.
-func zoneToken(t *testing.T, global *cp, zone, pin string) string {
+func zoneToken(t testing.TB, global *cp, zone, pin string) string {
 	t.Helper()
 	raw, err := testKeys[global.st].Sign(token.Claims{Subject: "zone " + zone, Role: token.RoleZone, Zone: zone, SyncPin: pin,
 		ExpiresAt: time.Now().Add(time.Hour)})
@@ -178,7 +182,7 @@ func verifier(keys *token.Keys) func(string, time.Time) (string, error) {
 	}
 }
 
-func writeToken(t *testing.T, raw string) string {
+func writeToken(t testing.TB, raw string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "zone.token")
 	if err := os.WriteFile(path, []byte(raw+"\n"), 0o600); err != nil {
@@ -189,7 +193,7 @@ func writeToken(t *testing.T, raw string) string {
 
 // runGlobal starts a global's sync server on a free port and returns it
 // and its address.
-func runGlobal(t *testing.T, p *cp) (*Global, string, string) {
+func runGlobal(t testing.TB, p *cp) (*Global, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tlsm, err := LoadGlobalTLS(ctx, p.st, "", "")
@@ -204,7 +208,7 @@ func runGlobal(t *testing.T, p *cp) (*Global, string, string) {
 	addrc := make(chan string, 1)
 	g := NewGlobal(GlobalOptions{
 		Store: p.st, Cache: p.c, Log: p.log, Addr: "127.0.0.1:0", TLS: tlsm, Verify: verifier(keys),
-		Instance: "global-1", Version: "test", ExportDefault: resource.ExportAll, Heartbeat: 200 * time.Millisecond,
+		Instance: "global-1", Version: "test", ExportDefault: resource.ExportAll, Heartbeat: testHeartbeat,
 		Listening: func(a string) { addrc <- a },
 	})
 	done := make(chan error, 1)
@@ -226,12 +230,12 @@ type zoneRunner struct {
 	done   chan struct{}
 }
 
-func runZone(t *testing.T, p *cp, zone, addr, tokenFile string) *zoneRunner {
+func runZone(t testing.TB, p *cp, zone, addr, tokenFile string) *zoneRunner {
 	t.Helper()
 	z := NewZone(ZoneOptions{
 		Store: p.st, Cache: p.c, Log: p.log, Zone: zone, Address: "grpcs://" + addr, TokenFile: tokenFile,
 		Env: resource.EnvUniversal, ExportDefault: resource.ExportAll, Version: "test",
-		Heartbeat: 200 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+		Heartbeat: testHeartbeat, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &zoneRunner{z: z, cancel: cancel, done: make(chan struct{})}

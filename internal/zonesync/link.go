@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -85,9 +86,10 @@ type link struct {
 	log       *slog.Logger
 	stats     *stats
 
-	sendMu sync.Mutex
-	send   func(*pb.Envelope) error
-	recv   func() (*pb.Envelope, error)
+	sendMu   sync.Mutex
+	lastSend atomic.Int64 // unix nanoseconds of the last message sent
+	send     func(*pb.Envelope) error
+	recv     func() (*pb.Envelope, error)
 
 	// echoes are the keys this link's receiver deleted: the sender does
 	// not send those deletions back.
@@ -146,7 +148,11 @@ func (l *link) run(ctx context.Context, from Position) error {
 	msgs := make(chan *pb.Envelope)
 	recvErr := make(chan error, 1)
 	// The reader is not waited for: on the server Recv returns only once
-	// the handler has returned.
+	// the handler has returned. While it waits to hand a message on (this
+	// side is applying and holds the peer back), the peer is not silent.
+	var lastRecv atomic.Int64
+	var handing atomic.Bool
+	lastRecv.Store(time.Now().UnixNano())
 	go func() {
 		for {
 			env, err := l.recv()
@@ -154,28 +160,26 @@ func (l *link) run(ctx context.Context, from Position) error {
 				recvErr <- err
 				return
 			}
+			lastRecv.Store(time.Now().UnixNano())
+			handing.Store(true)
 			select {
 			case msgs <- env:
 			case <-ctx.Done():
 				return
 			}
+			handing.Store(false)
 		}
 	}()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer close(inbox)
-		silence := time.NewTimer(silentBeats * l.heartbeat)
-		defer silence.Stop()
 		for {
 			select {
 			case <-gctx.Done():
 				return nil
 			case err := <-recvErr:
 				return fmt.Errorf("receive: %w", err)
-			case <-silence.C:
-				return fmt.Errorf("%s sent nothing for %s (%d heartbeats)", l.peer, silentBeats*l.heartbeat, silentBeats)
 			case env := <-msgs:
-				silence.Reset(silentBeats * l.heartbeat)
 				l.stats.seen()
 				if err := l.dispatch(gctx, env, inbox); err != nil {
 					return err
@@ -183,13 +187,39 @@ func (l *link) run(ctx context.Context, from Position) error {
 			}
 		}
 	})
-	g.Go(func() error { return l.applyLoop(gctx, inbox) })
+	g.Go(func() error {
+		// The watchdog and the heartbeat: an idle side shows it is there,
+		// and a peer silent for silentBeats heartbeats is given up.
+		t := time.NewTicker(l.heartbeat / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C:
+			}
+			if silent := time.Since(time.Unix(0, lastRecv.Load())); !handing.Load() && silent > silentBeats*l.heartbeat {
+				return fmt.Errorf("%s sent nothing for %s (%d heartbeats)", l.peer, silent.Round(time.Millisecond), silentBeats)
+			}
+			if time.Since(time.Unix(0, l.lastSend.Load())) >= l.heartbeat {
+				if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_Heartbeat{Heartbeat: &pb.Heartbeat{}}}); err != nil {
+					return fmt.Errorf("send heartbeat: %w", err)
+				}
+			}
+		}
+	})
+	go func() {
+		// A sender waiting for acknowledgements must see the end too.
+		<-gctx.Done()
+		l.ackMu.Lock()
+		l.ackCond.Broadcast()
+		l.ackMu.Unlock()
+	}()
+	positions := make(chan int64, 1)
+	g.Go(func() error { return l.applyLoop(gctx, inbox, positions) })
+	g.Go(func() error { return l.positionLoop(gctx, positions) })
 	g.Go(func() error { return l.sendLoop(gctx, from) })
-	err := g.Wait()
-	l.ackMu.Lock()
-	l.ackCond.Broadcast()
-	l.ackMu.Unlock()
-	return err
+	return g.Wait()
 }
 
 func (l *link) dispatch(ctx context.Context, env *pb.Envelope, inbox chan<- []byte) error {
@@ -215,6 +245,7 @@ func (l *link) dispatch(ctx context.Context, env *pb.Envelope, inbox chan<- []by
 func (l *link) sendEnvelope(env *pb.Envelope) error {
 	l.sendMu.Lock()
 	defer l.sendMu.Unlock()
+	l.lastSend.Store(time.Now().UnixNano())
 	return l.send(env)
 }
 
@@ -271,20 +302,14 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			return nil
 		case <-wake:
 		case <-beat.C:
-			if time.Since(lastSend) < l.heartbeat {
-				continue
-			}
-			if sentRev < rev {
-				// Nothing of what changed here was for the peer: tell it
-				// how far it is, so that it resumes from there.
+			if sentRev < rev && time.Since(lastSend) >= l.heartbeat {
+				// Nothing of what changed here lately was for the peer:
+				// tell it how far it is, so that it resumes from there.
 				if err := l.sendBatch(ctx, &pb.Changes{Revision: rev}); err != nil {
 					return err
 				}
-				sentRev = rev
-			} else if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_Heartbeat{Heartbeat: &pb.Heartbeat{}}}); err != nil {
-				return fmt.Errorf("send heartbeat: %w", err)
+				sentRev, lastSend = rev, time.Now()
 			}
-			lastSend = time.Now()
 		}
 	}
 }
@@ -512,7 +537,8 @@ func (l *link) acked(revision int64) {
 
 // ---- receiver ----
 
-func (l *link) applyLoop(ctx context.Context, inbox <-chan []byte) error {
+func (l *link) applyLoop(ctx context.Context, inbox <-chan []byte, positions chan int64) error {
+	defer close(positions)
 	for raw := range inbox {
 		c, err := DecodeChanges(raw)
 		if err != nil {
@@ -524,6 +550,40 @@ func (l *link) applyLoop(ctx context.Context, inbox <-chan []byte) error {
 				return nil
 			}
 			return err
+		}
+		if c.Snapshot && !c.Last {
+			continue // the position moves once the whole snapshot is in
+		}
+		// Hand the position to positionLoop, replacing one it has not taken
+		// yet: only the latest matters.
+		select {
+		case positions <- c.Revision:
+		default:
+			select {
+			case <-positions:
+			default:
+			}
+			positions <- c.Revision
+		}
+	}
+	return nil
+}
+
+// positionLoop records how far this store has the peer's feed and then
+// acknowledges it. It runs beside applyLoop, so that the position's write
+// overlaps the next batch's, and the store commits both in one transaction
+// when they meet; it is written only after the batch it covers.
+func (l *link) positionLoop(ctx context.Context, positions <-chan int64) error {
+	for rev := range positions {
+		if err := l.savePosition(ctx, rev); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		l.stats.received(rev, 0, 0)
+		if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_Ack{Ack: &pb.Ack{Revision: rev}}}); err != nil {
+			return fmt.Errorf("send an ack: %w", err)
 		}
 	}
 	return nil
@@ -546,10 +606,10 @@ func (l *link) refused(ctx context.Context, revision int64, key *resource.Key, e
 	}
 }
 
-// apply stores one batch: puts and deletes the peer may make, then, once
-// they are all written, how far this store has the peer's feed (so a crash
-// in between makes the peer send the batch again, which changes nothing
-// the second time), then acknowledges it.
+// apply stores one batch: puts and deletes the peer may make. Only once
+// they are all written does positionLoop record how far this store has the
+// peer's feed (so a crash in between makes the peer send the batch again,
+// which changes nothing the second time) and acknowledge it.
 func (l *link) apply(ctx context.Context, c *pb.Changes, size int64) error {
 	if err := l.cache.WaitFor(ctx, l.lastWrite); err != nil {
 		return err
@@ -620,16 +680,6 @@ func (l *link) apply(ctx context.Context, c *pb.Changes, size int64) error {
 		l.stats.snapshotReceived()
 	}
 	l.stats.received(0, int64(len(c.Put)+len(c.Delete)), size)
-	if c.Snapshot && !c.Last {
-		return nil // the position moves once the whole snapshot is in
-	}
-	if err := l.savePosition(ctx, c.Revision); err != nil {
-		return err
-	}
-	l.stats.received(c.Revision, 0, 0)
-	if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_Ack{Ack: &pb.Ack{Revision: c.Revision}}}); err != nil {
-		return fmt.Errorf("send an ack: %w", err)
-	}
 	return nil
 }
 
