@@ -258,7 +258,14 @@ func (g *Global) ensureZone(ctx context.Context, zone string) error {
 	if _, ok := g.o.Cache.Peek(k); ok {
 		return nil
 	}
-	_, err := store.Create(ctx, g.o.Store, &resource.Object{Kind: resource.Zone, Name: zone, Spec: &resource.ZoneSpec{}})
+	// Created only when absent: an update would undo an operator's
+	// spec.enabled: false.
+	obj := &resource.Object{Kind: resource.Zone, Name: zone, Spec: &resource.ZoneSpec{}}
+	adm := admission.New(admission.Options{Mode: resource.ModeGlobal, Store: g.o.Store, Cache: g.o.Cache})
+	if errs := adm.Admit(obj, admission.Writer{Source: admission.System, Subject: "zone sync"}); len(errs) > 0 {
+		return errs
+	}
+	_, err := store.Create(ctx, g.o.Store, obj)
 	if err == nil {
 		g.o.Log.Info("a new zone connected; created its Zone resource", "zone", zone)
 	}
