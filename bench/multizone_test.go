@@ -149,6 +149,10 @@ func zoneInsight(tb testing.TB, c *http.Client, global, zone string) api.ZoneIns
 //     until each other zone answers its name by DNS (probes x zones);
 //   - bytes/change/zone: bytes the global sent each receiving zone per new
 //     service (the insight's counters over the probes);
+//   - zones-cpu-s-at-sync, global-cpu-s-at-sync: CPU the processes used
+//     until the initial sync was stored everywhere (a figure the machine's
+//     other load does not inflate the way it does wall time);
+//   - zone-rss-MiB-avg, global-rss-MiB: resident memory at the end;
 //   - resync-resources: what zone 1 received on reconnecting after a
 //     partition of MESHNAMES_BENCH_PARTITION seconds (default 60) during
 //     which 10 services were created, and resync-snapshots, the full states
@@ -198,6 +202,13 @@ func BenchmarkMultizone(b *testing.B) {
 			}
 		}
 		synced := time.Since(start)
+		var zonesCPU time.Duration
+		for _, p := range procs {
+			if d, err := cpuTime(p.pid()); err == nil {
+				zonesCPU += d
+			}
+		}
+		globalCPU, _ := cpuTime(global.pid())
 		dc := &dns.Client{Timeout: time.Second}
 		last := seededName(nServices - 1)
 		for i, p := range procs {
@@ -215,6 +226,8 @@ func BenchmarkMultizone(b *testing.B) {
 		b.StopTimer()
 		b.ReportMetric(synced.Seconds(), "initial-sync-s")
 		b.ReportMetric(named.Seconds(), "named-s")
+		b.ReportMetric(zonesCPU.Seconds(), "zones-cpu-s-at-sync")
+		b.ReportMetric(globalCPU.Seconds(), "global-cpu-s-at-sync")
 
 		// One new service at a time, answered everywhere.
 		before := map[string]int64{}
@@ -286,11 +299,15 @@ func BenchmarkMultizone(b *testing.B) {
 		b.ReportMetric(float64(in.Sent.Resources), "resync-resources")
 		b.ReportMetric(float64(in.Sent.Snapshots), "resync-snapshots")
 		b.ReportMetric(float64(in.Sent.Bytes), "resync-bytes")
+		var zonesRSS int64
 		for _, p := range procs {
-			r, err := rss(p.pid())
-			if err == nil {
-				b.ReportMetric(float64(r)/float64(1<<20)/float64(nZones), "zone-rss-MiB-avg")
+			if r, err := rss(p.pid()); err == nil {
+				zonesRSS += r
 			}
+		}
+		b.ReportMetric(float64(zonesRSS)/float64(1<<20)/float64(nZones), "zone-rss-MiB-avg")
+		if r, err := rss(global.pid()); err == nil {
+			b.ReportMetric(float64(r)/float64(1<<20), "global-rss-MiB")
 		}
 		for _, p := range procs {
 			p.kill()

@@ -3,6 +3,7 @@ package zonesync
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,27 +18,45 @@ import (
 func BenchmarkSync_InitialSync(b *testing.B) {
 	testHeartbeat = DefaultHeartbeat
 	defer func() { testHeartbeat = 200 * time.Millisecond }()
-	for _, n := range []int{1000, 10_000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
+	for _, tc := range []struct{ services, receivers int }{{1000, 1}, {10_000, 1}, {2000, 5}} {
+		b.Run(fmt.Sprintf("services=%d/receivers=%d", tc.services, tc.receivers), func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				global := newCP(b, "global")
 				global.put(&resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}, resource.ModeGlobal, "")
 				_, addr, pin := runGlobal(b, global)
 				east := newCP(b, "east")
-				seed(b, east, "east", n)
-				west := newCP(b, "west")
-				b.StartTimer()
-				start := time.Now()
-				runZone(b, east, "east", addr, writeToken(b, zoneToken(b, global, "east", pin)))
-				runZone(b, west, "west", addr, writeToken(b, zoneToken(b, global, "west", pin)))
-				for west.c.Count(resource.MeshService, "default") < n {
-					time.Sleep(5 * time.Millisecond)
+				seed(b, east, "east", tc.services)
+				var receivers []*cp
+				for i := range tc.receivers {
+					receivers = append(receivers, newCP(b, fmt.Sprintf("west%d", i)))
 				}
-				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "services/s")
+				b.StartTimer()
+				start, cpu0 := time.Now(), cpuTime()
+				runZone(b, east, "east", addr, writeToken(b, zoneToken(b, global, "east", pin)))
+				for i, r := range receivers {
+					z := fmt.Sprintf("west%d", i)
+					runZone(b, r, z, addr, writeToken(b, zoneToken(b, global, z, pin)))
+				}
+				for _, r := range receivers {
+					for r.c.Count(resource.MeshService, "default") < tc.services {
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
+				b.ReportMetric(float64(tc.services*tc.receivers)/time.Since(start).Seconds(), "placements/s")
+				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(tc.services*tc.receivers), "cpu-µs/placement")
 			}
 		})
 	}
+}
+
+// cpuTime is the CPU time (user and system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func seed(b *testing.B, p *cp, zone string, n int) {
