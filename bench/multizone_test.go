@@ -20,7 +20,7 @@ import (
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
-	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
 	"github.com/meshnames/meshnames/internal/token"
 	"github.com/meshnames/meshnames/internal/zonesync"
@@ -178,7 +178,7 @@ func BenchmarkMultizone(b *testing.B) {
 			dirs[i] = b.TempDir()
 			seedZone(b, dirs[i], z, nServices)
 		}
-		proxy := postgres.StartTestProxy(b, "tcp://"+syncAddr)
+		proxy := pgtest.StartProxy(b, "tcp://"+syncAddr)
 		b.ResetTimer()
 		start := time.Now()
 		procs := make([]*serverProc, nZones)

@@ -6,25 +6,17 @@ import (
 	"net/http"
 
 	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/validate"
 )
 
-// Error is the JSON body of every error response: a title, an optional
-// detail, and for invalid resources one cause per violated rule.
-type Error struct {
-	Status int                  `json:"status"`
-	Title  string               `json:"title"`
-	Detail string               `json:"detail,omitempty"`
-	Causes []validate.Violation `json:"causes,omitempty"`
-}
+// Error is the JSON body of every error response (shared with the Kuma
+// adapter, which answers in the same shape).
+type Error = api.Error
 
-func (e *Error) Error() string {
-	if e.Detail != "" {
-		return e.Title + ": " + e.Detail
-	}
-	return e.Title
-}
+// ErrorType is the type of every error body (Kuma's).
+const ErrorType = api.ErrorType
 
 func newError(status int, title, detail string) *Error {
 	return &Error{Status: status, Title: title, Detail: detail}
@@ -62,7 +54,7 @@ func writeError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.Status, e)
+	writeJSON(w, e.Status, e.WithKumaFields())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -65,6 +65,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, req request) {
 		return
 	}
 	q.Kind, q.Mesh = req.d.Kind, req.mesh
+	if req.mesh != "" {
+		// An empty list would say the mesh holds nothing; it does not exist.
+		if _, ok := s.opts.Cache.Get(resource.Key{Kind: resource.Mesh, Name: req.mesh}); !ok {
+			writeError(w, notFound(resource.Key{Kind: resource.Mesh, Name: req.mesh}))
+			return
+		}
+	}
 	items, total := s.opts.Cache.List(q)
 	page := ListPage{Total: total, Items: items}
 	if page.Items == nil {
@@ -96,6 +103,8 @@ func parseListQuery(v url.Values) (cache.Query, validate.Errors) {
 			q.Offset = n
 		}
 	}
+	// Kuma's name filter: names that contain the value.
+	q.NameContains = v.Get("name")
 	for param, values := range v {
 		if !strings.HasPrefix(param, "filter[") {
 			continue
@@ -270,6 +279,11 @@ var yamlTypes = map[string]bool{"application/yaml": true, "application/x-yaml": 
 
 // readBody enforces the content type and the size limit.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
+	return readBodyLimit(w, r, MaxBodyBytes)
+}
+
+// readBodyLimit is readBody with a limit of its own.
+func readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !yamlTypes[mt]) {
@@ -277,22 +291,22 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
 				fmt.Sprintf("content type %q is not supported; send application/json or application/yaml", ct))
 		}
 	}
-	if r.ContentLength > MaxBodyBytes {
-		return nil, tooLarge()
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, tooLarge()
+			return nil, tooLarge(limit)
 		}
 		return nil, newError(http.StatusBadRequest, "Invalid body", "cannot read the request body: "+err.Error())
 	}
 	return body, nil
 }
 
-func tooLarge() *Error {
-	return newError(http.StatusRequestEntityTooLarge, "Body too large", fmt.Sprintf("the request body exceeds %d bytes", MaxBodyBytes))
+func tooLarge(limit int64) *Error {
+	return newError(http.StatusRequestEntityTooLarge, "Body too large", fmt.Sprintf("the request body exceeds %d bytes", limit))
 }
 
 // writeObject answers in YAML when the client asks for it, else JSON.

@@ -10,8 +10,14 @@
 // client reads its own writes. errors.go holds the one mapping from store
 // and admission errors to statuses.
 //
-// It imports admission, resource, store, cache and validate; nothing
-// imports it but server. Handlers are safe for concurrent use.
+// Security (docs/security.md): guard.go runs every request but the public
+// ones through auth (401, 403, 429) and audits every write, in the same
+// transaction as the write when there is one; tokens.go serves /tokens,
+// /audit and /history.
+//
+// It imports admission, api, auth, audit, history, token, resource, store,
+// cache and validate; nothing imports it but server. Handlers are safe for
+// concurrent use.
 package apiserver
 
 import (
@@ -27,9 +33,12 @@ import (
 
 	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/auth"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/meshservices"
 	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/token"
 )
 
 // MaxBodyBytes bounds a request body.
@@ -58,13 +67,32 @@ type Options struct {
 	// ZoneInsight, when set (on a global control plane), reports a zone's
 	// sync stream for GET /zones/{name}/_insight.
 	ZoneInsight func(ctx context.Context, zone string) (api.ZoneInsight, error)
+	// Preview, when set, says what hostnames and VIPs services would gain
+	// or lose if objs (admitted) were written, for dry runs.
+	Preview func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error)
 	// Leader, when set, reports the leadership for GET /_leader.
 	Leader func(ctx context.Context) (api.LeaderStatus, error)
+	// Security (guard.go, tokens.go). Auth, when set, authenticates,
+	// rate-limits and authorizes every request but the public ones, and
+	// every write is audited; without it every request is allowed. The
+	// Admission's store must be AuditingStore(Store) for the entry of a
+	// write to commit with it; refusals are appended to Store, and /audit
+	// and /history read it.
+	Auth  *auth.Guard
+	Store store.Store
+	// Keys serves the token endpoints; nil answers them 404.
+	Keys *token.Keys
+	// SyncPin, when set, gives the pin ("sha256:<hex>") of the global's
+	// sync certificate that zone tokens carry.
+	SyncPin func() (string, error)
 }
 
 // Server is the REST API.
 type Server struct {
-	opts     Options
+	opts Options
+	// recorder is the record streams of Options.Store, nil when it keeps
+	// none.
+	recorder store.Recorder
 	log      *slog.Logger
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -79,9 +107,11 @@ func New(o Options) *Server {
 	if o.Ready == nil {
 		o.Ready = func() error { return nil }
 	}
+	recorder, _ := o.Store.(store.Recorder)
 	s := &Server{
-		opts: o,
-		log:  o.Log,
+		opts:     o,
+		recorder: recorder,
+		log:      o.Log,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshnames_api_requests_total", Help: "REST API requests by route, method and status code.",
 		}, []string{"route", "method", "code"}),
@@ -125,7 +155,7 @@ func (r *statusRecorder) WriteHeader(code int) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	route := s.dispatch(rec, r)
+	route := s.guard(rec, r)
 	d := time.Since(start)
 	s.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.code)).Inc()
 	s.latency.WithLabelValues(route, r.Method).Observe(d.Seconds())
@@ -173,6 +203,8 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 			s.leader(w, r)
 		}
 		return "/_leader"
+	case seg[0] == "tokens" || (len(seg) == 1 && (seg[0] == "audit" || seg[0] == "history")):
+		return s.security(w, r, seg)
 	}
 	// Everything below reads the cache: before it has loaded the store it
 	// would answer that nothing exists (a mesh just created at start
@@ -256,11 +288,16 @@ func parsePath(seg []string) (request, bool) {
 	switch len(seg) {
 	case 1, 2:
 		d := byPlural(seg[0])
-		if d == nil || d.MeshScoped {
+		if d == nil {
 			return request{}, false
 		}
 		if len(seg) == 1 {
+			// A mesh-scoped kind's collection at the top lists every
+			// mesh (Kuma's cross-mesh lists).
 			return request{route: "/" + d.Plural, d: d}, true
+		}
+		if d.MeshScoped {
+			return request{}, false
 		}
 		return request{route: "/" + d.Plural + "/{name}", d: d, name: seg[1]}, true
 	case 3, 4:

@@ -222,6 +222,8 @@ func TestErrors(t *testing.T) {
 		{name: "delete-missing", method: "DELETE", path: "/meshes/default/meshservices/nope", code: 404},
 		{name: "unknown-collection", method: "GET", path: "/meshes/default/widgets", code: 404},
 		{name: "global-kind-under-mesh", method: "GET", path: "/meshes/default/hostnamegenerators", code: 404},
+		{name: "list-in-missing-mesh", method: "GET", path: "/meshes/nope/meshservices", code: 404},
+		{name: "mesh-scoped-kind-without-mesh", method: "GET", path: "/meshservices/redis", code: 404},
 		{name: "unknown-path", method: "GET", path: "/nope/a/b/c/d", code: 404},
 		{name: "post-not-allowed", method: "POST", path: "/meshes/default/meshservices/redis", code: 405},
 		{name: "put-on-list", method: "PUT", path: "/meshes/default/meshservices", code: 405},
@@ -248,6 +250,21 @@ func TestErrors(t *testing.T) {
 			got := r.error()
 			if got.Status != tt.code || got.Title == "" {
 				t.Errorf("error body %s: want status %d and a title", r.body, tt.code)
+			}
+			// Kuma's fields beside ours: kumactl prints these.
+			if got.Type != ErrorType || got.Details != got.Detail {
+				t.Errorf("error body %s: want type %q and details equal to detail", r.body, ErrorType)
+			}
+			var params []string
+			for i, p := range got.InvalidParameters {
+				params = append(params, p.Field)
+				if p.Reason != got.Causes[i].Message {
+					t.Errorf("invalid_parameters[%d].reason = %q, want the cause's message %q", i, p.Reason, got.Causes[i].Message)
+				}
+			}
+			slices.Sort(params)
+			if d := cmp.Diff(tt.fields, params); d != "" {
+				t.Errorf("invalid_parameters fields (-want +got):\n%s\nbody: %s", d, r.body)
 			}
 			if tt.fields != nil {
 				if d := cmp.Diff(tt.fields, r.causeFields()); d != "" {
@@ -347,6 +364,52 @@ func TestList_PagesAndFilters(t *testing.T) {
 		if o.Labels["team"] != "b" {
 			t.Errorf("filter returned %s with team %q", o.Name, o.Labels["team"])
 		}
+	}
+}
+
+// Kuma's ?name= filter keeps the names that contain the value; the
+// collection of a mesh-scoped kind at the top lists every mesh.
+func TestList_NameFilterAndCrossMesh(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	if r := e.put("/meshes/other", "type: Mesh\n"); r.code != http.StatusCreated {
+		t.Fatalf("PUT mesh = %d %s", r.code, r.body)
+	}
+	for _, p := range []string{"/meshes/default/meshservices/redis", "/meshes/default/meshservices/redis-cache",
+		"/meshes/default/meshservices/web", "/meshes/other/meshservices/redis"} {
+		if r := e.put(p, "type: MeshService\nspec: {}\n"); r.code != http.StatusCreated {
+			t.Fatalf("PUT %s = %d %s", p, r.code, r.body)
+		}
+	}
+	tests := []struct {
+		path string
+		want []string
+	}{
+		{"/meshes/default/meshservices?name=redis", []string{"default/redis", "default/redis-cache"}},
+		{"/meshes/default/meshservices?name=cache", []string{"default/redis-cache"}},
+		{"/meshes/default/meshservices?name=nope", nil},
+		{"/meshservices", []string{"default/redis", "default/redis-cache", "default/web", "other/redis"}},
+		{"/meshservices?name=redis&size=2", []string{"default/redis", "default/redis-cache"}},
+		{"/meshservices?name=redis&offset=2", []string{"other/redis"}},
+		{"/meshes?name=oth", []string{"/other"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			r := e.do(http.MethodGet, tt.path, "", "")
+			if r.code != http.StatusOK {
+				t.Fatalf("GET = %d %s", r.code, r.body)
+			}
+			var page ListPage
+			if err := json.Unmarshal(r.body, &page); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range page.Items {
+				got = append(got, o.Mesh+"/"+o.Name)
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("items (-want +got):\n%s", d)
+			}
+		})
 	}
 }
 
@@ -592,7 +655,13 @@ func TestAPI_WaitsForTheFirstLoad(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := cache.New(st, log, nil) // not running yet
 	api := New(Options{Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: "standalone", Zone: "east"}), Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
-	srv := httptest.NewServer(api.Handler())
+	// arrived tells that a request reached the API, which cannot answer
+	// before the cache (not running) has loaded.
+	arrived := make(chan struct{}, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		api.Handler().ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 
 	get := func(ctx context.Context, path string) (*http.Response, error) {
@@ -615,6 +684,7 @@ func TestAPI_WaitsForTheFirstLoad(t *testing.T) {
 	if resp, err := get(context.Background(), "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthz before the load: %v %v", resp, err)
 	}
+	<-arrived // the /healthz request
 
 	// A request made while the cache loads is answered once it has.
 	ctx, stop := context.WithCancel(context.Background())
@@ -631,7 +701,7 @@ func TestAPI_WaitsForTheFirstLoad(t *testing.T) {
 		resp.Body.Close()
 		answered <- resp.StatusCode
 	}()
-	time.Sleep(100 * time.Millisecond)
+	<-arrived // the request waits in the API: only now does the load start
 	go func() { c.Run(ctx); close(done) }()
 	if code := <-answered; code != http.StatusOK {
 		t.Errorf("GET /meshes/default during the load = %d, want 200", code)

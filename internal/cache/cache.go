@@ -16,6 +16,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -314,6 +315,13 @@ func (c *Cache) updateGauges() {
 	}
 }
 
+// Len returns how many resources the cache holds.
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.count()
+}
+
 // Revision returns the store revision the cache reflects.
 func (c *Cache) Revision() int64 {
 	c.mu.RLock()
@@ -406,7 +414,10 @@ type Query struct {
 	Mesh string
 	// Labels must all be present with equal values.
 	Labels map[string]string
-	Offset int
+	// NameContains, when set, selects only names that contain it (Kuma's
+	// ?name= list filter).
+	NameContains string
+	Offset       int
 	// Size is the page size; 0 means no limit.
 	Size int
 }
@@ -418,7 +429,7 @@ func (c *Cache) List(q Query) (items []*resource.Object, total int) {
 	defer c.mu.Unlock()
 	for _, g := range c.groupsOf(q) {
 		names := c.sortedNames(g)
-		if len(q.Labels) == 0 {
+		if len(q.Labels) == 0 && q.NameContains == "" {
 			// Without a filter every name counts: skip to the page rather
 			// than walk the names before it (paging through 100,000 was
 			// quadratic).
@@ -432,7 +443,7 @@ func (c *Cache) List(q Query) (items []*resource.Object, total int) {
 		}
 		for _, name := range names {
 			e := c.groups[g][name]
-			if !matches(e, name, q.Labels) {
+			if !strings.Contains(name, q.NameContains) || !matches(e, name, q.Labels) {
 				continue
 			}
 			if total >= q.Offset && (q.Size == 0 || len(items) < q.Size) {
@@ -479,7 +490,7 @@ func (c *Cache) scan(q Query, fn func(group, string, entry)) {
 	defer c.mu.Unlock()
 	for _, g := range c.groupsOf(q) {
 		for _, name := range c.sortedNames(g) {
-			if e := c.groups[g][name]; matches(e, name, q.Labels) {
+			if e := c.groups[g][name]; strings.Contains(name, q.NameContains) && matches(e, name, q.Labels) {
 				fn(g, name, e)
 			}
 		}

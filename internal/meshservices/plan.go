@@ -113,7 +113,8 @@ func PlanUnit(in Input, o Options, now time.Time) Plan {
 		seen := map[string]int{} // tag -> index into its claim's per-DP slices
 		for _, inb := range spec.Networking.Inbound {
 			tag := inb.Tags[resource.TagService]
-			if Compliant(tag) != in.Unit.Base {
+			if tag == "" || Compliant(tag) != in.Unit.Base {
+				// A Kuma 3.x inbound has no tags: no service to synthesise.
 				continue
 			}
 			c := claims[tag]
@@ -315,11 +316,12 @@ func reconcileService(u Unit, holder *resource.Object, svc Service, o Options) (
 	delete(labels, LabelDeletionStarted)
 	maps.Copy(labels, map[string]string{
 		resource.LabelMesh:        u.Mesh,
-		resource.LabelDisplayName: svc.Tag,
-		resource.LabelManagedBy:   resource.ManagedByMeshServices,
-		resource.LabelEnv:         resource.EnvUniversal,
-		resource.LabelOrigin:      resource.OriginZone,
-		resource.LabelZone:        o.Zone,
+		resource.LabelDisplayName: svc.Name, // the tag is in the identity
+
+		resource.LabelManagedBy: resource.ManagedByMeshServices,
+		resource.LabelEnv:       resource.EnvUniversal,
+		resource.LabelOrigin:    resource.OriginZone,
+		resource.LabelZone:      o.Zone,
 	})
 	if holder == nil {
 		return store.Op{Type: store.OpCreate, Object: &resource.Object{
@@ -478,7 +480,8 @@ func PlanMesh(mesh string, dataplanes, services []*resource.Object, o Options, n
 	for _, dp := range dataplanes {
 		var bases []string
 		for _, inb := range dp.Spec.(*resource.DataplaneSpec).Networking.Inbound {
-			if b := Compliant(inb.Tags[resource.TagService]); !slices.Contains(bases, b) {
+			tag := inb.Tags[resource.TagService]
+			if b := Compliant(tag); tag != "" && !slices.Contains(bases, b) {
 				bases = append(bases, b)
 				in(b).Dataplanes = append(in(b).Dataplanes, dp)
 			}

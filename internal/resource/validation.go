@@ -114,7 +114,7 @@ func checkSelector(errs *validate.Errors, p validate.Path, s *LabelSelector) {
 	checkLabels(errs, p.Field("labels"), s.Labels)
 	for _, k := range sortedKeys(s.Labels) {
 		if v, ok := s.MatchLabels[k]; ok && v != s.Labels[k] {
-			errs.Addf(p.Field("labels").Key(k), "conflicts with matchLabels[%q]: %q is not %q (labels is seed 000's spelling of matchLabels)", k, s.Labels[k], v)
+			errs.Addf(p.Field("labels").Key(k), "conflicts with matchLabels[%q]: %q is not %q (labels is the spelling of matchLabels in the hostnames and VIPs design record)", k, s.Labels[k], v)
 		}
 	}
 }
@@ -243,8 +243,9 @@ func (s *ZoneSpec) Validate(p validate.Path) validate.Errors { return nil }
 
 // ---- Dataplane ----
 
-// Validate checks the proxy address and its inbounds (Kuma 2.x rules: every
-// inbound carries a kuma.io/service tag, seed 004).
+// Validate checks the proxy address and its inbounds. An inbound with tags
+// follows Kuma 2.x's rules (a kuma.io/service tag, seed 004); an inbound
+// without tags is Kuma 3.x's, whose service comes from the Dataplane's labels.
 func (s *DataplaneSpec) Validate(p validate.Path) validate.Errors {
 	var errs validate.Errors
 	np := p.Field("networking")
@@ -305,8 +306,8 @@ func checkTags(errs *validate.Errors, tp validate.Path, tags map[string]string) 
 			errs.Add(tp.Key(k), "value: "+msg)
 		}
 	}
-	if _, ok := tags[TagService]; !ok {
-		errs.Addf(tp, "must contain the %s tag", TagService)
+	if _, ok := tags[TagService]; !ok && len(tags) > 0 {
+		errs.Addf(tp, "must contain the %s tag (or be left out, as in Kuma 3.x)", TagService)
 	}
 	if v, ok := tags[TagProtocol]; ok {
 		errs.Check(tp.Key(TagProtocol), validate.OneOf(v, appProtocols...))
@@ -343,7 +344,7 @@ func (s *MeshServiceSpec) Validate(p validate.Path) validate.Errors {
 		set = append(set, "dataplane")
 	}
 	if len(set) > 1 {
-		errs.Addf(sp, "must set at most one of dataplaneTags, dataplaneRef, dataplaneLabels or dataplane (seed 002 spelling of dataplaneTags), got %s", strings.Join(set, " and "))
+		errs.Addf(sp, "must set at most one of dataplaneTags, dataplaneRef, dataplaneLabels or dataplane (the spelling of dataplaneTags in the MeshService multizone design record), got %s", strings.Join(set, " and "))
 	}
 	checkLabels(&errs, sp.Field("dataplaneTags"), sel.DataplaneTags)
 	if r := sel.DataplaneRef; r != nil {
@@ -387,7 +388,7 @@ func (s *MeshServiceSpec) Validate(p validate.Path) validate.Errors {
 // ---- MeshExternalService (seed 003) ----
 
 var (
-	matchTypes       = []string{MatchInternalVIP, MatchDomain, MatchCIDR, MatchIP}
+	matchTypes       = []string{MatchInternalVIP, MatchDomain, MatchCIDR, MatchIP, MatchHostnameGenerator}
 	externalProtos   = []string{ProtocolTLS, ProtocolTCP, ProtocolGRPC, ProtocolHTTP, ProtocolHTTP2}
 	destinationTypes = []string{DestinationRegular, DestinationPassthrough, DestinationExtension}
 	tlsVersions      = []string{TLSAuto, TLS10, TLS11, TLS12, TLS13}
@@ -483,6 +484,15 @@ func checkMatch(errs *validate.Errors, p validate.Path, m ExternalMatch, destTyp
 	errs.Check(p.Field("type"), validate.OneOf(m.Type, matchTypes...))
 	vp := p.Field("value")
 	switch {
+	case m.Type == MatchHostnameGenerator:
+		if m.Value != "" {
+			errs.Add(vp, "must not be set for a HostnameGenerator match: it captures the names HostnameGenerators give this service")
+		}
+		if destType == DestinationPassthrough {
+			// Traffic to a name the mesh made up has no original
+			// destination to pass through to.
+			errs.Addf(p.Field("type"), "a HostnameGenerator match needs destination.type Regular or Extension, got %s: traffic to a generated name has no original destination to pass through to", destType)
+		}
 	case m.Value == "":
 		errs.Add(vp, "must not be empty")
 	case (m.Type == MatchInternalVIP || m.Type == MatchDomain) && isIPAddr(m.Value):
@@ -545,7 +555,7 @@ func checkMatchesTogether(errs *validate.Errors, p validate.Path, ms []ExternalM
 		if !ok {
 			portProto[m.Port] = i
 		} else if ms[j].Protocol != m.Protocol {
-			errs.Addf(p.Index(i).Field("protocol"), "must be %s like %s, which uses the same port: seed 003 makes one cluster per port (<name>_%d), with one protocol",
+			errs.Addf(p.Index(i).Field("protocol"), "must be %s like %s, which uses the same port: a MeshExternalService has one cluster per port (<name>_%d), with one protocol",
 				ms[j].Protocol, p.Index(j), m.Port)
 		}
 	}

@@ -409,7 +409,7 @@ func TestMeshExternalService_Match(t *testing.T) {
 		{"MatchMissing", extsvc("destination:\n  type: Passthrough\n"), []v{{"spec.match", "at least one entry"}}},
 		{"MatchEmpty", extsvc("match: []\n"), []v{{"spec.match", "at least one entry"}}},
 		{"TooManyMatches", extsvc(matchesYAML(MaxMatches + 1)), []v{{"spec.match", "at most 256 entries, got 257"}}},
-		{"TypeUnknown", one("{type: Host, value: a.com, port: 80}"), []v{{"spec.match[0].type", `must be one of "InternalVIP", "Domain", "CIDR", "IP", got "Host"`}}},
+		{"TypeUnknown", one("{type: Host, value: a.com, port: 80}"), []v{{"spec.match[0].type", `must be one of "InternalVIP", "Domain", "CIDR", "IP", "HostnameGenerator", got "Host"`}}},
 		{"ValueMissing", one("{type: Domain, port: 80}"), []v{{"spec.match[0].value", "must not be empty"}}},
 		{"InternalVIPUpperCase", one("{type: InternalVIP, value: Mongo.ext, port: 80}"), []v{{"spec.match[0].value", "lower case RFC 1123"}}},
 		{"InternalVIPWildcard", one("{type: InternalVIP, value: '*.ext', port: 80}"), []v{{"spec.match[0].value", "RFC 1123"}}},
@@ -437,7 +437,7 @@ func TestMeshExternalService_Match(t *testing.T) {
 		// One cluster per port (seed 003 <name>_<port>), so one protocol per port.
 		{"SamePortSameProtocol", extsvc("match:\n- {type: Domain, value: a.com, port: 443, protocol: tls}\n- {type: IP, value: 1.1.1.1, port: 443, protocol: TLS}\n"), nil},
 		{"SamePortTwoProtocols", extsvc("match:\n- {type: Domain, value: a.com, port: 443, protocol: tls}\n- {type: IP, value: 1.1.1.1, port: 80, protocol: http}\n- {type: IP, value: 1.1.1.2, port: 443, protocol: http2}\n"),
-			[]v{{"spec.match[2].protocol", "must be tls like spec.match[0], which uses the same port: seed 003 makes one cluster per port (<name>_443)"}}},
+			[]v{{"spec.match[2].protocol", "must be tls like spec.match[0], which uses the same port: a MeshExternalService has one cluster per port (<name>_443)"}}},
 		{"SamePortDefaultTCPAndTLS", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 9092}\n- {type: Domain, value: a.com, port: 9092, protocol: tls}\n"),
 			[]v{{"spec.match[1].protocol", "must be tcp like spec.match[0]"}}},
 		{"SamePortBadProtocolReportedOnce", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 80, protocol: http}\n- {type: IP, value: 1.1.1.2, port: 80, protocol: udp}\n"),
@@ -674,7 +674,8 @@ networking:
 		{"InboundPort", in("{port: 0, tags: {kuma.io/service: a}}"), []v{{"spec.networking.inbound[0].port", "got 0"}}},
 		{"ServicePort", in("{port: 80, servicePort: 70000, tags: {kuma.io/service: a}}"), []v{{"spec.networking.inbound[0].servicePort", "got 70000"}}},
 		{"ServiceAddress", in("{port: 80, serviceAddress: localhost, tags: {kuma.io/service: a}}"), []v{{"spec.networking.inbound[0].serviceAddress", "must be an IP address"}}},
-		{"TagsMissing", in("{port: 80}"), []v{{"spec.networking.inbound[0].tags", "must contain the kuma.io/service tag"}}},
+		{"TagsMissingKuma3", in("{port: 80}"), nil},
+		{"TagsEmptyKuma3", in("{port: 80, tags: {}}"), nil},
 		{"ServiceTagMissing", in("{port: 80, tags: {app: a}}"), []v{{"spec.networking.inbound[0].tags", "kuma.io/service"}}},
 		{"ServiceTagEmpty", in("{port: 80, tags: {kuma.io/service: ''}}"), []v{{`spec.networking.inbound[0].tags["kuma.io/service"]`, "must not be empty"}}},
 		{"ServiceTagInvalid", in("{port: 80, tags: {kuma.io/service: 'a b'}}"), []v{{`spec.networking.inbound[0].tags["kuma.io/service"]`, "value: "}}},
@@ -689,7 +690,7 @@ networking:
 		{"TagKeyInvalid", in("{port: 80, tags: {kuma.io/service: a, 'x y': z}}"), []v{{`spec.networking.inbound[0].tags["x y"]`, "key: "}}},
 		{"ProtocolTagUnknown", in("{port: 80, tags: {kuma.io/service: a, kuma.io/protocol: udp}}"), []v{{`spec.networking.inbound[0].tags["kuma.io/protocol"]`, `must be one of "tcp", "http", "http2", "grpc", got "udp"`}}},
 		{"TooManyInbounds", dp("networking:\n  address: 10.0.0.1\n  inbound:" + many.String() + "\n"), []v{{"spec.networking.inbound", "at most 256 entries, got 257"}}},
-		{"AllAtOnce", dp("networking:\n  address: 0.0.0.0\n  inbound:\n  - {port: 0}\n  - {port: 80, tags: {kuma.io/service: ok, kuma.io/protocol: TCP}}\n"),
+		{"AllAtOnce", dp("networking:\n  address: 0.0.0.0\n  inbound:\n  - {port: 0, tags: {app: a}}\n  - {port: 80, tags: {kuma.io/service: ok, kuma.io/protocol: TCP}}\n"),
 			[]v{{"spec.networking.address", ""}, {"spec.networking.inbound[0].port", ""}, {"spec.networking.inbound[0].tags", ""}, {`spec.networking.inbound[1].tags["kuma.io/protocol"]`, ""}}},
 	})
 }

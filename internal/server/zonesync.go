@@ -16,12 +16,10 @@ import (
 	"github.com/meshnames/meshnames/internal/zonesync"
 )
 
-// syncParts are the zone sync parts of a control plane: a global's server
-// and the keys that verify zone tokens, or a zone's client; none in
-// standalone mode.
+// syncParts are the zone sync parts of a control plane: a global's server,
+// or a zone's client; none in standalone mode.
 type syncParts struct {
 	global *zonesync.Global
-	keys   *token.Keys
 	zone   *zonesync.Zone
 	// pin is the fingerprint of the global's sync certificate, which zone
 	// tokens carry.
@@ -29,9 +27,9 @@ type syncParts struct {
 }
 
 // newSync builds the sync parts of the configured mode. On a global it
-// loads (or, at first start, creates) the sync certificate and the token
-// keys from the store.
-func (s *Server) newSync(ctx context.Context, st store.Store, c *cache.Cache, reg prometheus.Registerer) (*syncParts, error) {
+// loads (or, at first start, creates) the sync certificate from the store;
+// keys verify zone tokens.
+func (s *Server) newSync(ctx context.Context, st store.Store, c *cache.Cache, keys *token.Keys, reg prometheus.Registerer) (*syncParts, error) {
 	sc := s.cfg.Sync
 	switch s.cfg.Mode {
 	case config.ModeGlobal:
@@ -41,10 +39,6 @@ func (s *Server) newSync(ctx context.Context, st store.Store, c *cache.Cache, re
 		}
 		if tlsm.Created {
 			s.log.Info("created the global's sync certificate; zone tokens pin it", "pin", tlsm.Pin)
-		}
-		keys, err := token.LoadKeys(ctx, st)
-		if err != nil {
-			return nil, fmt.Errorf("zone token keys: %w", err)
 		}
 		verify := func(raw string, now time.Time) (string, error) {
 			cl, err := keys.Verify(raw, now)
@@ -63,7 +57,7 @@ func (s *Server) newSync(ctx context.Context, st store.Store, c *cache.Cache, re
 			ExportDefault: s.cfg.Services.ExportDefault, Heartbeat: sc.Heartbeat.D(),
 			Listening: s.SyncListening,
 		})
-		return &syncParts{global: g, keys: keys, pin: tlsm.Pin}, nil
+		return &syncParts{global: g, pin: tlsm.Pin}, nil
 	case config.ModeZone:
 		z := zonesync.NewZone(zonesync.ZoneOptions{
 			Store: st, Cache: c, Log: s.log.With("component", "zonesync"), Registerer: reg,
@@ -79,13 +73,9 @@ func (s *Server) newSync(ctx context.Context, st store.Store, c *cache.Cache, re
 
 // run serves the global's side until ctx ends; a zone's client runs with
 // the controllers, while this instance leads (runControllers).
-func (p *syncParts) run(ctx context.Context, s *Server) error {
+func (p *syncParts) run(ctx context.Context) error {
 	if p.global == nil {
 		return nil
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- p.keys.Run(ctx, s.log.With("component", "token")) }()
-	err := p.global.Run(ctx)
-	<-errc
-	return err
+	return p.global.Run(ctx)
 }

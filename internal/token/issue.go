@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/store"
 )
 
@@ -22,20 +23,9 @@ var ErrNotIssued = errors.New("no such token")
 const pruneAfter = 24 * time.Hour
 
 // Issued is the record of an issued token: its claims and who issued it,
-// never the token itself. RevokedAt is set once it is revoked.
-type Issued struct {
-	ID        string    `json:"id"`
-	Subject   string    `json:"subject"`
-	Role      Role      `json:"role"`
-	Meshes    []string  `json:"meshes,omitempty"`
-	Zone      string    `json:"zone,omitempty"`
-	IssuedAt  time.Time `json:"issuedAt"`
-	ExpiresAt time.Time `json:"expiresAt"`
-	IssuedBy  string    `json:"issuedBy,omitempty"`
-	KeyID     string    `json:"keyId,omitempty"`
-	RevokedAt time.Time `json:"revokedAt,omitzero"`
-	RevokedBy string    `json:"revokedBy,omitempty"`
-}
+// never the token itself. RevokedAt is set once it is revoked. It is the
+// API's body, so that the record and what the API shows cannot drift.
+type Issued = api.TokenInfo
 
 // revocation is the lease value of a revocation.
 type revocation struct {
@@ -55,7 +45,7 @@ func (k *Keys) Issue(ctx context.Context, c Claims, by string, extra ...store.Op
 		return "", Claims{}, err
 	}
 	rec := Issued{
-		ID: c.ID, Subject: c.Subject, Role: c.Role, Meshes: c.Meshes, Zone: c.Zone,
+		ID: c.ID, Subject: c.Subject, Role: string(c.Role), Meshes: c.Meshes, Zone: c.Zone,
 		IssuedAt: c.IssuedAt, ExpiresAt: c.ExpiresAt, IssuedBy: by, KeyID: k.CurrentKey(),
 	}
 	v, err := json.Marshal(rec)
@@ -81,14 +71,26 @@ func (k *Keys) Issue(ctx context.Context, c Claims, by string, extra ...store.Op
 // Revoke revokes the token id on every instance (within their refresh
 // interval; at once here), recording who revoked it, with extra written in
 // the same transaction. It returns the token's record, RevokedAt set.
-// Revoking a revoked token changes nothing and is not an error. It fails
+// Revoking a revoked token changes nothing (extra is still written) and is
+// not an error. It fails
 // with ErrNotIssued when no token id was issued.
 func (k *Keys) Revoke(ctx context.Context, id, by string, now time.Time, extra ...store.Op) (Issued, error) {
-	rec, err := k.lookup(ctx, id)
+	rec, err := k.Lookup(ctx, id)
 	if err != nil {
 		return Issued{}, err
 	}
 	if !rec.RevokedAt.IsZero() {
+		if len(extra) > 0 {
+			rs, err := k.st.Apply(ctx, extra...)
+			if err != nil {
+				return rec, fmt.Errorf("revoke token %s: %w", id, err)
+			}
+			for i, r := range rs {
+				if r.Err != nil {
+					return rec, fmt.Errorf("revoke token %s: op %d: %w", id, i+1, r.Err)
+				}
+			}
+		}
 		return rec, nil
 	}
 	v, err := json.Marshal(revocation{RevokedAt: now.UTC(), RevokedBy: by})
@@ -124,8 +126,9 @@ func (k *Keys) markRevoked(id string) {
 	k.revoked.Store(&ids)
 }
 
-// lookup returns the record of token id, with its revocation.
-func (k *Keys) lookup(ctx context.Context, id string) (Issued, error) {
+// Lookup returns the record of token id, with its revocation, or
+// ErrNotIssued.
+func (k *Keys) Lookup(ctx context.Context, id string) (Issued, error) {
 	if id == "" || strings.ContainsAny(id, "/") {
 		return Issued{}, fmt.Errorf("token %q: %w", id, ErrNotIssued)
 	}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 )
 
 // openPostgres opens n stores on one fresh PostgreSQL schema: n instances
 // of a control plane sharing a database.
 func openPostgres(t *testing.T, n int) []store.Store {
 	t.Helper()
-	url := postgres.TestURL(t)
+	url := pgtest.URL(t)
 	var out []store.Store
 	for range n {
 		st, err := postgres.Open(context.Background(), url)

@@ -22,7 +22,7 @@
 // RefreshInterval) so that a key added or a token revoked on another
 // instance takes effect here within a second.
 //
-// It imports store and validate only. Keys is safe for concurrent use:
+// It imports api, store and validate only. Keys is safe for concurrent use:
 // Verify and Sign read immutable snapshots swapped atomically.
 package token
 

@@ -17,6 +17,7 @@ import (
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 	"github.com/meshnames/meshnames/internal/token"
 	"github.com/meshnames/meshnames/internal/zonesync"
 )
@@ -74,6 +75,20 @@ func (g *global) zoneToken(t *testing.T, zone string, issued time.Time, validFor
 
 // startZone runs a zone of g reaching it at syncAddr (the global's, or a
 // proxy's) with its data in dataDir.
+// cliToken issues a zone token with meshnames token zone on the global.
+func (g *global) cliToken(t *testing.T, zone string) string {
+	t.Helper()
+	out, errOut, err := run(t, context.Background(), nil, "token", "zone", "--zone", zone, "--server", g.api)
+	if err != nil {
+		t.Fatalf("token zone --zone %s: %v\n%s", zone, err, errOut)
+	}
+	path := filepath.Join(t.TempDir(), zone+".token")
+	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func startZone(t *testing.T, name, zone, syncAddr, tokenFile, dataDir string, extra ...string) *proc {
 	t.Helper()
 	args := append([]string{"--mode", "zone", "--zone", zone, "--data-dir", dataDir,
@@ -175,20 +190,20 @@ func msPath(name string) string { return "/meshes/default/meshservices/" + name 
 // TestMultizone runs a global on PostgreSQL and three zones as real
 // processes: west reaches the global through a TCP proxy the test cuts.
 func TestMultizone(t *testing.T) {
-	url := postgres.TestURL(t)
+	url := pgtest.URL(t)
 	g := startGlobal(t, "global", url, "")
-	proxy := postgres.StartTestProxy(t, "tcp://"+g.syncAddr)
+	proxy := pgtest.StartProxy(t, "tcp://"+g.syncAddr)
 	proxyAddr := strings.TrimPrefix(proxy.URL, "tcp://")
 	dirs := map[string]string{"east": t.TempDir(), "west": t.TempDir(), "north": t.TempDir()}
 	tokens := map[string]string{}
 	for z := range dirs {
-		tokens[z] = g.zoneToken(t, z, time.Now(), time.Hour, "")
+		tokens[z] = g.cliToken(t, z)
 	}
 	east := startZone(t, "east", "east", g.syncAddr, tokens["east"], dirs["east"])
 	west := startZone(t, "west", "west", proxyAddr, tokens["west"], dirs["west"])
 	north := startZone(t, "north", "north", g.syncAddr, tokens["north"], dirs["north"])
 	// south's pool has two addresses, so that quarantine shows.
-	south := startZone(t, "south", "south", g.syncAddr, g.zoneToken(t, "south", time.Now(), time.Hour, ""), t.TempDir(), "--vip-cidr-mesh-service", "10.20.0.0/30")
+	south := startZone(t, "south", "south", g.syncAddr, g.cliToken(t, "south"), t.TempDir(), "--vip-cidr-mesh-service", "10.20.0.0/30")
 	for _, z := range []*proc{east, west, north, south} {
 		waitFor(t, 20*time.Second, z.name+" has the default mesh from global", func() bool {
 			resp, err := http.Get(z.api + "/meshes/default")
@@ -350,7 +365,7 @@ func TestMultizone(t *testing.T) {
 // expired token, a garbage token and a global whose certificate does not
 // match the pin are refused, each with a log line that says why.
 func TestMultizone_RefusesWrongIdentity(t *testing.T) {
-	url := postgres.TestURL(t)
+	url := pgtest.URL(t)
 	g := startGlobal(t, "global", url, "")
 	garbage := filepath.Join(t.TempDir(), "garbage.token")
 	if err := os.WriteFile(garbage, []byte("garbage"), 0o600); err != nil {
@@ -360,7 +375,7 @@ func TestMultizone_RefusesWrongIdentity(t *testing.T) {
 		name, zone, token, want string
 		proc                    func() *proc
 	}{
-		{name: "east-as-west", zone: "west", token: g.zoneToken(t, "east", time.Now(), time.Hour, ""),
+		{name: "east-as-west", zone: "west", token: g.cliToken(t, "east"),
 			want: `the zone token is for zone \"east\", but this control plane is zone \"west\"`},
 		{name: "expired", zone: "east", token: g.zoneToken(t, "east", time.Now().Add(-2*time.Hour), time.Hour, ""),
 			want: "token expired"},

@@ -62,8 +62,9 @@ func (w *writeTx) applyLease(op store.Op) (store.Result, error) {
 }
 
 // leaseStmt returns the Store statement shared bound to the transaction,
-// binding it on first use: most transactions hold no lease operation and
-// need not pay for binding it. A failure to bind shows when it is run.
+// binding it on first use: most transactions hold no lease or record
+// operation and need not pay for binding it. A failure to bind shows when
+// it is run.
 func (w *writeTx) leaseStmt(bound **sql.Stmt, shared *sql.Stmt) *sql.Stmt {
 	if *bound == nil {
 		*bound = w.tx.StmtContext(w.ctx, shared)

@@ -78,6 +78,17 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 	if limit <= 0 {
 		limit = math.MaxInt32
 	}
+	if s.isClosed() {
+		return nil, fmt.Errorf("changes after %d: %w", after, store.ErrClosed)
+	}
+	if evs, ok := s.recent.changes(after, limit); ok {
+		return evs, nil
+	}
+	return s.changesFromDB(ctx, after, limit)
+}
+
+// changesFromDB is Changes read from the database.
+func (s *Store) changesFromDB(ctx context.Context, after int64, limit int) ([]store.Event, error) {
 	var events []store.Event
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		var compacted int64
@@ -180,6 +191,9 @@ func (s *Store) compact(ctx context.Context, before int64) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
+	// Readers resuming below the new horizon must get ErrCompacted, which
+	// only the database tells.
+	s.recent.clear()
 	if _, err := tx.ExecContext(ctx, s.q.deleteTombstones, before); err != nil {
 		return 0, s.dbErr(ctx, err)
 	}

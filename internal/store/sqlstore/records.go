@@ -38,7 +38,7 @@ func (w *writeTx) appendRecord(op store.Op) (store.Result, error) {
 		return store.Result{Err: fmt.Errorf("%s to %q: terms: %w", op.Type, r.Stream, err)}, nil
 	}
 	if !w.recordsRead {
-		if err := w.tx.QueryRowContext(w.ctx, w.s.q.recordSeq).Scan(&w.records); err != nil {
+		if err := w.tx.StmtContext(w.ctx, w.s.stmts.recordSeq).QueryRowContext(w.ctx).Scan(&w.records); err != nil {
 			return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("read record sequence: %w", err))
 		}
 		w.recordsRead, w.recordsBase = true, w.records
@@ -48,11 +48,11 @@ func (w *writeTx) appendRecord(op store.Op) (store.Result, error) {
 	if data == nil {
 		data = []byte{} // NOT NULL
 	}
-	if _, err := w.tx.ExecContext(w.ctx, w.s.q.insertRecord, r.Stream, seq, at, string(terms), data); err != nil {
+	if _, err := w.leaseStmt(&w.insertRecordStmt, w.s.stmts.insertRecord).ExecContext(w.ctx, r.Stream, seq, at, string(terms), data); err != nil {
 		return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("append record to %q: %w", r.Stream, err))
 	}
 	for _, term := range dedupe(r.Terms) {
-		if _, err := w.tx.ExecContext(w.ctx, w.s.q.insertRecordTerm, r.Stream, term, seq); err != nil {
+		if _, err := w.leaseStmt(&w.insertRecordTermStmt, w.s.stmts.insertRecordTerm).ExecContext(w.ctx, r.Stream, term, seq); err != nil {
 			return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("append record to %q: %w", r.Stream, err))
 		}
 	}
