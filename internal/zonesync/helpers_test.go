@@ -262,5 +262,3 @@ func msKey(mesh, name string) resource.Key {
 
 func exists(o *resource.Object) bool { return o != nil }
 func absent(o *resource.Object) bool { return o == nil }
-
-func writeFile(path, body string) error { return os.WriteFile(path, []byte(body), 0o600) }
