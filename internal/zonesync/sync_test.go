@@ -400,3 +400,57 @@ func TestSync_RefusesWrongIdentity(t *testing.T) {
 		west.waitLog(`the zone token is for zone \"east\", but this control plane is zone \"west\"`)
 	})
 }
+
+// TestSync_WhatFlowsWhere checks the table of docs/multizone.md for the
+// kinds beside MeshService: a zone's Dataplanes and external services
+// reach the global and no other zone; the global's external and
+// multi-zone services reach every zone, renamed, without status.
+func TestSync_WhatFlowsWhere(t *testing.T) {
+	f := newFederation(t, "east", "west")
+	east, west, global := f.zones["east"], f.zones["west"], f.global
+	dp := &resource.Object{Kind: resource.Dataplane, Mesh: "default", Name: "web-1", Spec: &resource.DataplaneSpec{
+		Networking: resource.DataplaneNetworking{Address: "10.0.0.1", Inbound: []resource.Inbound{{Port: 80, Tags: map[string]string{resource.TagService: "web"}}}}}}
+	east.put(dp, resource.ModeZone, "east")
+	mes := func(name string) *resource.Object {
+		return &resource.Object{Kind: resource.MeshExternalService, Mesh: "default", Name: name, Spec: &resource.MeshExternalServiceSpec{
+			Match: []resource.ExternalMatch{{Type: resource.MatchInternalVIP, Value: name + ".example.com", Port: 443}}}}
+	}
+	east.put(mes("east-api"), resource.ModeZone, "east")
+	global.put(mes("shared-api"), resource.ModeGlobal, "")
+	global.put(&resource.Object{Kind: resource.MeshMultiZoneService, Mesh: "default", Name: "redis", Spec: &resource.MeshMultiZoneServiceSpec{
+		Selector: resource.MultiZoneSelector{MeshService: &resource.LabelSelector{MatchLabels: map[string]string{"app": "redis"}}},
+		Ports:    []resource.Port{{Port: 6379}}}}, resource.ModeGlobal, "")
+
+	for _, k := range []resource.Key{
+		{Kind: resource.Dataplane, Mesh: "default", Name: HashedName(resource.Dataplane, "default", "web-1", "east", "")},
+		{Kind: resource.MeshExternalService, Mesh: "default", Name: HashedName(resource.MeshExternalService, "default", "east-api", "east", "")},
+	} {
+		global.eventually("east's "+string(k.Kind), k, func(o *resource.Object) bool {
+			return o != nil && o.Labels[resource.LabelZone] == "east" && o.Labels[resource.LabelOrigin] == resource.OriginZone
+		})
+	}
+	for _, k := range []resource.Key{
+		{Kind: resource.MeshExternalService, Mesh: "default", Name: HashedName(resource.MeshExternalService, "default", "shared-api", "", "")},
+		{Kind: resource.MeshMultiZoneService, Mesh: "default", Name: HashedName(resource.MeshMultiZoneService, "default", "redis", "", "")},
+	} {
+		for _, z := range []*cp{east, west} {
+			z.eventually("the global's "+string(k.Kind), k, func(o *resource.Object) bool {
+				return o != nil && o.Labels[resource.LabelOrigin] == resource.OriginGlobal && o.Status == nil
+			})
+		}
+	}
+	// West has everything the global sent after that, and none of east's.
+	marker := global.put(&resource.Object{Kind: resource.Mesh, Name: "marker", Spec: &resource.MeshSpec{}}, resource.ModeGlobal, "")
+	west.eventually("a later mesh", marker.Key(), exists)
+	for _, kind := range []resource.Kind{resource.Dataplane, resource.MeshExternalService} {
+		objs, _, err := west.st.List(context.Background(), kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if o.Labels[resource.LabelZone] == "east" {
+				t.Errorf("west got east's %s %s", kind, o.Name)
+			}
+		}
+	}
+}
