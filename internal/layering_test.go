@@ -36,9 +36,9 @@ var layers = []struct {
 	}},
 	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres"}},
 	{"what the parts share: admission of writes, the controller runner, authentication", []string{"internal/admission", "internal/reconcile", "internal/auth"}},
-	{"parts: election, controllers, DNS, REST", []string{
+	{"parts: election, controllers, DNS, REST, GUI", []string{
 		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice",
-		"internal/dnsserver", "internal/apiserver", "internal/zonesync",
+		"internal/dnsserver", "internal/apiserver", "internal/gui", "internal/zonesync",
 	}},
 	{"wiring", []string{"internal/server"}},
 	{"the command line", []string{"internal/cli"}},

@@ -35,6 +35,14 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) string {
 	if a.Kind == resource.Mesh {
 		entry.Mesh = "" // the mesh is the name
 	}
+	if ref != nil && s.opts.GUIPrompt != nil && route == "/gui" && acceptsHTML(r) && (ref.Status == http.StatusUnauthorized || ref.Status == http.StatusForbidden) {
+		// A browser opening a GUI page: a page that asks for a token.
+		if ref.Status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="meshnames"`)
+		}
+		s.opts.GUIPrompt(w, r, ref.Status, ref.Detail)
+		return route
+	}
 	if ref != nil {
 		s.refuse(w, ref)
 		if writes(r.Method) && a.Class != auth.Read {
@@ -124,6 +132,18 @@ func classify(r *http.Request) (auth.Action, string) {
 		return a, "/" + seg[0]
 	case len(seg) == 1 && (seg[0] == "metrics" || seg[0] == "_leader"):
 		return a, "/" + seg[0]
+	case seg[0] == "gui":
+		// The GUI's scripts and styles hold no data: the page that asks
+		// for a token needs them. Its pages show every mesh, so a token
+		// limited to meshes may not open them.
+		if len(seg) > 1 && seg[1] == "static" && !write {
+			a.Class = auth.Public
+		} else if write {
+			a.Class = auth.Other
+		} else {
+			a.AllMeshes = true
+		}
+		return a, "/gui"
 	case len(seg) == 1 && seg[0] == "_apply":
 		// A dry run: it writes nothing, so it is a read for every role.
 		return a, "/_apply"

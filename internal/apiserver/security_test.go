@@ -45,6 +45,9 @@ type secureOptions struct {
 	burst         int
 	syncPin       func() (string, error)
 	kuma          bool // serve the Kuma adapter in front, as the server does
+	// gui and guiPrompt are Options.GUI and Options.GUIPrompt.
+	gui       http.Handler
+	guiPrompt func(w http.ResponseWriter, r *http.Request, status int, reason string)
 }
 
 func newSecureEnv(t *testing.T, o secureOptions) *secureEnv {
@@ -71,7 +74,8 @@ func newSecureEnv(t *testing.T, o secureOptions) *secureEnv {
 	reg := prometheus.NewRegistry()
 	guard := auth.NewGuard(auth.Options{Keys: keys, LoopbackAdmin: o.loopbackAdmin, Rate: o.rate, Burst: o.burst, Log: log, Registerer: reg})
 	srv := New(Options{Cache: c, Admission: admission.New(admission.Options{Store: AuditingStore(st), Cache: c, Mode: o.mode, Zone: "east"}),
-		Store: st, Log: log, Registry: reg, Version: "test", Auth: guard, Keys: keys, SyncPin: o.syncPin})
+		Store: st, Log: log, Registry: reg, Version: "test", Auth: guard, Keys: keys, SyncPin: o.syncPin,
+		GUI: o.gui, GUIPrompt: o.guiPrompt})
 	h := srv.Handler()
 	if o.kuma {
 		h = kuma.Mount(h)

@@ -1,7 +1,8 @@
 // Package apiserver serves meshnames' REST API: Kuma-compatible resource
 // paths (GET, PUT and DELETE on /meshes/{mesh}/{collection}/{name},
 // /meshes/{name}, /hostnamegenerators/{name}, /zones/{name}, and paginated
-// lists), health and readiness probes and Prometheus metrics.
+// lists), health and readiness probes and Prometheus metrics. It mounts
+// the web GUI (Options.GUI) at /gui/ and sends browsers from / there.
 //
 // Reads are served from the cache; writes go through the admission layer
 // (internal/admission: defaults, validation with every violation at once,
@@ -23,6 +24,7 @@ package apiserver
 import (
 	"context"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -72,6 +74,12 @@ type Options struct {
 	Preview func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error)
 	// Leader, when set, reports the leadership for GET /_leader.
 	Leader func(ctx context.Context) (api.LeaderStatus, error)
+	// GUI, when set, serves the web GUI under /gui/; GET / then redirects
+	// browsers (which accept text/html) there. GUIPrompt answers a
+	// browser's request for a GUI page that Auth refuses (401 or 403) with
+	// a page that asks for a token.
+	GUI       http.Handler
+	GUIPrompt func(w http.ResponseWriter, r *http.Request, status int, reason string)
 	// Security (guard.go, tokens.go). Auth, when set, authenticates,
 	// rate-limits and authorizes every request but the public ones, and
 	// every write is audited; without it every request is allowed. The
@@ -187,8 +195,15 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 		if !allow(w, r, http.MethodGet) {
 			return "/"
 		}
+		if s.opts.GUI != nil && acceptsHTML(r) {
+			http.Redirect(w, r, "/gui/", http.StatusSeeOther)
+			return "/"
+		}
 		s.index(w)
 		return "/"
+	case seg[0] == "gui" && s.opts.GUI != nil:
+		s.opts.GUI.ServeHTTP(w, r)
+		return "/gui"
 	case len(seg) == 1 && seg[0] == "healthz":
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return "/healthz"
@@ -323,6 +338,19 @@ func byPlural(p string) *resource.Descriptor {
 		}
 	}
 	return nil
+}
+
+// acceptsHTML tells a browser's navigation (Accept: text/html, ...) from
+// an API client, which asks for JSON or anything (curl's */*).
+func acceptsHTML(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			if mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part)); mt == "text/html" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Server) index(w http.ResponseWriter) {

@@ -422,15 +422,25 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusBadRequest, Title: "Invalid query", Causes: errs})
 		return
 	}
-	events, truncated, err := history.Find(r.Context(), s.recorder, q)
+	report, err := HistoryReport(r.Context(), s.recorder, q, caller(r.Context()).AllowsMesh)
 	if err != nil {
 		writeError(w, s.writeFailed(err))
 		return
 	}
-	id := caller(r.Context())
+	writeJSON(w, http.StatusOK, report)
+}
+
+// HistoryReport is the body of GET /history (the GUI shows the same): who
+// held q's VIP or hostname from when to when, among the events of the
+// meshes allowed.
+func HistoryReport(ctx context.Context, rec store.Recorder, q history.Query, allowed func(mesh string) bool) (api.HistoryReport, error) {
+	events, truncated, err := history.Find(ctx, rec, q)
+	if err != nil {
+		return api.HistoryReport{}, err
+	}
 	visible := events[:0]
 	for _, e := range events {
-		if id.AllowsMesh(e.Mesh) {
+		if allowed(e.Mesh) {
 			visible = append(visible, e)
 		}
 	}
@@ -438,5 +448,5 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	if report.Events == nil {
 		report.Events = []api.HistoryEvent{}
 	}
-	writeJSON(w, http.StatusOK, report)
+	return report, nil
 }

@@ -1,8 +1,8 @@
 // Package server wires a control plane together from its configuration:
-// it opens the store, fills the cache, serves the REST API, creates the
-// default resources, and on shutdown stops them in reverse order - stop
-// accepting requests (finishing those in flight), stop the cache, close the
-// store.
+// it opens the store, fills the cache, serves the REST API and the web
+// GUI, creates the default resources, and on shutdown stops them in
+// reverse order - stop accepting requests (finishing those in flight), stop
+// the cache, close the store.
 //
 // It is the only package that imports every part; nothing imports it but cli.
 package server
@@ -29,6 +29,7 @@ import (
 	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/extsvc"
+	"github.com/meshnames/meshnames/internal/gui"
 	"github.com/meshnames/meshnames/internal/history"
 	"github.com/meshnames/meshnames/internal/hostnames"
 	"github.com/meshnames/meshnames/internal/kuma"
@@ -111,10 +112,11 @@ func (s *Server) Run(ctx context.Context) error {
 		Addr: s.cfg.DNS.Addr, DefaultMesh: s.cfg.DNS.DefaultMesh, Upstreams: s.cfg.DNS.Upstreams,
 		UpstreamTimeout: s.cfg.DNS.UpstreamTimeout.D(), Log: s.log.With("component", "dns"), Registerer: reg,
 	})
-	builder := dnsserver.NewBuilder(c, dnsSrv, dnsserver.TableOptions{
+	tableOpts := dnsserver.TableOptions{
 		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain,
 		Global: s.cfg.Mode == config.ModeGlobal,
-	})
+	}
+	builder := dnsserver.NewBuilder(c, dnsSrv, tableOpts)
 	apiOpts := apiserver.Options{
 		// The API's writes carry their audit entries into the store.
 		Cache: c, Admission: admission.New(admission.Options{Store: apiserver.AuditingStore(st), Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone}),
@@ -144,6 +146,11 @@ func (s *Server) Run(ctx context.Context) error {
 		o := s.serviceOptions()
 		apiOpts.ServiceTags = &o
 	}
+	webGUI, err := s.newGUI(st, c, dnsSrv, tableOpts, apiOpts, reg)
+	if err != nil {
+		return err
+	}
+	apiOpts.GUI, apiOpts.GUIPrompt = webGUI.Handler(), gui.TokenPrompt
 	ln, err := net.Listen("tcp", s.cfg.API.Addr)
 	if err != nil {
 		return fmt.Errorf("api.addr: cannot listen on %s: %w", s.cfg.API.Addr, err)
@@ -186,6 +193,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.sync.run(gctx) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
+	g.Go(func() error { return webGUI.Run(gctx) })
 	g.Go(func() error {
 		returnMemoryWhenQuiet(gctx, s.log, c.Frozen, func() (bool, int) {
 			synced, _ := c.Status()
@@ -325,44 +333,11 @@ func (s *Server) serviceOptions() meshservices.Options {
 
 // dnsListing converts the DNS table's view of mesh for the API.
 func dnsListing(srv *dnsserver.Server, mesh string) api.DNSListing {
-	var l api.DNSListing
-	if srv == nil {
-		return l
-	}
-	t := srv.Table()
-	if t == nil {
-		return l // still loading
-	}
-	v := t.Views[mesh]
-	if v == nil {
-		return l
-	}
-	for e := range v.Entries() {
-		n := api.DNSName{Name: e.Name, Kind: e.Service.Kind, Service: e.Service.Name, Source: e.Source}
-		for _, ip := range e.A {
-			n.A = append(n.A, ip.String())
+	l := dnsRejections(srv, mesh)
+	if v := tableView(srv, mesh); v != nil {
+		for e := range v.Entries() {
+			l.Names = append(l.Names, dnsName(e))
 		}
-		for _, ip := range e.AAAA {
-			n.AAAA = append(n.AAAA, ip.String())
-		}
-		for _, r := range e.SRV {
-			n.SRV = append(n.SRV, fmt.Sprintf("%d %s", r.Port, r.Target))
-		}
-		switch {
-		case len(n.SRV) > 0:
-			n.Types = []string{"SRV"}
-		default:
-			if len(n.A) > 0 {
-				n.Types = append(n.Types, "A")
-			}
-			if len(n.AAAA) > 0 {
-				n.Types = append(n.Types, "AAAA")
-			}
-		}
-		l.Names = append(l.Names, n)
-	}
-	for _, r := range v.Rejections() {
-		l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason})
 	}
 	return l
 }

@@ -81,8 +81,22 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 	if s.isClosed() {
 		return nil, fmt.Errorf("changes after %d: %w", after, store.ErrClosed)
 	}
-	if evs, ok := s.recent.changes(after, limit); ok {
-		return evs, nil
+	if s.exclusive {
+		if evs, ok := s.recent.changes(after, limit); ok {
+			return evs, nil
+		}
+	} else if last := s.recent.last(); last > after {
+		// Other processes write too: this one's writes are the latest only
+		// if the database has none after them.
+		var revision int64
+		if err := s.reads.revision.QueryRowContext(ctx).Scan(&revision); err != nil {
+			return nil, fmt.Errorf("changes after %d: %w", after, s.dbErr(ctx, err))
+		}
+		if revision == last {
+			if evs, ok := s.recent.changes(after, limit); ok {
+				return evs, nil
+			}
+		}
 	}
 	return s.changesFromDB(ctx, after, limit)
 }

@@ -20,8 +20,10 @@ const recentCap = 4096
 //
 // Its events cover a contiguous range of revisions: a commit whose first
 // revision does not follow the last one kept (another process wrote in
-// between) starts it afresh, and a compaction empties it. Objects are kept
-// read-only and cloned for each reader. Safe for concurrent use.
+// between) starts it afresh, and a compaction empties it. Where other
+// processes write too (PostgreSQL), Changes uses it only after checking
+// that the database holds nothing after its last revision. Objects are
+// kept read-only and cloned for each reader. Safe for concurrent use.
 type recent struct {
 	mu     sync.Mutex
 	events []recentEvent // by revision, contiguous
@@ -75,6 +77,16 @@ func (r *recent) add(evs []recentEvent) {
 		// good.
 		r.events = append(r.events[:0], r.events[over:]...)
 	}
+}
+
+// last returns the last revision recent holds, or 0.
+func (r *recent) last() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.events) == 0 {
+		return 0
+	}
+	return r.events[len(r.events)-1].rev
 }
 
 // reset forgets everything (a compaction, another writer).

@@ -30,6 +30,10 @@ type Config struct {
 	Notifier *store.Notifier
 	// WriteTimeout bounds one write transaction (default DefaultWriteTimeout).
 	WriteTimeout time.Duration
+	// Exclusive says no other process writes the database (the embedded
+	// store holds a lock on its directory): Changes may then trust the
+	// writes of this process alone to be the latest (see recent).
+	Exclusive bool
 }
 
 // Store implements store.Store over database/sql. See the package doc.
@@ -48,8 +52,10 @@ type Store struct {
 	reads    struct{ get, revision, compacted, changes, listAll, listKind, leasesAll, leasesPrefix *sql.Stmt }
 	now      func() time.Time
 	notifier *store.Notifier
-	// recent serves Changes to readers that are nearly caught up.
+	// recent serves Changes to readers that are nearly caught up;
+	// exclusive is Config.Exclusive.
 	recent       recent
+	exclusive    bool
 	writeTimeout time.Duration
 
 	mu     sync.Mutex
@@ -72,6 +78,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		now:          cfg.Now,
 		notifier:     cfg.Notifier,
 		writeTimeout: cfg.WriteTimeout,
+		exclusive:    cfg.Exclusive,
 		writerDone:   make(chan struct{}),
 	}
 	if s.now == nil {
