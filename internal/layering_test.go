@@ -27,7 +27,7 @@ var layers = []struct {
 	name string
 	pkgs []string
 }{
-	{"vocabulary: field paths and violations", []string{"internal/validate"}},
+	{"vocabulary: field paths and violations; generated wire formats", []string{"internal/validate", "api/zonesync/v1"}},
 	{"pure libraries anyone may use", []string{"internal/decode", "internal/hostname", "internal/ipam"}},
 	{"the model: kinds, documents, configuration", []string{"internal/resource", "internal/config"}},
 	{"contracts: the store, the API's bodies", []string{"internal/store", "internal/api"}},
@@ -38,7 +38,7 @@ var layers = []struct {
 	{"what the parts share: admission of writes, the controller runner, authentication", []string{"internal/admission", "internal/reconcile", "internal/auth"}},
 	{"parts: election, controllers, DNS, REST, GUI", []string{
 		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice",
-		"internal/dnsserver", "internal/apiserver", "internal/gui",
+		"internal/dnsserver", "internal/apiserver", "internal/gui", "internal/zonesync",
 	}},
 	{"wiring", []string{"internal/server"}},
 	{"the command line", []string{"internal/cli"}},

@@ -133,6 +133,25 @@ func TestValidate(t *testing.T) {
 		{name: "no-rate-limit", mutate: func(c *Config) { c.API.Auth.RateLimit, c.API.Auth.RateBurst = 0, 0 }},
 		{name: "slow-refresh", mutate: func(c *Config) { c.API.Auth.RefreshInterval = Duration(2 * time.Second) }, fields: []string{"api.auth.refreshInterval"}},
 		{name: "short-audit", mutate: func(c *Config) { c.Audit.Retention, c.History.Retention = Duration(time.Minute), 0 }, fields: []string{"audit.retention", "history.retention"}},
+		{name: "zone-needs-global", mutate: func(c *Config) { c.Mode = ModeZone }, fields: []string{"sync.globalAddress", "sync.zoneTokenFile"}},
+		{name: "zone-with-global", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "grpcs://global:5685", "east.token"
+		}},
+		{name: "zone-plain-grpc", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "grpc://global:5685", "east.token"
+		}, fields: []string{"sync.globalAddress"}},
+		{name: "zone-plain-grpc-allowed", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile, c.Sync.Insecure = ModeZone, "grpc://global:5685", "east.token", true
+		}},
+		{name: "zone-https", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "https://global:5685", "east.token"
+		}, fields: []string{"sync.globalAddress"}},
+		{name: "zone-no-port", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "grpcs://global", "east.token"
+		}, fields: []string{"sync.globalAddress"}},
+		{name: "global-bad-sync-addr", mutate: func(c *Config) { c.Mode, c.Sync.Addr = ModeGlobal, "5685" }, fields: []string{"sync.addr"}},
+		{name: "sync-cert-without-key", mutate: func(c *Config) { c.Sync.TLSCert = "sync.pem" }, fields: []string{"sync.tlsCert"}},
+		{name: "bad-heartbeat", mutate: func(c *Config) { c.Sync.Heartbeat = Duration(time.Millisecond) }, fields: []string{"sync.heartbeat"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -375,9 +375,11 @@ func retire(ms *resource.Object, grace time.Duration, now time.Time) (Service, *
 }
 
 // Managed reports whether ms was created by this controller (Kuma's
-// kuma.io/managed-by label); only those are ever changed or deleted.
+// kuma.io/managed-by label); only those are ever changed or deleted. A
+// service another zone synthesised arrives from global with the label and
+// kuma.io/origin: global; it is that zone's, never this controller's.
 func Managed(ms *resource.Object) bool {
-	return ms.Labels[resource.LabelManagedBy] == resource.ManagedByMeshServices
+	return ms.Labels[resource.LabelManagedBy] == resource.ManagedByMeshServices && ms.Labels[resource.LabelOrigin] != resource.OriginGlobal
 }
 
 // identityTag is the kuma.io/service value a managed MeshService stands for.

@@ -445,3 +445,24 @@ func TestReport_NoClock(t *testing.T) {
 		t.Errorf("not started: %+v, want retiring with no end yet", s)
 	}
 }
+
+// TestManaged: a service another zone synthesised arrives from global with
+// the managed-by label; it is not this zone's controller's to change or
+// retire.
+func TestManaged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   bool
+	}{
+		{"synthesised-here", map[string]string{resource.LabelManagedBy: resource.ManagedByMeshServices, resource.LabelOrigin: resource.OriginZone}, true},
+		{"synthesised-elsewhere", map[string]string{resource.LabelManagedBy: resource.ManagedByMeshServices, resource.LabelOrigin: resource.OriginGlobal}, false},
+		{"written-by-a-user", map[string]string{resource.LabelOrigin: resource.OriginZone}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Managed(&resource.Object{Labels: tc.labels}); got != tc.want {
+				t.Errorf("Managed = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

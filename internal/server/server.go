@@ -55,8 +55,12 @@ type Server struct {
 	// NoControllers keeps the controllers from running, so that tests of
 	// the API and the command line see no asynchronous status writes.
 	NoControllers bool
+	// SyncListening, when set, is called with a global's sync address once
+	// it accepts connections.
+	SyncListening func(syncAddr string)
 
 	elector leader.Elector // set by Run
+	sync    *syncParts     // set by Run
 }
 
 // New returns a server for cfg; cfg must be valid. It does no I/O.
@@ -100,6 +104,9 @@ func (s *Server) Run(ctx context.Context) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.elector = s.newElector(reg, st)
 	c := cache.New(st, s.log.With("component", "cache"), reg)
+	if s.sync, err = s.newSync(ctx, st, c, keys, reg); err != nil {
+		return err
+	}
 	// Every instance answers DNS from its own table, leader or not.
 	dnsSrv := dnsserver.New(dnsserver.Options{
 		Addr: s.cfg.DNS.Addr, DefaultMesh: s.cfg.DNS.DefaultMesh, Upstreams: s.cfg.DNS.Upstreams,
@@ -129,6 +136,11 @@ func (s *Server) Run(ctx context.Context) error {
 		Preview: func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error) {
 			return s.preview(ctx, st, c, objs)
 		},
+	}
+	if s.sync.global != nil {
+		apiOpts.ZoneInsight = s.sync.global.Insight
+		pin := s.sync.pin
+		apiOpts.SyncPin = func() (string, error) { return pin, nil }
 	}
 	if s.cfg.Mode != config.ModeGlobal {
 		o := s.serviceOptions()
@@ -178,6 +190,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return compactRecordsLoop(gctx, st, s.cfg, s.log) })
 	g.Go(func() error { return keys.Run(gctx, s.log.With("component", "tokens")) })
 	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
+	g.Go(func() error { return s.sync.run(gctx) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
 	g.Go(func() error { return webGUI.Run(gctx) })
@@ -237,7 +250,13 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 			return
 		}
 		s.log.Info("leading: starting controllers")
-		if err := runner.Run(ctx); err != nil {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return runner.Run(gctx) })
+		if z := s.sync.zone; z != nil {
+			// One stream per zone: only the leading instance syncs.
+			g.Go(func() error { return z.Run(gctx) })
+		}
+		if err := g.Wait(); err != nil {
 			s.log.Error("the controllers stopped", "err", err)
 		}
 	})
