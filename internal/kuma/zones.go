@@ -12,19 +12,14 @@ import (
 )
 
 // ZoneOverview is one item of Kuma's /zones/_overview: a Zone and the
-// state of its sync stream.
+// state of its sync stream. Its Meshnames field says where the whole
+// insight is and what of it Kuma's shape leaves out; it is absent where
+// the control plane keeps no insights (a zone or standalone control
+// plane).
 type ZoneOverview struct {
-	Type             string            `json:"type"`
-	Name             string            `json:"name"`
-	CreationTime     *time.Time        `json:"creationTime,omitempty"`
-	ModificationTime *time.Time        `json:"modificationTime,omitempty"`
-	Labels           map[string]string `json:"labels,omitempty"`
-	Zone             ZoneSpec          `json:"zone"`
-	ZoneInsight      ZoneInsight       `json:"zoneInsight"`
-	// Meshnames says where the whole insight is, and what of it Kuma's
-	// shape leaves out; absent where the control plane keeps no insights
-	// (a zone or standalone control plane).
-	Meshnames *Extra `json:"meshnames,omitempty"`
+	Meta
+	Zone        ZoneSpec    `json:"zone"`
+	ZoneInsight ZoneInsight `json:"zoneInsight"`
 }
 
 // ZoneSpec is a Zone's spec in an overview.
@@ -151,8 +146,8 @@ func (a *adapter) zonesOverview(w http.ResponseWriter, r *http.Request) {
 	out := List{Total: page.Total, Items: make([]any, 0, len(page.Items))}
 	for _, o := range page.Items {
 		d := ToKuma(o).(*zoneDoc)
-		item := ZoneOverview{Type: "ZoneOverview", Name: o.Name, CreationTime: d.CreationTime,
-			ModificationTime: d.ModificationTime, Labels: o.Labels, Zone: ZoneSpec{Enabled: d.Enabled}}
+		item := ZoneOverview{Meta: Meta{Type: "ZoneOverview", Name: o.Name, CreationTime: d.CreationTime,
+			ModificationTime: d.ModificationTime, Labels: o.Labels}, Zone: ZoneSpec{Enabled: d.Enabled}}
 		path := "/zones/" + url.PathEscape(o.Name) + "/_insight"
 		res := a.call(r, http.MethodGet, path, nil, nil)
 		var in api.ZoneInsight

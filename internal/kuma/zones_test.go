@@ -5,22 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/apiserver"
-	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
-	"github.com/meshnames/meshnames/internal/store"
-	"github.com/meshnames/meshnames/internal/store/sqlite"
 )
 
 // TestToKumaInsight_Golden renders each native insight of
@@ -35,45 +28,24 @@ func TestToKumaInsight_Golden(t *testing.T) {
 	})
 }
 
-// globalEnv runs the real API of a global control plane, whose zone
-// insights are insights[zone] (an error for a zone not there), with the
-// adapter mounted.
+// globalEnv runs the real API of a global control plane holding zones,
+// whose insights are insights[zone] (an error for a zone not there), with
+// the adapter mounted.
 func globalEnv(t *testing.T, insights map[string]api.ZoneInsight, zones ...string) string {
 	t.Helper()
-	created := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
-	st, err := sqlite.Open(t.TempDir(), sqlite.WithClock(func() time.Time { return created }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	var objs []*resource.Object
 	for _, z := range zones {
-		if _, err := store.Create(context.Background(), st, &resource.Object{Kind: resource.Zone, Name: z, Spec: &resource.ZoneSpec{}}); err != nil {
-			t.Fatal(err)
-		}
+		objs = append(objs, &resource.Object{Kind: resource.Zone, Name: z, Spec: &resource.ZoneSpec{}})
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c := cache.New(st, log, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	if !c.WaitSynced(wctx) {
-		t.Fatal("cache did not load")
-	}
-	adm := admission.New(admission.Options{Store: st, Cache: c, Mode: resource.ModeGlobal})
-	native := apiserver.New(apiserver.Options{Cache: c, Admission: adm, Log: log, Registry: prometheus.NewRegistry(), Version: "1.2.3",
-		ZoneInsight: func(_ context.Context, zone string) (api.ZoneInsight, error) {
+	return newEnvWith(t, resource.ModeGlobal, func(o *apiserver.Options) {
+		o.ZoneInsight = func(_ context.Context, zone string) (api.ZoneInsight, error) {
 			in, ok := insights[zone]
 			if !ok {
 				return api.ZoneInsight{}, errors.New("the store is away")
 			}
 			return in, nil
-		}})
-	srv := httptest.NewServer(Mount(native.Handler()))
-	t.Cleanup(srv.Close)
-	return srv.URL
+		}
+	}, objs...).url
 }
 
 func getJSON(t *testing.T, url string) (int, []byte) {
