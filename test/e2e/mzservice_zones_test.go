@@ -23,6 +23,20 @@ func startEmbeddedGlobal(t *testing.T, name string) *global {
 	return &global{proc: p, syncAddr: syncAddr}
 }
 
+// waitDefaultMesh waits until zone z has received the default mesh from
+// its global.
+func waitDefaultMesh(t *testing.T, z *proc) {
+	t.Helper()
+	waitFor(t, 20*time.Second, z.name+" has the default mesh from global", func() bool {
+		resp, err := http.Get(z.api + "/meshes/default")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
 // redisIn is a MeshService labelled app: redis with a main port 6379/tcp
 // and a metrics port 9121 of the protocol given.
 func redisIn(metrics string) string {
@@ -45,14 +59,7 @@ func TestMultiZoneServices_AcrossZones(t *testing.T) {
 	}
 	east, west, north := zones["east"], zones["west"], zones["north"]
 	for _, z := range zones {
-		waitFor(t, 20*time.Second, z.name+" has the default mesh from global", func() bool {
-			resp, err := http.Get(z.api + "/meshes/default")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
+		waitDefaultMesh(t, z)
 	}
 
 	// The same service in two zones, whose metrics ports disagree on the
