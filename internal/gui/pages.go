@@ -45,6 +45,9 @@ type overviewData struct {
 	Zones             zonesData
 	Changes           []changeRow
 	ChangesErr        string
+	// Global is set on a global control plane, which runs no controllers
+	// and allocates no VIPs: the zones do.
+	Global bool
 }
 
 type meshCounts struct {
@@ -93,7 +96,8 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		d.Meshes = append(d.Meshes, mc)
 	}
 	d.NotAvailable, d.NotAvailableTotal = s.withHolders(lost.all), lost.total
-	if s.o.Pools != nil {
+	d.Global = s.o.Mode == resource.ModeGlobal
+	if s.o.Pools != nil && !d.Global {
 		pools, err := s.o.Pools(ctx)
 		if err != nil {
 			d.PoolsErr = err.Error()
@@ -102,7 +106,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			d.Pools = append(d.Pools, newPoolRow(p))
 		}
 	}
-	if s.o.Leader != nil {
+	if s.o.Leader != nil && !d.Global {
 		ls, err := s.o.Leader(ctx)
 		if err != nil {
 			d.LeaderErr = err.Error()
