@@ -265,16 +265,14 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 // recordHistory returns the history events of a status write that
 // replaces the parts patch names of old's status with next.
 func (s *Server) recordHistory(old *resource.Object, next resource.Status, patch store.StatusPatch) []store.Op {
-	var ops []store.Op
-	for _, e := range history.Diff(s.cfg.Zone, old.Key(), old.Status, next, patch) {
-		op, err := history.Op(e)
-		if err != nil {
-			s.log.Warn("cannot record a history event", "err", err)
-			continue
-		}
-		ops = append(ops, op)
+	op, ok, err := history.Ops(history.Diff(s.cfg.Zone, old.Key(), old.Status, next, patch))
+	if err != nil {
+		s.log.Warn("cannot record a history event", "err", err)
 	}
-	return ops
+	if !ok {
+		return nil
+	}
+	return []store.Op{op}
 }
 
 // cores returns new cores of the controllers, reporting metrics to reg
