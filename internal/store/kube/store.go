@@ -74,7 +74,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -117,10 +116,12 @@ type Store struct {
 	dec   decoder
 	kinds []crd.Kind
 
-	mu       sync.Mutex
-	objects  map[resource.Key]*entry
-	refs     map[crRef]resource.Key // the resource each valid custom resource is
-	invalid  map[crRef]*decoded
+	mu      sync.Mutex
+	objects map[resource.Key]*entry
+	refs    map[crRef]resource.Key // the resource each valid custom resource is
+	invalid map[crRef]*decoded
+	// stale are valid objects whose status still shows Valid=False.
+	stale    map[crRef]report
 	feed     feed
 	rev      int64                   // of the last event; 0 before the first
 	base     int64                   // the etcd revision when the store opened
@@ -179,6 +180,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		objects:  map[resource.Key]*entry{},
 		refs:     map[crRef]resource.Key{},
 		invalid:  map[crRef]*decoded{},
+		stale:    map[crRef]report{},
 		feed:     newFeed(),
 		progress: map[resource.Kind]int64{},
 		acks:     newAcks(1 << 16),
@@ -206,7 +208,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	for i, k := range s.kinds {
-		s.wg.Go(func() { s.follow(wctx, k, rvs[i]) })
+		s.wg.Go(func() { s.c.Follow(wctx, k.Resource(), "", kubeapi.ListOptions{}, rvs[i], kindHandler{s, k}, s.o.Log) })
 	}
 	return s, nil
 }
@@ -299,102 +301,78 @@ func (s *Store) Key(k resource.Kind, mesh, ns, name string) (resource.Key, bool)
 	return resource.Key{Kind: k, Mesh: mesh, Name: n}, true
 }
 
-// follow watches kind k from resourceVersion rv until ctx ends.
-func (s *Store) follow(ctx context.Context, k crd.Kind, rv string) {
-	delay := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		var err error
-		if rv == "" {
-			rv, err = s.relist(ctx, k)
-		} else {
-			var w *kubeapi.Watcher
-			w, err = s.c.Watch(ctx, k.Resource(), "", kubeapi.WatchOptions{ResourceVersion: rv})
-			if err == nil {
-				rv, err = s.consume(k, w, rv)
-				w.Close()
-			}
-		}
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err == nil || errors.Is(err, io.EOF):
-			delay = 100 * time.Millisecond
-			continue
-		case errors.Is(err, kubeapi.ErrGone):
-			s.o.Log.Info("kube store: the watch fell behind the API server; listing again", "kind", k.Kind)
-			rv = ""
-			continue
-		}
-		s.o.Log.Warn("kube store: watch failed; will retry", "kind", k.Kind, "err", err, "retry", delay)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 5*time.Second)
-	}
+// kindHandler feeds what kubeapi.Follow sees of one kind to the store.
+type kindHandler struct {
+	s *Store
+	k crd.Kind
 }
 
-// consume applies the events of w and returns the resourceVersion to
-// watch from next.
-func (s *Store) consume(k crd.Kind, w *kubeapi.Watcher, rv string) (string, error) {
-	for {
-		ev, err := w.Next()
-		if err != nil {
-			return rv, err
-		}
-		var meta struct {
-			Metadata kubeapi.ObjectMeta `json:"metadata"`
-		}
-		if err := json.Unmarshal(ev.Object, &meta); err != nil {
-			return rv, fmt.Errorf("watch %s: %w", k.Plural, err)
-		}
-		switch ev.Type {
-		case kubeapi.Bookmark:
-			s.mu.Lock()
-			if v, ok := kubeapi.Revision(meta.Metadata.ResourceVersion); ok {
-				s.progress[k.Kind] = max(s.progress[k.Kind], v)
-			}
-			s.wake()
-			s.mu.Unlock()
-		case kubeapi.Added, kubeapi.Modified:
-			d, err := s.dec.decode(k, ev.Object)
-			if err != nil {
-				s.o.Log.Warn("kube store: skipping an object it cannot read", "kind", k.Kind, "err", err)
-				continue
-			}
-			s.mu.Lock()
-			s.put(d, s.o.Now())
-			s.mu.Unlock()
-		case kubeapi.Deleted:
-			ref := crRef{kind: k.Kind, name: meta.Metadata.Name}
-			if k.Namespaced {
-				ref.namespace = meta.Metadata.Namespace
-			}
-			v, _ := kubeapi.Revision(meta.Metadata.ResourceVersion)
-			s.mu.Lock()
-			s.remove(ref, meta.Metadata.UID, v, s.o.Now())
-			s.mu.Unlock()
-		}
-		rv = meta.Metadata.ResourceVersion
-	}
-}
+func (h kindHandler) Replace(items []json.RawMessage, rv string) { h.s.replace(h.k, items, rv) }
+func (h kindHandler) Event(ev kubeapi.Event)                     { h.s.event(h.k, ev) }
 
-// relist lists kind k and brings the copy in line with it: puts for what
-// changed, deletes for what is gone. It returns the list's resourceVersion.
-func (s *Store) relist(ctx context.Context, k crd.Kind) (string, error) {
-	var items []decoded
-	rv, err := s.c.List(ctx, k.Resource(), "", kubeapi.ListOptions{}, func(raw json.RawMessage) error {
-		d, err := s.dec.decode(k, raw)
+// event applies one watch event of kind k.
+func (s *Store) event(k crd.Kind, ev kubeapi.Event) {
+	switch ev.Type {
+	case kubeapi.Added, kubeapi.Modified:
+		d, err := s.dec.decode(k, ev.Object)
 		if err != nil {
 			s.o.Log.Warn("kube store: skipping an object it cannot read", "kind", k.Kind, "err", err)
-			return nil
+			return
 		}
-		items = append(items, d)
+		s.mu.Lock()
+		s.put(d, s.o.Now())
+		s.mu.Unlock()
+		return
+	}
+	var meta struct {
+		Metadata kubeapi.ObjectMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(ev.Object, &meta); err != nil {
+		s.o.Log.Warn("kube store: skipping an event it cannot read", "kind", k.Kind, "err", err)
+		return
+	}
+	v, _ := kubeapi.Revision(meta.Metadata.ResourceVersion)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch ev.Type {
+	case kubeapi.Bookmark:
+		s.progress[k.Kind] = max(s.progress[k.Kind], v)
+		s.wake()
+	case kubeapi.Deleted:
+		ref := crRef{kind: k.Kind, name: meta.Metadata.Name}
+		if k.Namespaced {
+			ref.namespace = meta.Metadata.Namespace
+		}
+		s.remove(ref, meta.Metadata.UID, v, s.o.Now())
+	}
+}
+
+// relist lists kind k and brings the copy in line with it; it returns the
+// list's resourceVersion.
+func (s *Store) relist(ctx context.Context, k crd.Kind) (string, error) {
+	var items []json.RawMessage
+	rv, err := s.c.List(ctx, k.Resource(), "", kubeapi.ListOptions{}, func(raw json.RawMessage) error {
+		items = append(items, raw)
 		return nil
 	})
 	if err != nil {
 		return "", err
+	}
+	s.replace(k, items, rv)
+	return rv, nil
+}
+
+// replace brings the copy of kind k in line with a list: puts for what
+// changed, deletes for what is gone.
+func (s *Store) replace(k crd.Kind, raws []json.RawMessage, rv string) {
+	items := make([]decoded, 0, len(raws))
+	for _, raw := range raws {
+		d, err := s.dec.decode(k, raw)
+		if err != nil {
+			s.o.Log.Warn("kube store: skipping an object it cannot read", "kind", k.Kind, "err", err)
+			continue
+		}
+		items = append(items, d)
 	}
 	listRV, _ := kubeapi.Revision(rv)
 	now := s.o.Now()
@@ -417,7 +395,6 @@ func (s *Store) relist(ctx context.Context, k crd.Kind) (string, error) {
 	}
 	s.progress[k.Kind] = max(s.progress[k.Kind], listRV)
 	s.wake()
-	return rv, nil
 }
 
 // nextRev returns the revision of the next event. Revisions are dense,
@@ -445,6 +422,7 @@ func (s *Store) put(d decoded, now time.Time) {
 		return
 	}
 	delete(s.invalid, d.ref)
+	delete(s.stale, d.ref)
 	k := d.obj.Key()
 	if had && prev == k {
 		if e := s.objects[k]; e.uid == d.uid && e.version == d.version {
@@ -463,6 +441,9 @@ func (s *Store) put(d decoded, now time.Time) {
 	e := &entry{ref: d.ref, uid: d.uid, version: d.version, rev: s.nextRev(), data: data}
 	s.objects[k] = e
 	s.refs[d.ref] = k
+	if d.reported != "" {
+		s.stale[d.ref] = staleReport(d, data)
+	}
 	s.feed.add(e.rev, k, e, now)
 	s.acks.add(ack, e.rev)
 	s.notify()
@@ -474,6 +455,7 @@ func (s *Store) remove(ref crRef, uid string, v int64, now time.Time) {
 	s.progress[ref.kind] = max(s.progress[ref.kind], v)
 	defer s.wake()
 	delete(s.invalid, ref)
+	delete(s.stale, ref)
 	k, ok := s.refs[ref]
 	if !ok {
 		s.acks.add(ackKey{ref: ref, uid: uid, deleted: true}, s.rev)
