@@ -11,6 +11,11 @@
 // quarantine period, so that no client still resolving the old name reaches
 // a new service.
 //
+// A MeshService made from a Kubernetes Service keeps the addresses
+// Kubernetes gave it (its ClusterIPs, or its Pod's IPs), which the
+// Kubernetes controller writes; this controller neither allocates nor
+// writes VIPs for it.
+//
 // Both allocations and quarantines are recorded as store leases named
 // "vip/<ip>", written in the same transaction as the status that shows the
 // VIP, so they survive restarts and leader changes. When the controller
@@ -505,6 +510,12 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 		st.written.Forget(k)
 		return ops
 	}
+	if platformAddressed(obj) {
+		// seed 000: a MeshService made from a Kubernetes Service has its
+		// VIPs already (the ClusterIP, or its Pod's IPs), and the Kubernetes
+		// controller writes them: nothing to allocate or write here.
+		return nil
+	}
 	var ops []store.Op
 	have := st.owned[k]
 	// Addresses the status shows that we did not know (someone else wrote
@@ -583,6 +594,13 @@ func (c *Controller) reconcile(st *state, k resource.Key) []store.Op {
 	svc.VIPs, svc.Conditions = vips, conds
 	obj.Status = status
 	return append(ops, store.Op{Type: store.OpPatchStatus, Object: obj, Patch: statusPatch, DiscardObject: true})
+}
+
+// platformAddressed reports whether obj's VIPs come from the platform: a
+// MeshService made from a Kubernetes Service (kuma.io/managed-by:
+// k8s-controller), whose ClusterIP or Pod IPs that controller writes.
+func platformAddressed(obj *resource.Object) bool {
+	return obj.Kind == resource.MeshService && obj.Labels[resource.LabelManagedBy] == resource.ManagedByKubernetes
 }
 
 // exact returns a copy of vs of exactly its length, or nil when vs is

@@ -865,3 +865,32 @@ func TestUnchanged_ComparesWithWriteInFlight(t *testing.T) {
 		t.Errorf("the echo shows the write: unchanged %v, %d writes still in flight", same, st.written.Len())
 	}
 }
+
+// A MeshService made from a Kubernetes Service gets no VIP from the pool,
+// and its VIPs (written by the Kubernetes controller) are left as they are
+// (seed 000: its ClusterIP is its VIP). Each check waits for a service
+// created after it to get its VIP: the controller has seen both by then.
+func TestController_LeavesKubernetesServicesAlone(t *testing.T) {
+	e := newEnv(t, defaultPools())
+	kube := ms("web-shop")
+	kube.Labels = map[string]string{resource.LabelManagedBy: resource.ManagedByKubernetes}
+	e.create(kube)
+	e.create(ms("after-1"))
+	e.waitVIPs(key(resource.MeshService, "after-1"), "241.0.0.1 ")
+	if got := e.vips(kube.Key()); len(got) != 0 {
+		t.Fatalf("a Kubernetes MeshService got VIPs %v from the pool", got)
+	}
+	o, err := e.st.Get(context.Background(), kube.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Status = &resource.ServiceStatus{VIPs: []resource.VIP{{IP: "10.96.0.10", Type: resource.VIPKubernetes}}}
+	if _, err := store.UpdateStatus(context.Background(), e.st, o); err != nil {
+		t.Fatal(err)
+	}
+	e.create(ms("after-2"))
+	e.waitVIPs(key(resource.MeshService, "after-2"), "241.0.0.2 ")
+	if d := cmp.Diff([]resource.VIP{{IP: "10.96.0.10", Type: resource.VIPKubernetes}}, e.vips(kube.Key())); d != "" {
+		t.Errorf("the ClusterIP of a Kubernetes MeshService changed (-want +got):\n%s", d)
+	}
+}
