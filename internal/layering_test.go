@@ -39,9 +39,10 @@ var allowed = map[string][]string{
 	"internal/dnsserver":         {"internal/resource", "internal/cache", "internal/reconcile"},
 	"internal/extsvc":            {"internal/resource", "internal/store", "internal/cache", "internal/reconcile"},
 	"internal/hostnames":         {"internal/resource", "internal/store", "internal/cache", "internal/hostname", "internal/reconcile"},
-	"internal/server":            {"internal/api", "internal/config", "internal/resource", "internal/store", "internal/store/sqlite", "internal/store/postgres", "internal/cache", "internal/apiserver", "internal/hostnames", "internal/leader", "internal/vips", "internal/dnsserver", "internal/meshservices", "internal/extsvc"},
+	"internal/server":            {"internal/api", "internal/config", "internal/resource", "internal/store", "internal/store/sqlite", "internal/store/postgres", "internal/store/kube", "internal/kubeapi", "internal/kubeservices", "internal/cache", "internal/apiserver", "internal/hostnames", "internal/leader", "internal/vips", "internal/dnsserver", "internal/meshservices", "internal/extsvc"},
+	"internal/kubeservices":      {"internal/resource", "internal/store", "internal/cache", "internal/reconcile", "internal/validate", "internal/kubeapi"},
 	"internal/server/servertest": {"internal/config", "internal/server"},
-	"internal/cli":               {"internal/api", "internal/config", "internal/server", "internal/client", "internal/resource", "internal/validate"},
+	"internal/cli":               {"internal/api", "internal/config", "internal/server", "internal/client", "internal/resource", "internal/validate", "internal/crd"},
 	"cmd/meshnames":              {"internal/cli"},
 }
 

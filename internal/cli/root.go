@@ -78,6 +78,7 @@ and delete, which talk to the server named by --server or $MESHNAMES_SERVER
 		newDeleteCmd(env, newClient),
 		newInspectCmd(env, newClient),
 		newConfigCmd(env),
+		newInstallCmd(env),
 		newVersionCmd(env, newClient),
 	)
 	return root

@@ -44,6 +44,9 @@ var configFlags = []struct {
 	{"leader-lease-duration", "leader.leaseDuration", "how long the leader lease lasts after each renewal (PostgreSQL store)", false},
 	{"leader-renew-interval", "leader.renewInterval", "how often the leader renews its lease", false},
 	{"leader-retry-interval", "leader.retryInterval", "how often other instances try to take the lease", false},
+	{"env", "env", "universal, or kubernetes: the Kubernetes API is the store and Services become MeshServices", false},
+	{"kubeconfig", "kubernetes.kubeconfig", "kubeconfig file of env kubernetes (default $KUBECONFIG, the in-cluster configuration in a Pod, ~/.kube/config)", false},
+	{"system-namespace", "kubernetes.systemNamespace", "the control plane's namespace in env kubernetes", false},
 }
 
 func addConfigFlags(fs *pflag.FlagSet) *string {
@@ -126,13 +129,17 @@ defaults, then the --config file, then MESHNAMES_* environment variables,
 then flags; "meshnames config show" prints the result.
 
 Only one process may use a data directory at a time. With --store
-postgres://... several instances share one PostgreSQL database.
+postgres://... several instances share one PostgreSQL database. With --env
+kubernetes the Kubernetes API is the store (install the CRDs first with
+"meshnames install crds | kubectl apply -f -"), Services of meshed namespaces
+become MeshServices, and several instances elect a leader with a Lease.
 
 SIGINT or SIGTERM stops the server cleanly: requests in flight finish, then
 the store is closed.`,
 		Example: `  meshnames serve
   meshnames serve --data-dir /var/lib/meshnames --api-addr 0.0.0.0:5681
-  meshnames serve --store postgres://meshnames@db:5432/meshnames`,
+  meshnames serve --store postgres://meshnames@db:5432/meshnames
+  meshnames serve --env kubernetes --kubeconfig ~/.kube/config`,
 		Args: cobra.NoArgs,
 	}
 	file := addConfigFlags(cmd.Flags())
@@ -151,6 +158,9 @@ the store is closed.`,
 }
 
 func storeName(cfg config.Config) string {
+	if cfg.KubernetesEnv() {
+		return "kubernetes"
+	}
 	if cfg.Postgres() {
 		return "postgres"
 	}

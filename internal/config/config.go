@@ -28,6 +28,12 @@ const (
 	ModeGlobal     = "global"
 )
 
+// Environments a control plane runs in.
+const (
+	EnvUniversal  = "universal"
+	EnvKubernetes = "kubernetes"
+)
+
 // Config is the whole configuration of `meshnames serve`.
 type Config struct {
 	// Mode is standalone (one zone, no global), zone (a zone of a
@@ -43,6 +49,13 @@ type Config struct {
 	VIPs     VIPsConfig     `json:"vips"`
 	Services ServicesConfig `json:"services"`
 	Leader   LeaderConfig   `json:"leader"`
+
+	// Env is universal (meshnames keeps its own store) or kubernetes (the
+	// Kubernetes API is the store: custom resources, and Services become
+	// MeshServices).
+	Env string `json:"env"`
+	// Kubernetes configures env kubernetes.
+	Kubernetes KubernetesConfig `json:"kubernetes"`
 }
 
 // LeaderConfig configures leader election among instances that share a
@@ -59,6 +72,16 @@ type LeaderConfig struct {
 	// RetryInterval is how often the other instances try to take the lease,
 	// and how soon a leader retries a failed renewal.
 	RetryInterval Duration `json:"retryInterval"`
+}
+
+// KubernetesConfig configures the Kubernetes mode (env kubernetes).
+type KubernetesConfig struct {
+	// Kubeconfig is the kubeconfig file; when empty, $KUBECONFIG, then the
+	// in-cluster configuration of a Pod, then ~/.kube/config.
+	Kubeconfig string `json:"kubeconfig"`
+	// SystemNamespace holds HostnameGenerators, MeshExternalServices,
+	// resources synced from global and the leases.
+	SystemNamespace string `json:"systemNamespace"`
 }
 
 // ServicesConfig configures the MeshServices synthesised from Dataplanes
@@ -171,8 +194,14 @@ func Default() Config {
 			LeaseDuration: Duration(15 * time.Second), RenewInterval: Duration(5 * time.Second), RetryInterval: Duration(time.Second),
 		},
 		Log: LogConfig{Level: "info", Format: "text"},
+
+		Env:        EnvUniversal,
+		Kubernetes: KubernetesConfig{SystemNamespace: "meshnames-system"},
 	}
 }
+
+// KubernetesEnv reports whether the Kubernetes API is the store.
+func (c *Config) KubernetesEnv() bool { return c.Env == EnvKubernetes }
 
 // Postgres reports whether the store is PostgreSQL.
 func (c *Config) Postgres() bool {
@@ -185,6 +214,13 @@ func (c *Config) Validate() validate.Errors {
 	errs.Check("mode", validate.OneOf(c.Mode, ModeStandalone, ModeZone, ModeGlobal))
 	if c.Mode != ModeGlobal {
 		errs.Check("zone", validate.DNS1123Label(c.Zone))
+	}
+	errs.Check("env", validate.OneOf(c.Env, EnvUniversal, EnvKubernetes))
+	if c.KubernetesEnv() {
+		if c.Store.URL != "" {
+			errs.Add("store.url", "must be empty with env kubernetes: the Kubernetes API is the store")
+		}
+		errs.Check("kubernetes.systemNamespace", validate.DNS1123Label(c.Kubernetes.SystemNamespace))
 	}
 	if c.Store.URL != "" && !c.Postgres() {
 		errs.Add("store.url", `must be empty (the embedded store) or a PostgreSQL URL starting with "postgres://"`)

@@ -119,6 +119,10 @@ func TestValidate(t *testing.T) {
 		{name: "bad-dns-port", mutate: func(c *Config) { c.DNS.Addr = "127.0.0.1:99999" }, fields: []string{"dns.addr"}},
 		{name: "short-retention", mutate: func(c *Config) { c.Store.TombstoneRetention = Duration(time.Second) }, fields: []string{"store.tombstoneRetention"}},
 		{name: "bad-log", mutate: func(c *Config) { c.Log.Level, c.Log.Format = "loud", "xml" }, fields: []string{"log.level", "log.format"}},
+		{name: "bad-env", mutate: func(c *Config) { c.Env = "openshift" }, fields: []string{"env"}},
+		{name: "kubernetes", mutate: func(c *Config) { c.Env = EnvKubernetes }},
+		{name: "kubernetes-with-store", mutate: func(c *Config) { c.Env, c.Store.URL = EnvKubernetes, "postgres://u@127.0.0.1/db" }, fields: []string{"store.url"}},
+		{name: "kubernetes-bad-namespace", mutate: func(c *Config) { c.Env, c.Kubernetes.SystemNamespace = EnvKubernetes, "Kuma.System" }, fields: []string{"kubernetes.systemNamespace"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,6 +151,8 @@ func TestFields_EnvNames(t *testing.T) {
 		"dns.ttl":                      "MESHNAMES_DNS_TTL",
 		"services.deletionGracePeriod": "MESHNAMES_SERVICES_DELETION_GRACE_PERIOD",
 		"leader.leaseDuration":         "MESHNAMES_LEADER_LEASE_DURATION",
+		"kubernetes.kubeconfig":        "MESHNAMES_KUBERNETES_KUBECONFIG",
+		"kubernetes.systemNamespace":   "MESHNAMES_KUBERNETES_SYSTEM_NAMESPACE",
 	} {
 		if got[path] != want {
 			t.Errorf("env name of %s = %q, want %q", path, got[path], want)

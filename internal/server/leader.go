@@ -11,12 +11,22 @@ import (
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	kubestore "github.com/meshnames/meshnames/internal/store/kube"
 )
 
 // newElector picks the election of the store: the embedded store's single
-// process always leads; instances sharing PostgreSQL hold a lease.
-func (s *Server) newElector(reg prometheus.Registerer) leader.Elector {
+// process always leads; instances sharing PostgreSQL, or one Kubernetes
+// cluster, hold a lease.
+func (s *Server) newElector(reg prometheus.Registerer, st store.Store) leader.Elector {
 	id := leader.NewHolderID(s.cfg.API.Addr)
+	if ks, ok := st.(*kubestore.Store); ok {
+		return ks.NewElector(kubestore.ElectorOptions{
+			Holder: id, Log: s.log.With("component", "leader"), Registerer: reg,
+			LeaseDuration: s.cfg.Leader.LeaseDuration.D(),
+			RenewInterval: s.cfg.Leader.RenewInterval.D(),
+			RetryInterval: s.cfg.Leader.RetryInterval.D(),
+		})
+	}
 	if !s.cfg.Postgres() {
 		return &leader.Local{ID: id}
 	}
@@ -45,7 +55,7 @@ func catchUp(ctx context.Context, st store.Store, c *cache.Cache) error {
 // whether this instance leads.
 func (s *Server) leaderStatus(ctx context.Context, st store.Store) (api.LeaderStatus, error) {
 	ls := api.LeaderStatus{Self: s.elector.Self(), Leading: s.elector.Leading()}
-	if !s.cfg.Postgres() {
+	if _, local := s.elector.(*leader.Local); local {
 		ls.Election = "local"
 		if ls.Leading {
 			ls.Holder = ls.Self

@@ -75,14 +75,14 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	if !s.cfg.Defaults.SkipHostnameGenerators {
-		if err := hostnames.EnsureDefaults(ctx, st, s.cfg.Mode, s.cfg.Zone, s.log); err != nil {
+		if err := hostnames.EnsureDefaultsFor(ctx, st, s.cfg.Mode, s.cfg.Zone, s.cfg.Env, s.log); err != nil {
 			return err
 		}
 	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s.elector = s.newElector(reg)
+	s.elector = s.newElector(reg, st)
 	c := cache.New(st, s.log.With("component", "cache"), reg)
 	// Every instance answers DNS from its own table, leader or not.
 	dnsSrv := dnsserver.New(dnsserver.Options{
@@ -198,6 +198,7 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	overlaps := extsvc.New(extsvc.Options{
 		Cache: c, Store: st, Log: s.log.With("component", "extsvc"), Registerer: reg,
 	})
+	kube := s.kubeControllers(st, c, reg)
 	return s.elector.Run(ctx, func(ctx context.Context) {
 		if err := catchUp(ctx, st, c); err != nil {
 			s.log.Warn("leading: the cache cannot catch up with the store; stepping down", "err", err)
@@ -209,6 +210,9 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		g.Go(func() error { return addresses.Run(ctx) })
 		g.Go(func() error { return services.Run(ctx) })
 		g.Go(func() error { return overlaps.Run(ctx) })
+		for _, run := range kube {
+			g.Go(func() error { return run(ctx) })
+		}
 		if err := g.Wait(); err != nil {
 			s.log.Error("a controller stopped", "err", err)
 		}
