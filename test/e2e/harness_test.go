@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopKube()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
