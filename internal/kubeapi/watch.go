@@ -61,8 +61,10 @@ func (c *Client) Watch(ctx context.Context, r Resource, ns string, o WatchOption
 	if err != nil {
 		return nil, err
 	}
-	return &Watcher{body: resp.Body, dec: json.NewDecoder(resp.Body)}, nil
+	return &Watcher{body: resp.Body, dec: newDecoder(resp.Body)}, nil
 }
+
+func newDecoder(r io.Reader) *json.Decoder { return json.NewDecoder(r) }
 
 // Next returns the next event. It returns io.EOF when the server ended the
 // watch, ErrGone when the server reports that the watch fell behind what

@@ -121,6 +121,18 @@ func (d decoder) decode(c crd.Kind, raw []byte) (decoded, error) {
 	}
 	out.version = v
 	out.reported = invalidCondition(in.Status)
+	// The API server checks these; a copy read from elsewhere may not be.
+	if c.Namespaced {
+		if msg := validate.DNS1123Label(m.Namespace); msg != "" {
+			out.errs.Add("metadata.namespace", msg)
+		}
+	}
+	if msg := validate.DNS1123Subdomain(m.Name); msg != "" {
+		out.errs.Add("metadata.name", msg)
+	}
+	if len(out.errs) > 0 {
+		return out, nil
+	}
 	name := d.name(c, m.Namespace, m.Name)
 	if name == "" {
 		out.errs.Addf("metadata.namespace", "a %s must be in the control plane's system namespace %q, not %q (seeds 000 and 003)", c.Kind, d.system, m.Namespace)
