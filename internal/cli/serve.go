@@ -41,7 +41,7 @@ var configFlags = []struct {
 	{"dns-ttl", "dns.ttl", "TTL of DNS answers", false},
 	{"services-export-default", "services.exportDefault", "spec.export.mode (All or None) of MeshServices synthesised from Dataplanes without a kuma.io/export-mode tag", false},
 	{"services-deletion-grace-period", "services.deletionGracePeriod", "how long a MeshService synthesised from Dataplanes outlives its last Dataplane", false},
-	{"leader-lease-duration", "leader.leaseDuration", "how long the leader lease lasts after each renewal (PostgreSQL store)", false},
+	{"leader-lease-duration", "leader.leaseDuration", "how long the leader lease lasts after each renewal (PostgreSQL store, env kubernetes)", false},
 	{"leader-renew-interval", "leader.renewInterval", "how often the leader renews its lease", false},
 	{"leader-retry-interval", "leader.retryInterval", "how often other instances try to take the lease", false},
 	{"env", "env", "universal, or kubernetes: the Kubernetes API is the store and Services become MeshServices", false},

@@ -132,11 +132,12 @@ type gate struct {
 	last proof
 }
 
-// proof is a successful rewrite of a lease with value, started at started.
+// proof is a successful rewrite of a lease with value, started at
+// started, and the deadline it gives the writes it fences.
 type proof struct {
-	value   []byte
-	started time.Time
-	expires time.Time
+	value    []byte
+	started  time.Time
+	deadline time.Time
 }
 
 func (c *leaseCache) gate(name string) *gate {
@@ -311,16 +312,16 @@ func (s *Store) getLease(ctx context.Context, name string) (cachedLease, bool, e
 
 // checkFence proves that f's lease is held by f: it rewrites the lease
 // conditionally on the resourceVersion at which it named f's holder and
-// term, unexpired. It returns the lease's expiry, by which the batch's
-// writes must be done (zero: never).
+// term, unexpired. It returns the deadline of the batch's writes (zero:
+// none; see fenceDeadline).
 func (s *Store) checkFence(ctx context.Context, f store.Fence) (time.Time, error) {
 	asked := time.Now()
 	want := f.LeaseValue()
 	g := s.leases.gate(f.Lease)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if p := g.last; bytes.Equal(p.value, want) && !p.started.Before(asked) && (p.expires.IsZero() || p.expires.After(time.Now())) {
-		return p.expires, nil
+	if p := g.last; bytes.Equal(p.value, want) && !p.started.Before(asked) && (p.deadline.IsZero() || p.deadline.After(time.Now())) {
+		return p.deadline, nil
 	}
 	g.last = proof{}
 	fenced := func(why string) error {
@@ -358,8 +359,8 @@ func (s *Store) checkFence(ctx context.Context, f store.Fence) (time.Time, error
 		case err == nil:
 			l.rv = out.Metadata.ResourceVersion
 			s.leases.set(f.Lease, l)
-			g.last = proof{value: want, started: now, expires: l.expires}
-			return l.expires, nil
+			g.last = proof{value: want, started: now, deadline: fenceDeadline(now, l.expires)}
+			return g.last.deadline, nil
 		case errors.Is(err, kubeapi.ErrConflict), errors.Is(err, kubeapi.ErrNotFound):
 			continue // changed meanwhile: look again
 		default:
@@ -367,6 +368,19 @@ func (s *Store) checkFence(ctx context.Context, f store.Fence) (time.Time, error
 		}
 	}
 	return time.Time{}, fenced("keeps changing")
+}
+
+// fenceDeadline is when the writes fenced by a rewrite of a lease at
+// rewrote must be done: four fifths of the way to the lease's expiry. An
+// instance takes the lease over at the earliest a lease duration after
+// that rewrite (it restarted their wait), and the expiry is at most a
+// lease duration after it, so a fifth of a lease duration at least is left
+// between the deadline and a takeover.
+func fenceDeadline(rewrote, expires time.Time) time.Time {
+	if expires.IsZero() {
+		return time.Time{}
+	}
+	return rewrote.Add(expires.Sub(rewrote) * 4 / 5)
 }
 
 // jsonPointerEscape escapes a key for a JSON patch path.

@@ -56,14 +56,15 @@
 // unexpired: a takeover changes that resourceVersion, so the check and the
 // takeover cannot interleave, and the rewrite restarts every other
 // instance's wait for the lease to go silent. The batch's writes must then
-// finish before the lease's expiry (by this process's clock, the clock of
-// the holder that set it); a write still running then is abandoned. This
-// is weaker than the SQL stores' check in the transaction of the writes: a
-// write sent before the deadline that the API server applies later than a
-// successor's takeover (a lease duration later) is not stopped. The
-// elector (elector.go) decides takeovers by watching the lease's
-// resourceVersion stand still for a lease duration on its own clock, as
-// client-go's leader election does, so no two clocks are compared.
+// finish four fifths of the way to the lease's expiry (by this process's
+// clock, the clock of the holder that set it); a write still running then
+// is abandoned. This is weaker than the SQL stores' check in the
+// transaction of the writes: a write sent before the deadline that the API
+// server applies more than a fifth of a lease duration later, after a
+// successor's takeover, is not stopped. The elector (elector.go) decides
+// takeovers by watching the lease's resourceVersion stand still for a
+// lease duration on its own clock, as client-go's leader election does, so
+// no two clocks are compared.
 //
 // It imports store, resource, validate, decode, crd and kubeapi. A Store is
 // safe for concurrent use; its watches run until Close.
