@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
@@ -492,9 +493,8 @@ func seedServices(tb testing.TB, dir string, n int) {
 				Ports:    []resource.Port{{Name: "http", Port: 80, TargetPort: &resource.IntOrString{Int: 8080}, AppProtocol: "http"}},
 			},
 		}
-		obj.Spec.Default()
 		// Admit fails if the labels are not those the API would set.
-		if errs := append(resource.Validate(obj), resource.Admit(obj, resource.ModeStandalone, "default")...); len(errs) > 0 {
+		if errs := admission.New(admission.Options{Mode: resource.ModeStandalone, Zone: "default"}).Admit(obj, admission.Writer{Source: admission.System}); len(errs) > 0 {
 			tb.Fatalf("seeded %s is not what the API would store: %v", name, errs)
 		}
 		ops = append(ops, store.Op{Type: store.OpCreate, Object: obj})

@@ -28,19 +28,21 @@ var allowed = map[string][]string{
 	"internal/kubeapi/kubetest":  {"internal/kubeapi", "internal/crd"},
 	"internal/crd":               {"internal/resource", "internal/kubeapi"},
 	"internal/cache":             {"internal/resource", "internal/store"},
-	"internal/api":               {"internal/resource"},
-	"internal/apiserver":         {"internal/api", "internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/hostname", "internal/meshservices"},
+	"internal/api":               {"internal/resource", "internal/validate"},
+	"internal/admission":         {"internal/resource", "internal/store", "internal/cache", "internal/validate"},
+	"internal/apiserver":         {"internal/admission", "internal/api", "internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/hostname", "internal/meshservices"},
 	"internal/meshservices":      {"internal/api", "internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/reconcile"},
 	"internal/client":            {"internal/api", "internal/resource", "internal/validate"},
-	"internal/reconcile":         {},
+	"internal/kuma":              {"internal/api", "internal/decode", "internal/resource", "internal/validate"},
+	"internal/reconcile":         {"internal/resource", "internal/store", "internal/cache"},
 	"internal/leader":            {"internal/store", "internal/store/postgres"},
 	"internal/ipam":              {},
-	"internal/vips":              {"internal/resource", "internal/store", "internal/cache", "internal/ipam", "internal/reconcile"},
+	"internal/vips":              {"internal/resource", "internal/store", "internal/ipam", "internal/reconcile"},
 	"internal/dnsserver":         {"internal/resource", "internal/cache", "internal/reconcile"},
-	"internal/extsvc":            {"internal/resource", "internal/store", "internal/cache", "internal/reconcile"},
-	"internal/hostnames":         {"internal/resource", "internal/store", "internal/cache", "internal/hostname", "internal/reconcile"},
-	"internal/server":            {"internal/api", "internal/config", "internal/resource", "internal/store", "internal/store/sqlite", "internal/store/postgres", "internal/store/kube", "internal/kubeapi", "internal/kubeservices", "internal/cache", "internal/apiserver", "internal/hostnames", "internal/leader", "internal/vips", "internal/dnsserver", "internal/meshservices", "internal/extsvc"},
-	"internal/kubeservices":      {"internal/resource", "internal/store", "internal/cache", "internal/reconcile", "internal/validate", "internal/kubeapi"},
+	"internal/extsvc":            {"internal/resource", "internal/store", "internal/reconcile"},
+	"internal/hostnames":         {"internal/admission", "internal/resource", "internal/store", "internal/hostname", "internal/reconcile"},
+	"internal/server":            {"internal/admission", "internal/reconcile", "internal/api", "internal/config", "internal/resource", "internal/store", "internal/store/sqlite", "internal/store/postgres", "internal/store/kube", "internal/kubeapi", "internal/kubeservices", "internal/cache", "internal/apiserver", "internal/kuma", "internal/hostnames", "internal/leader", "internal/vips", "internal/dnsserver", "internal/meshservices", "internal/extsvc"},
+	"internal/kubeservices":      {"internal/admission", "internal/resource", "internal/store", "internal/cache", "internal/reconcile", "internal/validate", "internal/kubeapi"},
 	"internal/server/servertest": {"internal/config", "internal/server"},
 	"internal/cli":               {"internal/api", "internal/config", "internal/server", "internal/client", "internal/resource", "internal/validate", "internal/crd"},
 	"cmd/meshnames":              {"internal/cli"},
@@ -79,7 +81,7 @@ func TestLayering(t *testing.T) {
 			t.Fatal(err)
 		}
 		path := strings.TrimPrefix(p.ImportPath, module)
-		if path == "internal" || strings.HasPrefix(path, "test/") || path == "bench" || strings.HasSuffix(path, "/storetest") {
+		if path == "internal" || strings.HasPrefix(path, "test/") || path == "bench" || strings.HasSuffix(path, "/storetest") || strings.HasSuffix(path, "/reconciletest") {
 			continue // tests and benchmarks may use anything
 		}
 		rules, ok := rulesFor(path)

@@ -3,13 +3,14 @@
 // writes them and the client that reads them so that the two cannot drift.
 // Resources themselves are resource.Object.
 //
-// It imports resource only.
+// It imports resource and validate only.
 package api
 
 import (
 	"time"
 
 	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/validate"
 )
 
 // Info is the body of GET /.
@@ -121,4 +122,75 @@ type ServiceTag struct {
 	Blocked string `json:"blocked,omitempty"`
 	// DeletionAt is when a MeshService without Dataplanes goes away.
 	DeletionAt time.Time `json:"deletionAt,omitzero"`
+}
+
+// Error is the body of every error response, on the native API and on the
+// Kuma adapter: a title, an optional detail, and for invalid input one
+// cause per violated rule. It carries Kuma's fields too (type, details,
+// invalid_parameters; see WithKumaFields), because kumactl prints
+// invalid_parameters and not causes.
+type Error struct {
+	// Type is Kuma's problem type, always ErrorType.
+	Type   string               `json:"type"`
+	Status int                  `json:"status"`
+	Title  string               `json:"title"`
+	Detail string               `json:"detail,omitempty"`
+	Causes []validate.Violation `json:"causes,omitempty"`
+	// Details repeats Detail under Kuma's older name.
+	Details string `json:"details,omitempty"`
+	// InvalidParameters repeats Causes in Kuma's shape.
+	InvalidParameters []InvalidParameter `json:"invalid_parameters,omitempty"`
+}
+
+// ErrorType is the type of every error body (Kuma's).
+const ErrorType = "/std-errors"
+
+// InvalidParameter is one violated rule in Kuma's error shape.
+type InvalidParameter struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+func (e *Error) Error() string {
+	if e.Detail != "" {
+		return e.Title + ": " + e.Detail
+	}
+	return e.Title
+}
+
+// WithKumaFields returns a copy of e with Kuma's fields filled in from the
+// native ones, as it is sent.
+func (e *Error) WithKumaFields() *Error {
+	c := *e
+	c.Type = ErrorType
+	c.Details = e.Detail
+	c.InvalidParameters = nil
+	for _, v := range e.Causes {
+		c.InvalidParameters = append(c.InvalidParameters, InvalidParameter{Field: v.Field, Reason: v.Message})
+	}
+	return &c
+}
+
+// ApplyRequest is the body of POST /_apply: resources to admit together.
+// With ?dryRun=true nothing is written: the server answers what writing
+// them would do (apply's check before it writes anything, and dry runs).
+type ApplyRequest struct {
+	Items []*resource.Object `json:"items"`
+}
+
+// ApplyReport is the body of the answer to POST /_apply, one result per
+// item in the order of the request.
+type ApplyReport struct {
+	Items []ApplyResult `json:"items"`
+	// Problems counts the items that cannot be written.
+	Problems int `json:"problems"`
+}
+
+// ApplyResult is the outcome of one item: what its write does (created,
+// updated, unchanged), or why it cannot be written - the rules it breaks
+// (Causes) or another refusal (Error, such as a read-only resource).
+type ApplyResult struct {
+	Result string               `json:"result,omitempty"`
+	Causes []validate.Violation `json:"causes,omitempty"`
+	Error  string               `json:"error,omitempty"`
 }

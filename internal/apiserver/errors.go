@@ -5,25 +5,18 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/validate"
 )
 
-// Error is the JSON body of every error response: a title, an optional
-// detail, and for invalid resources one cause per violated rule.
-type Error struct {
-	Status int                  `json:"status"`
-	Title  string               `json:"title"`
-	Detail string               `json:"detail,omitempty"`
-	Causes []validate.Violation `json:"causes,omitempty"`
-}
+// Error is the JSON body of every error response (shared with the Kuma
+// adapter, which answers in the same shape).
+type Error = api.Error
 
-func (e *Error) Error() string {
-	if e.Detail != "" {
-		return e.Title + ": " + e.Detail
-	}
-	return e.Title
-}
+// ErrorType is the type of every error body (Kuma's).
+const ErrorType = api.ErrorType
 
 func newError(status int, title, detail string) *Error {
 	return &Error{Status: status, Title: title, Detail: detail}
@@ -33,10 +26,15 @@ func invalid(errs validate.Errors) *Error {
 	return &Error{Status: http.StatusBadRequest, Title: "Invalid resource", Detail: "the resource breaks the rules listed in causes", Causes: errs}
 }
 
-// fromStore maps a store error to a response. This is the one place where
-// store errors become HTTP statuses.
-func fromStore(err error) *Error {
+// fromError maps an error of the store or of admission to a response.
+// This is the one place where they become HTTP statuses.
+func fromError(err error) *Error {
+	var ae *admission.Error
 	switch {
+	case errors.As(err, &ae) && errors.Is(err, store.ErrNotFound):
+		return newError(http.StatusNotFound, "Not found", ae.Msg)
+	case errors.As(err, &ae) && (errors.Is(err, store.ErrConflict) || errors.Is(err, admission.ErrReadOnly) || errors.Is(err, admission.ErrMeshNotEmpty)):
+		return newError(http.StatusConflict, "Conflict", ae.Msg)
 	case errors.Is(err, store.ErrNotFound):
 		return newError(http.StatusNotFound, "Not found", err.Error())
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrAlreadyExists):
@@ -56,7 +54,7 @@ func writeError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.Status, e)
+	writeJSON(w, e.Status, e.WithKumaFields())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

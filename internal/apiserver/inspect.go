@@ -41,7 +41,7 @@ func (s *Server) hostnames(w http.ResponseWriter, r *http.Request, req request) 
 		addrs = st.Service().Addresses
 	}
 	report := api.HostnamesReport{Kind: obj.Kind, Mesh: obj.Mesh, Name: obj.Name, Items: []api.HostnameOutcome{}}
-	for _, o := range hostname.Explain(gens, resource.HostnameServiceOf(obj), s.opts.Zone) {
+	for _, o := range hostname.Explain(gens, resource.HostnameServiceOf(obj), s.opts.Admission.Zone()) {
 		report.Items = append(report.Items, outcome(o, addrs))
 	}
 	report.Items = append(report.Items, unusable...)

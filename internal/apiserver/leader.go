@@ -10,7 +10,7 @@ func (s *Server) leader(w http.ResponseWriter, r *http.Request) {
 	}
 	ls, err := s.opts.Leader(r.Context())
 	if err != nil {
-		writeError(w, fromStore(err))
+		writeError(w, fromError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, ls)

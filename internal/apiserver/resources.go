@@ -1,19 +1,16 @@
 package apiserver
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -68,6 +65,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, req request) {
 		return
 	}
 	q.Kind, q.Mesh = req.d.Kind, req.mesh
+	if req.mesh != "" {
+		// An empty list would say the mesh holds nothing; it does not exist.
+		if _, ok := s.opts.Cache.Get(resource.Key{Kind: resource.Mesh, Name: req.mesh}); !ok {
+			writeError(w, notFound(resource.Key{Kind: resource.Mesh, Name: req.mesh}))
+			return
+		}
+	}
 	items, total := s.opts.Cache.List(q)
 	page := ListPage{Total: total, Items: items}
 	if page.Items == nil {
@@ -99,6 +103,8 @@ func parseListQuery(v url.Values) (cache.Query, validate.Errors) {
 			q.Offset = n
 		}
 	}
+	// Kuma's name filter: names that contain the value.
+	q.NameContains = v.Get("name")
 	for param, values := range v {
 		if !strings.HasPrefix(param, "filter[") {
 			continue
@@ -127,24 +133,10 @@ func nextURL(r *http.Request, offset, size int) string {
 	return u.String()
 }
 
-// writePrelude checks what PUT and DELETE share: that this control plane
-// writes the kind, and the If-Match header. It answers the request itself
-// when they fail.
-func (s *Server) writePrelude(w http.ResponseWriter, r *http.Request, req request) (ifMatch int64, ok bool) {
-	e := s.checkWritable(req.d.Kind)
-	if e == nil {
-		ifMatch, e = parseIfMatch(r)
-	}
+func (s *Server) put(w http.ResponseWriter, r *http.Request, req request) {
+	ifMatch, e := s.writePrelude(r, req)
 	if e != nil {
 		writeError(w, e)
-		return 0, false
-	}
-	return ifMatch, true
-}
-
-func (s *Server) put(w http.ResponseWriter, r *http.Request, req request) {
-	ifMatch, ok := s.writePrelude(w, r, req)
-	if !ok {
 		return
 	}
 	body, e := readBody(w, r)
@@ -157,22 +149,30 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, req request) {
 		writeError(w, invalid(decodeErrs))
 		return
 	}
-	if errs := validate.Merge(decodeErrs, s.admit(obj, req)); len(errs) > 0 {
-		writeError(w, invalid(errs))
+	errs := validate.Merge(decodeErrs, matchPath(obj, req))
+	if len(errs) == 0 {
+		errs = s.opts.Admission.Check(obj, s.writer(r), admission.PutOptions{})
+	}
+	if len(errs) > 0 {
+		writeError(w, invalid(validate.Merge(decodeErrs, errs)))
 		return
 	}
-	stored, result, e := s.write(r, obj, ifMatch)
-	if e != nil {
-		writeError(w, e)
+	out, err := s.opts.Admission.Put(r.Context(), obj, s.writer(r), admission.PutOptions{IfMatch: ifMatch, Admitted: true})
+	if err != nil {
+		writeError(w, s.writeFailed(err))
 		return
+	}
+	stored := out.Object
+	if out.Result != admission.Unchanged {
+		s.waitCache(r.Context(), stored.Revision)
 	}
 	for _, warning := range resource.Warnings(stored) {
 		w.Header().Add("Warning", `299 - `+strconv.Quote(warning))
 	}
-	w.Header().Set(ResultHeader, result)
+	w.Header().Set(ResultHeader, string(out.Result))
 	w.Header().Set("ETag", etag(stored.Version))
 	status := http.StatusOK
-	if result == ResultCreated {
+	if out.Result == admission.Created {
 		status = http.StatusCreated
 	}
 	if preferMinimal(r) {
@@ -185,9 +185,24 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, req request) {
 	writeObject(w, r, status, stored)
 }
 
-// admit checks that the document belongs at this path, applies defaults and
-// system labels, and validates the result, returning every violation.
-func (s *Server) admit(obj *resource.Object, req request) validate.Errors {
+// writePrelude checks what PUT and DELETE share: that users of this
+// control plane write the kind, and the If-Match header.
+func (s *Server) writePrelude(r *http.Request, req request) (int64, *Error) {
+	if owner := admission.Owner(req.d.Kind, s.opts.Admission.Mode()); owner != "" {
+		return 0, newError(http.StatusMethodNotAllowed, "Read-only resource",
+			fmt.Sprintf("%s resources are written on %s, not on this %s control plane", req.d.Kind, owner, s.opts.Admission.Mode()))
+	}
+	return parseIfMatch(r)
+}
+
+// writer is who makes request r: a user of the API.
+func (s *Server) writer(r *http.Request) admission.Writer {
+	return admission.Writer{Source: admission.User, Subject: r.RemoteAddr}
+}
+
+// matchPath checks that the document belongs at the request's path, and
+// takes its name and mesh from the path when the document leaves them out.
+func matchPath(obj *resource.Object, req request) validate.Errors {
 	var errs validate.Errors
 	if obj.Kind != req.d.Kind {
 		errs.Addf("type", "must be %s to match the path /%s", req.d.Kind, req.d.Plural)
@@ -205,150 +220,36 @@ func (s *Server) admit(obj *resource.Object, req request) validate.Errors {
 			errs.Addf("mesh", "must match the mesh in the path (%q), got %q", req.mesh, obj.Mesh)
 		}
 	}
-	obj.Spec.Default()
-	errs.Append(resource.Validate(obj))
-	errs.Append(resource.Admit(obj, s.opts.Mode, s.opts.Zone))
-	if req.d.MeshScoped && obj.Mesh == req.mesh && validate.DNS1123Subdomain(req.mesh) == "" {
-		if _, ok := s.opts.Cache.Get(resource.Key{Kind: resource.Mesh, Name: req.mesh}); !ok {
-			errs.Addf("mesh", "mesh %q does not exist; create it first (PUT /meshes/%s)", req.mesh, req.mesh)
-		}
-	}
 	return errs
 }
 
-// write creates or updates obj. Without If-Match a concurrent change is
-// retried (the last writer wins, as a PUT promises); with If-Match it is a
-// conflict.
-func (s *Server) write(r *http.Request, obj *resource.Object, ifMatch int64) (*resource.Object, string, *Error) {
-	ctx := r.Context()
-	for attempt := range 10 {
-		cur, err := s.current(ctx, obj, attempt == 0 && ifMatch == 0)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			if ifMatch != 0 {
-				return nil, "", newError(http.StatusConflict, "Conflict", fmt.Sprintf("%s does not exist, but If-Match names version %d", obj.Key(), ifMatch))
-			}
-			created, err := store.Create(ctx, s.opts.Store, obj)
-			if errors.Is(err, store.ErrAlreadyExists) {
-				continue
-			}
-			if err != nil {
-				return nil, "", s.storeError(err)
-			}
-			s.waitCache(ctx, created.Revision)
-			return created, ResultCreated, nil
-		case err != nil:
-			return nil, "", s.storeError(err)
-		}
-		if ifMatch != 0 && cur.Version != ifMatch {
-			return nil, "", versionConflict(obj.Key(), ifMatch, cur.Version)
-		}
-		if sameIntent(cur, obj) {
-			return cur, ResultUnchanged, nil
-		}
-		obj.Version = cur.Version
-		updated, err := store.Update(ctx, s.opts.Store, obj)
-		if errors.Is(err, store.ErrConflict) && ifMatch == 0 {
-			continue
-		}
-		if err != nil {
-			return nil, "", s.storeError(err)
-		}
-		s.waitCache(ctx, updated.Revision)
-		return updated, ResultUpdated, nil
-	}
-	return nil, "", newError(http.StatusConflict, "Conflict", obj.Key().String()+" is being modified concurrently; try again")
-}
-
-// current returns the stored resource obj would replace. When cached is
-// true it may answer from the cache instead of reading the store: the write
-// that follows checks the version (or that the key is free), so a stale
-// cache costs one retry, never a lost write. The one answer the cache may
-// not give is "unchanged": that would drop a PUT if another instance had
-// changed the resource, so it is confirmed with the store.
-func (s *Server) current(ctx context.Context, obj *resource.Object, cached bool) (*resource.Object, error) {
-	if cached {
-		c, ok := s.opts.Cache.Get(obj.Key())
-		if !ok {
-			return nil, store.ErrNotFound
-		}
-		if !sameIntent(c, obj) {
-			return c, nil
-		}
-	}
-	return s.opts.Store.Get(ctx, obj.Key())
-}
-
-func versionConflict(k resource.Key, want, got int64) *Error {
-	return newError(http.StatusConflict, "Conflict", fmt.Sprintf("%s is at version %d, but If-Match names version %d", k, got, want))
-}
-
-func (s *Server) storeError(err error) *Error {
-	e := fromStore(err)
+// writeFailed maps an error of a write to a response, logging what the
+// user cannot act on.
+func (s *Server) writeFailed(err error) *Error {
+	e := fromError(err)
 	if e.Status >= 500 {
 		s.log.Error("store write failed", "err", err)
 	}
 	return e
 }
 
-// sameIntent reports whether a write would change nothing the user controls.
-func sameIntent(cur, next *resource.Object) bool {
-	if !maps.Equal(cur.Labels, next.Labels) {
-		return false
-	}
-	a, err1 := json.Marshal(cur.Spec)
-	b, err2 := json.Marshal(next.Spec)
-	return err1 == nil && err2 == nil && bytes.Equal(a, b)
-}
-
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, req request) {
-	ifMatch, ok := s.writePrelude(w, r, req)
-	if !ok {
+	ifMatch, e := s.writePrelude(r, req)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
-	if req.d.Kind == resource.Mesh {
-		if e := s.checkMeshEmpty(req.name); e != nil {
-			writeError(w, e)
-			return
-		}
-	}
-	rev, err := store.Delete(r.Context(), s.opts.Store, req.key(), ifMatch)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
+	rev, err := s.opts.Admission.Delete(r.Context(), req.key(), s.writer(r), ifMatch)
+	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, notFound(req.key()))
 		return
-	case errors.Is(err, store.ErrConflict):
-		cur, _ := s.opts.Store.Get(r.Context(), req.key())
-		var got int64
-		if cur != nil {
-			got = cur.Version
-		}
-		writeError(w, versionConflict(req.key(), ifMatch, got))
-		return
-	case err != nil:
-		writeError(w, s.storeError(err))
+	}
+	if err != nil {
+		writeError(w, s.writeFailed(err))
 		return
 	}
 	s.waitCache(r.Context(), rev)
 	writeJSON(w, http.StatusOK, struct{}{})
-}
-
-// checkMeshEmpty refuses to delete a mesh that still holds resources: a
-// deletion that silently took every service with it would be a disaster.
-func (s *Server) checkMeshEmpty(mesh string) *Error {
-	var held []string
-	for _, d := range resource.Descriptors() {
-		if !d.MeshScoped {
-			continue
-		}
-		if n := s.opts.Cache.Count(d.Kind, mesh); n > 0 {
-			held = append(held, fmt.Sprintf("%d %s", n, d.Kind))
-		}
-	}
-	if len(held) == 0 {
-		return nil
-	}
-	return newError(http.StatusConflict, "Conflict", fmt.Sprintf("mesh %q still holds %s; delete them first", mesh, strings.Join(held, ", ")))
 }
 
 func preferMinimal(r *http.Request) bool {

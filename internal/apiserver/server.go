@@ -3,13 +3,15 @@
 // /meshes/{name}, /hostnamegenerators/{name}, /zones/{name}, and paginated
 // lists), health and readiness probes and Prometheus metrics.
 //
-// Reads are served from the cache; writes are validated here (all
-// violations at once, with field paths), go to the store with optimistic
-// versions, and return once the cache reflects them, so a client reads its
-// own writes. errors.go holds the one mapping from store errors to statuses.
+// Reads are served from the cache; writes go through the admission layer
+// (internal/admission: defaults, validation with every violation at once,
+// the rules of the mode, the system labels), which writes them to the store
+// with optimistic versions, and return once the cache reflects them, so a
+// client reads its own writes. errors.go holds the one mapping from store
+// and admission errors to statuses.
 //
-// It imports resource, store, cache and validate; nothing imports it but
-// server. Handlers are safe for concurrent use.
+// It imports admission, resource, store, cache and validate; nothing
+// imports it but server. Handlers are safe for concurrent use.
 package apiserver
 
 import (
@@ -23,11 +25,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/meshservices"
 	"github.com/meshnames/meshnames/internal/resource"
-	"github.com/meshnames/meshnames/internal/store"
 )
 
 // MaxBodyBytes bounds a request body.
@@ -35,13 +37,11 @@ const MaxBodyBytes = 1 << 20
 
 // Options configures a Server.
 type Options struct {
-	Store store.Store
 	Cache *cache.Cache
-	// Mode and Zone decide the system labels set on writes and which kinds
-	// this control plane may write.
-	Mode string
-	Zone string
-	Log  *slog.Logger
+	// Admission admits and makes every write; its mode and zone are the
+	// control plane's.
+	Admission *admission.Admitter
+	Log       *slog.Logger
 	// Registry receives the API's metrics and is served on /metrics.
 	Registry *prometheus.Registry
 	Version  string
@@ -178,6 +178,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 		writeError(w, newError(http.StatusServiceUnavailable, "Service unavailable", "the server is still loading its store; retry shortly"))
 		return "/loading"
 	}
+	if len(seg) == 1 && seg[0] == "_apply" {
+		if allow(w, r, http.MethodPost) {
+			s.apply(w, r)
+		}
+		return "/_apply"
+	}
 	if len(seg) == 3 && seg[0] == "meshes" && seg[2] == "_dns" {
 		if allow(w, r, http.MethodGet) {
 			s.dnsListing(w, seg[1])
@@ -241,11 +247,16 @@ func parsePath(seg []string) (request, bool) {
 	switch len(seg) {
 	case 1, 2:
 		d := byPlural(seg[0])
-		if d == nil || d.MeshScoped {
+		if d == nil {
 			return request{}, false
 		}
 		if len(seg) == 1 {
+			// A mesh-scoped kind's collection at the top lists every
+			// mesh (Kuma's cross-mesh lists).
 			return request{route: "/" + d.Plural, d: d}, true
+		}
+		if d.MeshScoped {
+			return request{}, false
 		}
 		return request{route: "/" + d.Plural + "/{name}", d: d, name: seg[1]}, true
 	case 3, 4:
@@ -274,7 +285,7 @@ func byPlural(p string) *resource.Descriptor {
 }
 
 func (s *Server) index(w http.ResponseWriter) {
-	writeJSON(w, http.StatusOK, api.Info{Product: "meshnames", Version: s.opts.Version, Mode: s.opts.Mode, Zone: s.opts.Zone})
+	writeJSON(w, http.StatusOK, api.Info{Product: "meshnames", Version: s.opts.Version, Mode: s.opts.Admission.Mode(), Zone: s.opts.Admission.Zone()})
 }
 
 func (s *Server) readyz(w http.ResponseWriter) {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -55,7 +56,7 @@ func newEnv(t *testing.T, mode string) *env {
 	go func() { c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	waitSynced(t, c)
-	api := New(Options{Store: st, Cache: c, Mode: mode, Zone: "east", Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
+	api := New(Options{Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: mode, Zone: "east"}), Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, st: st}
@@ -221,6 +222,8 @@ func TestErrors(t *testing.T) {
 		{name: "delete-missing", method: "DELETE", path: "/meshes/default/meshservices/nope", code: 404},
 		{name: "unknown-collection", method: "GET", path: "/meshes/default/widgets", code: 404},
 		{name: "global-kind-under-mesh", method: "GET", path: "/meshes/default/hostnamegenerators", code: 404},
+		{name: "list-in-missing-mesh", method: "GET", path: "/meshes/nope/meshservices", code: 404},
+		{name: "mesh-scoped-kind-without-mesh", method: "GET", path: "/meshservices/redis", code: 404},
 		{name: "unknown-path", method: "GET", path: "/nope/a/b/c/d", code: 404},
 		{name: "post-not-allowed", method: "POST", path: "/meshes/default/meshservices/redis", code: 405},
 		{name: "put-on-list", method: "PUT", path: "/meshes/default/meshservices", code: 405},
@@ -247,6 +250,21 @@ func TestErrors(t *testing.T) {
 			got := r.error()
 			if got.Status != tt.code || got.Title == "" {
 				t.Errorf("error body %s: want status %d and a title", r.body, tt.code)
+			}
+			// Kuma's fields beside ours: kumactl prints these.
+			if got.Type != ErrorType || got.Details != got.Detail {
+				t.Errorf("error body %s: want type %q and details equal to detail", r.body, ErrorType)
+			}
+			var params []string
+			for i, p := range got.InvalidParameters {
+				params = append(params, p.Field)
+				if p.Reason != got.Causes[i].Message {
+					t.Errorf("invalid_parameters[%d].reason = %q, want the cause's message %q", i, p.Reason, got.Causes[i].Message)
+				}
+			}
+			slices.Sort(params)
+			if d := cmp.Diff(tt.fields, params); d != "" {
+				t.Errorf("invalid_parameters fields (-want +got):\n%s\nbody: %s", d, r.body)
 			}
 			if tt.fields != nil {
 				if d := cmp.Diff(tt.fields, r.causeFields()); d != "" {
@@ -349,6 +367,52 @@ func TestList_PagesAndFilters(t *testing.T) {
 	}
 }
 
+// Kuma's ?name= filter keeps the names that contain the value; the
+// collection of a mesh-scoped kind at the top lists every mesh.
+func TestList_NameFilterAndCrossMesh(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	if r := e.put("/meshes/other", "type: Mesh\n"); r.code != http.StatusCreated {
+		t.Fatalf("PUT mesh = %d %s", r.code, r.body)
+	}
+	for _, p := range []string{"/meshes/default/meshservices/redis", "/meshes/default/meshservices/redis-cache",
+		"/meshes/default/meshservices/web", "/meshes/other/meshservices/redis"} {
+		if r := e.put(p, "type: MeshService\nspec: {}\n"); r.code != http.StatusCreated {
+			t.Fatalf("PUT %s = %d %s", p, r.code, r.body)
+		}
+	}
+	tests := []struct {
+		path string
+		want []string
+	}{
+		{"/meshes/default/meshservices?name=redis", []string{"default/redis", "default/redis-cache"}},
+		{"/meshes/default/meshservices?name=cache", []string{"default/redis-cache"}},
+		{"/meshes/default/meshservices?name=nope", nil},
+		{"/meshservices", []string{"default/redis", "default/redis-cache", "default/web", "other/redis"}},
+		{"/meshservices?name=redis&size=2", []string{"default/redis", "default/redis-cache"}},
+		{"/meshservices?name=redis&offset=2", []string{"other/redis"}},
+		{"/meshes?name=oth", []string{"/other"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			r := e.do(http.MethodGet, tt.path, "", "")
+			if r.code != http.StatusOK {
+				t.Fatalf("GET = %d %s", r.code, r.body)
+			}
+			var page ListPage
+			if err := json.Unmarshal(r.body, &page); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range page.Items {
+				got = append(got, o.Mesh+"/"+o.Name)
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("items (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
 func TestDelete_ThenGone(t *testing.T) {
 	e := newEnv(t, resource.ModeStandalone)
 	e.put("/meshes/default/meshservices/redis", redis)
@@ -424,7 +488,7 @@ func TestPut_StaleCacheNeverLosesAWrite(t *testing.T) {
 	done := make(chan struct{})
 	go func() { c.Run(cctx); close(done) }()
 	waitSynced(t, c)
-	api := New(Options{Store: st, Cache: c, Mode: resource.ModeStandalone, Zone: "east", Log: log, WriteWait: 50 * time.Millisecond})
+	api := New(Options{Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: resource.ModeStandalone, Zone: "east"}), Log: log, WriteWait: 50 * time.Millisecond})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	e := &env{t: t, srv: srv, st: st}
@@ -457,7 +521,7 @@ func TestPut_StaleCacheNeverLosesAWrite(t *testing.T) {
 
 	// Another instance creates web; the cache never sees it. A PUT is an update.
 	web := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "web", Spec: &resource.MeshServiceSpec{}}
-	if err := resource.Admit(web, resource.ModeStandalone, "east").Err(); err != nil {
+	if err := admission.New(admission.Options{Mode: resource.ModeStandalone, Zone: "east"}).Admit(web, admission.Writer{Source: admission.System}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Create(ctx, st, web); err != nil {
@@ -590,7 +654,7 @@ func TestAPI_WaitsForTheFirstLoad(t *testing.T) {
 	st := storeWithDefaultMesh(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := cache.New(st, log, nil) // not running yet
-	api := New(Options{Store: st, Cache: c, Mode: "standalone", Zone: "east", Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
+	api := New(Options{Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: "standalone", Zone: "east"}), Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -406,7 +407,10 @@ type Query struct {
 	Mesh string
 	// Labels must all be present with equal values.
 	Labels map[string]string
-	Offset int
+	// NameContains, when set, selects only names that contain it (Kuma's
+	// ?name= list filter).
+	NameContains string
+	Offset       int
 	// Size is the page size; 0 means no limit.
 	Size int
 }
@@ -418,7 +422,7 @@ func (c *Cache) List(q Query) (items []*resource.Object, total int) {
 	defer c.mu.Unlock()
 	for _, g := range c.groupsOf(q) {
 		names := c.sortedNames(g)
-		if len(q.Labels) == 0 {
+		if len(q.Labels) == 0 && q.NameContains == "" {
 			// Without a filter every name counts: skip to the page rather
 			// than walk the names before it (paging through 100,000 was
 			// quadratic).
@@ -432,7 +436,7 @@ func (c *Cache) List(q Query) (items []*resource.Object, total int) {
 		}
 		for _, name := range names {
 			e := c.groups[g][name]
-			if !matches(e, name, q.Labels) {
+			if !strings.Contains(name, q.NameContains) || !matches(e, name, q.Labels) {
 				continue
 			}
 			if total >= q.Offset && (q.Size == 0 || len(items) < q.Size) {
@@ -479,7 +483,7 @@ func (c *Cache) scan(q Query, fn func(group, string, entry)) {
 	defer c.mu.Unlock()
 	for _, g := range c.groupsOf(q) {
 		for _, name := range c.sortedNames(g) {
-			if e := c.groups[g][name]; matches(e, name, q.Labels) {
+			if e := c.groups[g][name]; strings.Contains(name, q.NameContains) && matches(e, name, q.Labels) {
 				fn(g, name, e)
 			}
 		}

@@ -171,6 +171,11 @@ func TestCache_ListOrderPagesFilters(t *testing.T) {
 		{"offset-into-second-mesh", Query{Kind: resource.MeshService, Offset: 12, Size: 5}, []string{"m1/s11"}, 13},
 		{"offset-no-size", Query{Kind: resource.MeshService, Offset: 11}, []string{"m1/s10", "m1/s11"}, 13},
 		{"other-kind", Query{Kind: resource.Dataplane}, nil, 0},
+		{"name-contains", Query{Kind: resource.MeshService, NameContains: "1"}, []string{"m1/s01", "m1/s10", "m1/s11"}, 3},
+		{"name-contains-page", Query{Kind: resource.MeshService, NameContains: "1", Offset: 1, Size: 1}, []string{"m1/s10"}, 3},
+		{"name-exact", Query{Kind: resource.MeshService, Mesh: "m0", NameContains: "z"}, []string{"m0/z"}, 1},
+		{"name-and-labels", Query{Kind: resource.MeshService, NameContains: "s0", Labels: map[string]string{"team": "b"}}, []string{"m1/s02", "m1/s05", "m1/s08"}, 3},
+		{"name-none", Query{Kind: resource.MeshService, NameContains: "nope"}, nil, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

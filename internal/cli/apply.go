@@ -110,60 +110,53 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 			}
 		}
 	}
-	// The server's mode and zone decide which labels it sets, so apply runs
-	// the same admission rules (resource.Admit) before writing anything. If
-	// the server cannot be asked, the documents are still checked locally
-	// and their problems reported before the error.
-	info, infoErr := c.Info(ctx)
-	// Decoding and validating are independent per document: spread them
-	// over the cores, then report in input order.
-	type checked struct {
+	// Decoding is local: it needs no server, and reports positions in the
+	// input. Everything else - defaults, validation, the rules of the
+	// server's mode, whether the mesh exists, whether a resource is
+	// read-only here - is decided by the server's admission layer, asked
+	// for every document before anything is written (POST /_apply?dryRun).
+	type decoded struct {
 		obj  *resource.Object
 		errs validate.Errors
 	}
-	results := make([]checked, len(parts))
+	results := make([]decoded, len(parts))
 	forEach(len(parts), runtime.GOMAXPROCS(0), func(i int) {
-		obj, decodeErrs := resource.DecodePartial(parts[i].Data)
-		if obj == nil {
-			results[i] = checked{errs: decodeErrs}
-			return
-		}
-		obj.Spec.Default()
-		errs := validate.Merge(decodeErrs, resource.Validate(obj))
-		if infoErr == nil {
-			errs.Append(resource.Admit(obj, info.Mode, info.Zone))
-		}
-		results[i] = checked{obj: obj, errs: errs}
+		obj, errs := resource.DecodePartial(parts[i].Data)
+		results[i] = decoded{obj: obj, errs: errs}
 	})
 	seen := map[resource.Key]int{}
-	definedMeshes := map[string]bool{}
 	for i, p := range parts {
-		d := applyDoc{index: i, line: p.Line}
-		obj, errs := results[i].obj, results[i].errs
-		if obj == nil {
-			report(d.where(file), errs)
+		d := applyDoc{index: i, line: p.Line, obj: results[i].obj}
+		if d.obj == nil {
 			continue
 		}
-		d.obj = obj
-		where := d.where(file) + ", " + obj.Key().String()
-		if j, dup := seen[obj.Key()]; dup {
-			errs.Addf("name", "%s is also defined by document %d", obj.Key(), j+1)
+		if j, dup := seen[d.obj.Key()]; dup {
+			results[i].errs.Addf("name", "%s is also defined by document %d", d.obj.Key(), j+1)
 		}
-		seen[obj.Key()] = i
-		if obj.Kind == resource.Mesh {
-			definedMeshes[obj.Name] = true
-		}
-		report(where, errs)
+		seen[d.obj.Key()] = i
 		docs = append(docs, d)
 	}
-	if infoErr != nil {
+	checks, checkErr := c.Check(ctx, objects(docs))
+	for i, d := range docs {
+		if checkErr == nil {
+			results[d.index].errs = validate.Merge(results[d.index].errs, checks[i].Causes)
+			if checks[i].Error != "" {
+				results[d.index].errs = append(results[d.index].errs, validate.Violation{Message: checks[i].Error})
+			}
+		}
+	}
+	for i, p := range parts {
+		where := applyDoc{index: i, line: p.Line}.where(file)
+		if obj := results[i].obj; obj != nil {
+			where += ", " + obj.Key().String()
+		}
+		report(where, results[i].errs)
+	}
+	if checkErr != nil {
 		if problems > 0 {
 			fmt.Fprintf(env.Err, "nothing applied: %d problem(s) in %s\n", problems, file)
 		}
-		return infoErr
-	}
-	if problems == 0 {
-		problems += checkMeshes(ctx, env, c, file, docs, definedMeshes)
+		return checkErr
 	}
 	if problems > 0 {
 		return fmt.Errorf("nothing applied: %d problem(s) in %s", problems, file)
@@ -232,32 +225,11 @@ func forEach(n, workers int, f func(i int)) {
 	wg.Wait()
 }
 
-// checkMeshes reports documents whose mesh neither exists on the server nor
-// is defined in the same input.
-func checkMeshes(ctx context.Context, env Env, c *client.Client, file string, docs []applyDoc, defined map[string]bool) int {
-	exists := map[string]error{}
-	problems := 0
-	meshDesc := resource.MustLookup(resource.Mesh)
-	for _, d := range docs {
-		if !resource.MustLookup(d.obj.Kind).MeshScoped || defined[d.obj.Mesh] {
-			continue
-		}
-		err, checked := exists[d.obj.Mesh]
-		if !checked {
-			_, err = c.Get(ctx, meshDesc, "", d.obj.Mesh)
-			exists[d.obj.Mesh] = err
-		}
-		switch {
-		case err == nil:
-		case client.IsNotFound(err):
-			problems++
-			fmt.Fprintf(env.Err, "%s, %s: mesh: mesh %q does not exist; create it first or add it to the input\n", d.where(file), d.obj.Key(), d.obj.Mesh)
-		default:
-			if !checked {
-				problems++
-				fmt.Fprintf(env.Err, "%s: cannot check mesh %q: %v\n", file, d.obj.Mesh, err)
-			}
-		}
+// objects returns the documents' resources.
+func objects(docs []applyDoc) []*resource.Object {
+	out := make([]*resource.Object, len(docs))
+	for i, d := range docs {
+		out[i] = d.obj
 	}
-	return problems
+	return out
 }

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -378,4 +379,54 @@ func (c *Client) Leader(ctx context.Context) (*api.LeaderStatus, error) {
 		return nil, fmt.Errorf("decode leader: %w", err)
 	}
 	return &l, nil
+}
+
+// Check asks the server what writing objs would do, without writing: one
+// result per object, in order (POST /_apply?dryRun=true, in batches of at
+// most the server's limit). Meshes among objs count as existing for the
+// others, in every batch.
+func (c *Client) Check(ctx context.Context, objs []*resource.Object) ([]api.ApplyResult, error) {
+	const batch = 5000
+	var meshes []*resource.Object
+	for _, o := range objs {
+		if o.Kind == resource.Mesh {
+			meshes = append(meshes, o)
+		}
+	}
+	out := make([]api.ApplyResult, 0, len(objs))
+	for start := 0; start < len(objs); start += batch {
+		items := objs[start:min(start+batch, len(objs))]
+		// The meshes of other batches go first so that the server knows
+		// them; their results are dropped.
+		extra := 0
+		if start > 0 || len(items) < len(objs) {
+			var others []*resource.Object
+			for _, m := range meshes {
+				if !slices.Contains(items, m) {
+					others = append(others, m)
+				}
+			}
+			if len(others)+len(items) <= batch {
+				extra = len(others)
+				items = append(others, items...)
+			}
+		}
+		body, err := json.Marshal(api.ApplyRequest{Items: items})
+		if err != nil {
+			return nil, err
+		}
+		r, err := c.do(ctx, http.MethodPost, "/_apply?dryRun=true", body, http.Header{"Content-Type": {"application/json"}})
+		if err != nil {
+			return nil, err
+		}
+		var rep api.ApplyReport
+		if err := json.Unmarshal(r.body, &rep); err != nil {
+			return nil, fmt.Errorf("reading the server's check: %w", err)
+		}
+		if len(rep.Items) != len(items) {
+			return nil, fmt.Errorf("the server checked %d resources of %d", len(rep.Items), len(items))
+		}
+		out = append(out, rep.Items[extra:]...)
+	}
+	return out, nil
 }

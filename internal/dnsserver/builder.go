@@ -155,7 +155,7 @@ func (b *Builder) swap(t *Table) {
 
 // sameNames reports whether two extractions give the same records.
 func sameNames(a, b ServiceNames) bool {
-	if a.Created != b.Created || !slices.Equal(a.VIPs, b.VIPs) || len(a.Names) != len(b.Names) {
+	if a.Created != b.Created || !slices.Equal(a.VIPs, b.VIPs) || len(a.Names) != len(b.Names) || !slices.Equal(a.Refused, b.Refused) {
 		return false
 	}
 	for i := range a.Names {

@@ -5,6 +5,8 @@ import (
 	"iter"
 	"maps"
 	"net/netip"
+
+	"github.com/meshnames/meshnames/internal/resource"
 )
 
 // shards is how many maps a cowMap spreads its keys over. A change clones
@@ -14,6 +16,10 @@ const shards = 1024
 var hashSeed = maphash.MakeSeed()
 
 func hashString(s string) uint64 { return maphash.String(hashSeed, s) }
+
+func hashKey(k resource.Key) uint64 {
+	return maphash.String(hashSeed, string(k.Kind)+"/"+k.Mesh+"/"+k.Name)
+}
 
 func hashAddr(a netip.Addr) uint64 {
 	b := a.As16()

@@ -48,6 +48,11 @@ func status(o *resource.Object) *resource.ServiceStatus {
 	return o.Status.(resource.ServiceStatusOf).Service()
 }
 
+// revision sets the revision of the service's last write.
+func revision(r int64) svcOpt {
+	return func(o *resource.Object) { o.Revision = r }
+}
+
 // hosts adds Available generated hostnames.
 func hosts(hs ...string) svcOpt {
 	return func(o *resource.Object) {

@@ -32,6 +32,9 @@ type View struct {
 	ptr cowMap[netip.Addr, ptrEntry]
 	// rejected are, by name, the services that want it and do not get it.
 	rejected cowMap[string, []Rejection]
+	// refused are, by service, the names it would have that cannot be
+	// answered at all (no address, not a valid DNS name).
+	refused cowMap[resource.Key, []Rejection]
 	// srv counts the SRV names: they are not stored but derived from their
 	// target's entry (_http._tcp.web.mesh. from web.mesh.'s ports), which
 	// halves what a service with ports costs.
@@ -44,6 +47,7 @@ func newView() *View {
 		parents:  newCowMap[string, struct{}](hashString),
 		ptr:      newCowMap[netip.Addr, ptrEntry](hashAddr),
 		rejected: newCowMap[string, []Rejection](hashString),
+		refused:  newCowMap[resource.Key, []Rejection](hashKey),
 	}
 }
 
@@ -183,6 +187,9 @@ func (v *View) Rejections() []Rejection {
 	for _, rs := range v.rejected.All() {
 		out = append(out, rs...)
 	}
+	for _, rs := range v.refused.All() {
+		out = append(out, rs...)
+	}
 	slices.SortFunc(out, func(a, b Rejection) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Service.String(), b.Service.String()), cmp.Compare(a.Source, b.Source))
 	})
@@ -196,14 +203,15 @@ type viewEdit struct {
 	parents  *cowEdit[string, struct{}]
 	ptr      *cowEdit[netip.Addr, ptrEntry]
 	rejected *cowEdit[string, []Rejection]
+	refused  *cowEdit[resource.Key, []Rejection]
 }
 
 func (v *View) edit() *viewEdit {
-	return &viewEdit{srv: v.srv, names: v.names.edit(), parents: v.parents.edit(), ptr: v.ptr.edit(), rejected: v.rejected.edit()}
+	return &viewEdit{srv: v.srv, names: v.names.edit(), parents: v.parents.edit(), ptr: v.ptr.edit(), rejected: v.rejected.edit(), refused: v.refused.edit()}
 }
 
 func (e *viewEdit) done() *View {
-	return &View{srv: e.srv, names: e.names.done(), parents: e.parents.done(), ptr: e.ptr.done(), rejected: e.rejected.done()}
+	return &View{srv: e.srv, names: e.names.done(), parents: e.parents.done(), ptr: e.ptr.done(), rejected: e.rejected.done(), refused: e.refused.done()}
 }
 
 // ptrEntry is the target of an address's reverse name, and its service.
@@ -255,12 +263,22 @@ func splitFamilies(addrs []netip.Addr) (v4, v6 []netip.Addr) {
 	return v4, v6
 }
 
-// precedence orders claims on a name: by source (a generated hostname
-// beats an InternalVIP value, which beats a service-tag name, which beats
-// its aliases), then the older service, then kind and name, then the
-// service's own order.
+// precedence orders claims on a name: by source (a name the hostnames
+// controller decided - a generated hostname or an InternalVIP value -
+// beats a service-tag name, which beats its aliases); between decided
+// names the later decision (see sourceRank); then the older service, then
+// kind and name, then the service's own order.
 func precedence(a, b claim) int {
-	return cmp.Or(cmp.Compare(sourceRank[a.name().Source], sourceRank[b.name().Source]), serviceOrder(a.svc, b.svc), cmp.Compare(a.idx, b.idx))
+	ra, rb := sourceRank[a.name().Source], sourceRank[b.name().Source]
+	if c := cmp.Compare(ra, rb); c != 0 {
+		return c
+	}
+	if ra == 0 {
+		if c := cmp.Compare(b.svc.Revision, a.svc.Revision); c != 0 {
+			return c
+		}
+	}
+	return cmp.Or(serviceOrder(a.svc, b.svc), cmp.Compare(a.idx, b.idx))
 }
 
 func serviceOrder(a, b *ServiceNames) int {
@@ -341,6 +359,13 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 			delete(ix.svcs, key)
 		}
 		touched[key] = struct{}{}
+		if next == nil || len(next.Refused) == 0 {
+			if _, had := ed.refused.Get(key); had {
+				ed.refused.Delete(key)
+			}
+		} else {
+			ed.refused.Set(key, next.Refused)
+		}
 		if next == nil {
 			continue
 		}

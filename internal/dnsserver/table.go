@@ -1,6 +1,7 @@
 package dnsserver
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -50,10 +51,14 @@ type Rejection struct {
 	Reason  string
 }
 
-// Sources of names, in precedence order: an InternalVIP value beats a
-// generated hostname, as in the hostnames controller, which already makes
-// both unique per mesh (the rank only decides while one status lags behind
-// another); they beat a service-tag name, which beats its aliases.
+// Sources of names, in precedence order. Generated hostnames and
+// InternalVIP values are decided by the hostnames controller, which makes
+// them unique per mesh and writes each service's outcome in its status:
+// DNS publishes that decision and does not make its own. Two services show
+// one of those names Available only while the status of the one that lost
+// it lags behind (written in a later transaction), so the service whose
+// status was written last holds it. They beat a service-tag name, which
+// beats its aliases.
 const (
 	SourceHostname    = "hostname"
 	SourceInternalVIP = "internalVIP"
@@ -61,13 +66,15 @@ const (
 	SourceAlias       = "alias"
 )
 
-var sourceRank = map[string]int{SourceInternalVIP: 0, SourceHostname: 1, SourceServiceTag: 2, SourceAlias: 3}
+var sourceRank = map[string]int{SourceInternalVIP: 0, SourceHostname: 0, SourceServiceTag: 2, SourceAlias: 3}
 
 // TableOptions are the settings a table is built with.
 type TableOptions struct {
 	TTL              uint32
 	Domains          []string
 	ServiceTagDomain string
+	// Global is set on a global control plane, which allocates no VIPs.
+	Global bool
 }
 
 // ServiceNames is what one service contributes to its mesh's view: the
@@ -76,9 +83,16 @@ type TableOptions struct {
 type ServiceNames struct {
 	Key     resource.Key
 	Created int64 // UnixNano: only the instant orders services
-	Names   []Name
+	// Revision is the store revision of the status the names come from:
+	// of two services showing one decided name Available, the later
+	// decision holds it.
+	Revision int64
+	Names    []Name
 	// VIPs are all the service's addresses (for PTR records).
 	VIPs []netip.Addr
+	// Refused are the names the service would have that DNS cannot
+	// answer, with the reason.
+	Refused []Rejection
 }
 
 // Name is one name a service wants.
@@ -162,13 +176,13 @@ func serviceStatus(obj *resource.Object) *resource.ServiceStatus {
 // service-tag names and their aliases (seed 004). An InternalVIP value is
 // answered once the hostnames controller lists it Available in
 // status.addresses (origin MeshExternalService): a value another service
-// holds is not answered for this one.
+// holds is not answered for this one. Generated hostnames answer with the
+// service's own VIPs, never with those of its InternalVIP values. A name
+// that is not a valid DNS name (a label over 63 bytes, say), or that has no
+// address to answer with, is Refused with the reason.
 func Extract(svc *resource.Object, o TableOptions) ServiceNames {
-	out := ServiceNames{Key: svc.Key(), Created: svc.CreationTime.UnixNano()}
+	out := ServiceNames{Key: svc.Key(), Created: svc.CreationTime.UnixNano(), Revision: svc.Revision}
 	st := serviceStatus(svc)
-	if st == nil || len(st.VIPs) == 0 {
-		return out // nothing to answer with yet
-	}
 	var ports []SRVPort
 	var specPorts []resource.Port
 	switch spec := svc.Spec.(type) {
@@ -183,11 +197,15 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 		}
 	}
 	// Addresses of the service as a whole: the VIPs that belong to no
-	// InternalVIP hostname (for a MeshExternalService with only those, all).
+	// InternalVIP hostname.
 	var general []netip.Addr
 	byHost := map[string][]netip.Addr{}
-	out.VIPs = make([]netip.Addr, 0, len(st.VIPs))
-	for _, v := range st.VIPs {
+	var statusVIPs []resource.VIP
+	if st != nil {
+		statusVIPs = st.VIPs
+	}
+	out.VIPs = make([]netip.Addr, 0, len(statusVIPs))
+	for _, v := range statusVIPs {
 		ip, err := netip.ParseAddr(v.IP)
 		if err != nil {
 			continue
@@ -200,7 +218,7 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 			byHost[h] = append(byHost[h], ip)
 		}
 	}
-	if len(general) == 0 || len(byHost) == 0 {
+	if len(byHost) == 0 {
 		// Every VIP (nearly always): share the one slice.
 		general = out.VIPs
 	}
@@ -209,21 +227,47 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 	for h, addrs := range byHost {
 		byHost[h] = v4First(addrs)
 	}
+	noVIP := noVIPReason(svc, o)
+	add := func(n Name) {
+		switch {
+		case len(n.Addrs) == 0:
+			out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source, Reason: noVIP})
+		default:
+			if why := checkName(n.Name); why != "" {
+				out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source, Reason: why})
+				return
+			}
+			out.Names = append(out.Names, n)
+		}
+	}
 	held := map[string]bool{} // InternalVIP values this service holds
-	for _, a := range st.Addresses {
-		if a.Status != resource.AddressAvailable || a.Hostname == "" {
-			continue
+	if st != nil {
+		for _, a := range st.Addresses {
+			if a.Hostname == "" {
+				continue
+			}
+			name := dns.Fqdn(strings.ToLower(a.Hostname))
+			if a.Status != resource.AddressAvailable {
+				source := SourceHostname
+				if a.Origin.Kind == resource.OriginInternalVIP {
+					source = SourceInternalVIP
+				}
+				out.Refused = append(out.Refused, Rejection{Name: name, Service: out.Key, Source: source, Reason: a.Reason})
+				continue
+			}
+			if a.Origin.Kind == resource.OriginInternalVIP {
+				held[name] = true
+				if _, ok := byHost[name]; !ok {
+					add(Name{Name: name, Source: SourceInternalVIP})
+				}
+				continue
+			}
+			add(Name{Name: name, Source: SourceHostname, Addrs: general, Ports: ports})
 		}
-		name := dns.Fqdn(strings.ToLower(a.Hostname))
-		if a.Origin.Kind == resource.OriginInternalVIP {
-			held[name] = true
-			continue
-		}
-		out.Names = append(out.Names, Name{Name: name, Source: SourceHostname, Addrs: general, Ports: ports})
 	}
 	for _, h := range slices.Sorted(mapKeys(byHost)) {
 		if held[h] {
-			out.Names = append(out.Names, Name{Name: h, Source: SourceInternalVIP, Addrs: byHost[h]})
+			add(Name{Name: h, Source: SourceInternalVIP, Addrs: byHost[h]})
 		}
 	}
 	if spec, ok := svc.Spec.(*resource.MeshServiceSpec); ok && o.ServiceTagDomain != "" {
@@ -235,15 +279,55 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 			// seed 004: the tag itself, then the dash and dot aliases, all
 			// on the same VIP.
 			tag := strings.ToLower(id.Value)
-			out.Names = append(out.Names, Name{Name: tag + suffix, Source: SourceServiceTag, Addrs: general, Ports: ports})
+			add(Name{Name: tag + suffix, Source: SourceServiceTag, Addrs: general, Ports: ports})
 			for _, alias := range []string{strings.NewReplacer("_", "-", ".", "-").Replace(tag), strings.ReplaceAll(tag, "_", ".")} {
 				if alias != tag {
-					out.Names = append(out.Names, Name{Name: alias + suffix, Source: SourceAlias, Addrs: general})
+					add(Name{Name: alias + suffix, Source: SourceAlias, Addrs: general})
 				}
 			}
 		}
 	}
 	return out
+}
+
+// noVIPReason says why svc has no address to answer its names with.
+func noVIPReason(svc *resource.Object, o TableOptions) string {
+	if o.Global {
+		return "a global control plane allocates no VIPs: the zones do, each for its own DNS"
+	}
+	if st := serviceStatus(svc); st != nil {
+		for _, c := range st.Conditions {
+			if c.Type == ConditionVIPsAllocated && c.Status == resource.ConditionFalse {
+				return "the service has no VIP: " + c.Message
+			}
+		}
+	}
+	return "the service has no VIP yet (the leader allocates one within milliseconds of the change)"
+}
+
+// ConditionVIPsAllocated is the condition the VIP controller reports on a
+// service it could not give every VIP (repeated from internal/vips, which
+// this package does not import).
+const ConditionVIPsAllocated = "VIPsAllocated"
+
+// checkName says why name cannot be answered over DNS, or "" when it can:
+// each label at most 63 bytes and the whole name at most 253 (RFC 1035).
+func checkName(name string) string {
+	if len(strings.TrimSuffix(name, ".")) > 253 {
+		return fmt.Sprintf("not a valid DNS name: %d bytes, more than 253", len(strings.TrimSuffix(name, ".")))
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(name, "."), ".") {
+		switch {
+		case l == "":
+			return "not a valid DNS name: an empty label"
+		case len(l) > 63:
+			return fmt.Sprintf("not a valid DNS name: the label %q has %d bytes, more than 63", l, len(l))
+		}
+	}
+	if _, ok := dns.IsDomainName(name); !ok {
+		return "not a valid DNS name"
+	}
+	return ""
 }
 
 // v4First orders addrs with its IPv4 addresses first, each family in its

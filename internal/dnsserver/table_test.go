@@ -36,6 +36,9 @@ func TestExtract(t *testing.T) {
 		opts TableOptions
 		want []Name
 		vips []netip.Addr
+		// refused are the names not answered, as "name source: reason"
+		// with the reason up to its first colon.
+		refused []string
 	}{
 		{
 			name: "OnlyAvailableHostnames",
@@ -44,17 +47,54 @@ func TestExtract(t *testing.T) {
 				{Name: "web.svc.mesh.local.", Source: SourceHostname, Addrs: v4},
 				{Name: "web.alt.mesh.local.", Source: SourceHostname, Addrs: v4}, // lower case, fully qualified
 			},
-			vips: v4,
+			vips:    v4,
+			refused: []string{"web.other.mesh.local. hostname: taken"},
 		},
 		{
-			name: "NoStatusNoNames",
-			obj:  &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "web", Spec: &resource.MeshServiceSpec{Identities: []resource.Identity{{Type: resource.IdentityServiceTag, Value: "web"}}}},
+			name:    "NoStatusNoNames",
+			obj:     &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "web", Spec: &resource.MeshServiceSpec{Identities: []resource.Identity{{Type: resource.IdentityServiceTag, Value: "web"}}}},
+			refused: []string{"web.mesh. serviceTag: the service has no VIP yet (the leader allocates one within milliseconds of the change)"},
 		},
 		{
 			// A service whose hostname is Available but has no VIP yet
-			// has nothing to answer with.
+			// has nothing to answer with; the reason says so.
 			name: "NoVIPsNoNames",
 			obj:  svc(resource.MeshService, "default", "web", 0, hosts("web.svc.mesh.local"), tags("web_default_svc_80")),
+			refused: []string{
+				"web.svc.mesh.local. hostname: the service has no VIP yet (the leader allocates one within milliseconds of the change)",
+				"web_default_svc_80.mesh. serviceTag: the service has no VIP yet (the leader allocates one within milliseconds of the change)",
+				"web-default-svc-80.mesh. alias: the service has no VIP yet (the leader allocates one within milliseconds of the change)",
+				"web.default.svc.80.mesh. alias: the service has no VIP yet (the leader allocates one within milliseconds of the change)",
+			},
+		},
+		{
+			// An exhausted pool: the reason is the VIP controller's.
+			name: "NoVIPsPoolExhausted",
+			obj: svc(resource.MeshService, "default", "web", 0, hosts("web.svc.mesh.local"), func(o *resource.Object) {
+				st := o.Status.(*resource.ServiceStatus)
+				st.Conditions = []resource.Condition{{Type: ConditionVIPsAllocated, Status: resource.ConditionFalse, Reason: "PoolExhausted", Message: "the MeshService pool 10.0.0.0/30 is exhausted"}}
+			}),
+			refused: []string{"web.svc.mesh.local. hostname: the service has no VIP: the MeshService pool 10.0.0.0/30 is exhausted"},
+		},
+		{
+			// No allocation on a global control plane: the reason says who
+			// allocates.
+			name:    "NoVIPsOnGlobal",
+			obj:     svc(resource.MeshService, "default", "web", 0, hosts("web.svc.mesh.local")),
+			opts:    TableOptions{Domains: []string{"mesh.local"}, Global: true},
+			refused: []string{"web.svc.mesh.local. hostname: a global control plane allocates no VIPs: the zones do, each for its own DNS"},
+		},
+		{
+			// A tag of 64 bytes makes a label DNS cannot carry: refused,
+			// with the label named, and so are its aliases.
+			name: "ServiceTagLabelTooLong",
+			obj:  svc(resource.MeshService, "default", "long", 0, vips("241.0.0.1"), tags(strings.Repeat("a", 56)+"_svc_800")),
+			vips: v4,
+			refused: []string{
+				"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa_svc_800.mesh. serviceTag: not a valid DNS name: the label \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa_svc_800\" has 64 bytes, more than 63",
+				"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-svc-800.mesh. alias: not a valid DNS name: the label \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-svc-800\" has 64 bytes, more than 63",
+			},
+			want: []Name{{Name: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.svc.800.mesh.", Source: SourceAlias, Addrs: v4}},
 		},
 		{
 			name: "UnparsableVIPIgnored",
@@ -138,18 +178,21 @@ func TestExtract(t *testing.T) {
 			name: "ExternalServiceInternalVIPNotHeld",
 			obj: svc(resource.MeshExternalService, "default", "httpbin", 0, lostInternalVIP("taken.example.com", "242.0.0.1"),
 				pendingInternalVIP("new.example.com", "242.0.0.2"), internalVIP("httpbin.org", "242.0.0.3")),
-			want: []Name{{Name: "httpbin.org.", Source: SourceInternalVIP, Addrs: addrs("242.0.0.3")}},
-			vips: addrs("242.0.0.1", "242.0.0.2", "242.0.0.3"),
+			want:    []Name{{Name: "httpbin.org.", Source: SourceInternalVIP, Addrs: addrs("242.0.0.3")}},
+			vips:    addrs("242.0.0.1", "242.0.0.2", "242.0.0.3"),
+			refused: []string{"taken.example.com. internalVIP: "},
 		},
 		{
-			// With only InternalVIP VIPs, the generated hostname gets all of them.
+			// Without a VIP of its own (before the VIP controller gave it
+			// one), the generated hostname is not answered with the VIP of
+			// an InternalVIP value.
 			name: "ExternalServiceOnlyInternalVIPs",
 			obj:  svc(resource.MeshExternalService, "default", "httpbin", 0, hosts("httpbin.extsvc.mesh.local"), internalVIP("httpbin.org", "242.0.0.2")),
 			want: []Name{
-				{Name: "httpbin.extsvc.mesh.local.", Source: SourceHostname, Addrs: addrs("242.0.0.2")},
 				{Name: "httpbin.org.", Source: SourceInternalVIP, Addrs: addrs("242.0.0.2")},
 			},
-			vips: addrs("242.0.0.2"),
+			vips:    addrs("242.0.0.2"),
+			refused: []string{"httpbin.extsvc.mesh.local. hostname: the service has no VIP yet (the leader allocates one within milliseconds of the change)"},
 		},
 		{
 			name: "MultiZoneService",
@@ -164,7 +207,21 @@ func TestExtract(t *testing.T) {
 				o = testOpts
 			}
 			got := Extract(tc.obj, o)
-			want := ServiceNames{Key: tc.obj.Key(), Created: tc.obj.CreationTime.UnixNano(), Names: tc.want, VIPs: tc.vips}
+			var refused []string
+			for _, r := range got.Refused {
+				if r.Service != tc.obj.Key() {
+					t.Errorf("refusal %+v names another service", r)
+				}
+				refused = append(refused, r.Name+" "+r.Source+": "+r.Reason)
+			}
+			if diff := cmp.Diff(tc.refused, refused); diff != "" {
+				t.Errorf("refused (-want +got):\n%s", diff)
+			}
+			got.Refused = nil
+			if tc.vips == nil {
+				tc.vips = []netip.Addr{}
+			}
+			want := ServiceNames{Key: tc.obj.Key(), Created: tc.obj.CreationTime.UnixNano(), Revision: tc.obj.Revision, Names: tc.want, VIPs: tc.vips}
 			if diff := cmp.Diff(want, got, cmpAddr); diff != "" {
 				t.Errorf("Extract (-want +got):\n%s", diff)
 			}
@@ -199,7 +256,8 @@ func rejected(v *View) []string {
 }
 
 // TestBuildView_Precedence checks who gets a name wanted by several
-// services: internalVIP > hostname > serviceTag > alias, then the older
+// services: a name the hostnames controller decided (hostname or
+// internalVIP, the later status first) > serviceTag > alias, then the older
 // service, whatever the order the services are given in.
 func TestBuildView_Precedence(t *testing.T) {
 	for _, tc := range []struct {
@@ -209,16 +267,25 @@ func TestBuildView_Precedence(t *testing.T) {
 		wantRejected []string
 	}{
 		{
-			// Both statuses claim the name (one lags behind the other): the
-			// younger service's InternalVIP value beats the older one's
-			// hostname, as in the hostnames controller.
-			name: "InternalVIPBeatsHostname",
+			// Both statuses claim the name (the loser's status lags behind
+			// the winner's): the status written last is the hostnames
+			// controller's latest decision, whatever the sources.
+			name: "LaterDecisionHolds",
 			objs: []*resource.Object{
-				svc(resource.MeshService, "default", "old", 0, hosts("db.mesh.local"), vips("241.0.0.1")),
-				svc(resource.MeshExternalService, "default", "young", 5, internalVIP("db.mesh.local", "242.0.0.1")),
+				svc(resource.MeshService, "default", "old", 0, hosts("db.mesh.local"), vips("241.0.0.1"), revision(10)),
+				svc(resource.MeshExternalService, "default", "young", 5, internalVIP("db.mesh.local", "242.0.0.1"), revision(12)),
 			},
 			want:         map[string]string{"db.mesh.local.": "young internalVIP"},
 			wantRejected: []string{"db.mesh.local. old hostname: the name is answered for MeshExternalService default/young (internalVIP)"},
+		},
+		{
+			name: "LaterDecisionHoldsTheOtherWay",
+			objs: []*resource.Object{
+				svc(resource.MeshService, "default", "old", 0, hosts("db.mesh.local"), vips("241.0.0.1"), revision(14)),
+				svc(resource.MeshExternalService, "default", "young", 5, internalVIP("db.mesh.local", "242.0.0.1"), revision(12)),
+			},
+			want:         map[string]string{"db.mesh.local.": "old hostname"},
+			wantRejected: []string{"db.mesh.local. young internalVIP: the name is answered for MeshService default/old (hostname)"},
 		},
 		{
 			// The settled state of a clash: the holder is answered, the
@@ -230,6 +297,8 @@ func TestBuildView_Precedence(t *testing.T) {
 				svc(resource.MeshExternalService, "default", "younger", 6, lostInternalVIP("db.mesh.local", "242.0.0.2")),
 			},
 			want: map[string]string{"db.mesh.local.": "young internalVIP"},
+			// The losers are listed with the controller's reasons.
+			wantRejected: []string{"db.mesh.local. younger internalVIP: ", "db.mesh.local. old hostname: taken"},
 		},
 		{
 			name: "InternalVIPBeatsServiceTag",
@@ -294,6 +363,10 @@ func TestBuildView_Precedence(t *testing.T) {
 				svc(resource.MeshService, "default", "young", 5, vips("241.0.0.1"), tags("shared")),
 			},
 			want: map[string]string{"shared.mesh.": "young serviceTag"},
+			wantRejected: []string{
+				"shared.mesh. old serviceTag: the service has no VIP yet (the leader allocates one within milliseconds of the change)",
+				"x.mesh.local. old hostname: the service has no VIP yet (the leader allocates one within milliseconds of the change)",
+			},
 		},
 		{
 			// Two identities with the same tag: one name, nothing rejected.

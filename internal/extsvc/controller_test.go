@@ -14,7 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/reconcile"
+	"github.com/meshnames/meshnames/internal/reconcile/reconciletest"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
@@ -42,8 +43,8 @@ type env struct {
 	t    *testing.T
 	st   store.Store
 	log  *syncBuffer
-	ctl  *Controller
-	stop func()
+	core *Core
+	rt   *reconciletest.Env
 }
 
 // newEnv runs the controller over a real embedded store and cache.
@@ -64,16 +65,13 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) start() {
 	log := slog.New(slog.NewTextHandler(e.log, nil))
-	ch := cache.New(e.st, log, nil)
-	e.ctl = New(Options{Cache: ch, Store: e.st, Log: log, Registerer: prometheus.NewRegistry()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { ch.Run(ctx); done <- struct{}{} }()
-	go func() { e.ctl.Run(ctx); done <- struct{}{} }()
-	var once sync.Once
-	e.stop = func() { once.Do(func() { cancel(); <-done; <-done }) }
-	e.t.Cleanup(e.stop)
+	e.rt = reconciletest.Start(e.t, e.st, reconciletest.Options{Log: log, Cores: func() []reconcile.Core {
+		e.core = New(Options{Log: log, Registerer: prometheus.NewRegistry()})
+		return []reconcile.Core{e.core}
+	}})
 }
+
+func (e *env) stop() { e.rt.Stop() }
 
 // put creates or updates an external service with matches "TYPE VALUE PORT".
 func (e *env) put(name string, matches ...string) {
@@ -166,7 +164,7 @@ func TestController_ReportsOverlapsOnBothSidesAndLogs(t *testing.T) {
 	e.put("external-service2", "IP 10.2.0.1 80")
 	e.waitMessage("external-service1", "")
 	e.waitMessage("external-service2", "")
-	if n := testutil.ToFloat64(e.ctl.pairs); n != 0 {
+	if n := testutil.ToFloat64(e.core.pairs); n != 0 {
 		t.Errorf("overlapping pairs gauge = %v, want 0", n)
 	}
 }

@@ -2,56 +2,28 @@ package hostnames
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/reconcile"
+	"github.com/meshnames/meshnames/internal/reconcile/reconciletest"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
 )
 
 type env struct {
-	t     *testing.T
-	st    store.Store
-	cache *cache.Cache
-	ctl   *Controller
-	stop  func()
-	// settled is closed when the controller reports it has settled.
-	settled chan struct{}
-	// batch is the controller's BatchSize; 0 for the default.
-	batch int
-	// fence, when set, fences the controller's writes, as a leader's are;
-	// fenced counts the writes it refused.
-	fence  *store.Fence
-	fenced atomic.Int64
+	*reconciletest.Env
+	t  *testing.T
+	st store.Store
 }
 
-// fenceCounter counts the writes the fence refused.
-type fenceCounter struct {
-	store.Store
-	n *atomic.Int64
-}
-
-func (s fenceCounter) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, error) {
-	rs, err := s.Store.Apply(ctx, ops...)
-	if errors.Is(err, store.ErrFenced) {
-		s.n.Add(1)
-	}
-	return rs, err
-}
-
-// newEnv runs the controller over a real embedded store and cache.
+// newEnv runs the core in a runner over a real embedded store and cache.
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	st, err := sqlite.Open(t.TempDir())
@@ -61,34 +33,15 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { st.Close() })
 	e := &env{t: t, st: st}
 	e.mustCreate(&resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}})
-	e.start()
+	e.Env = reconciletest.Start(t, st, reconciletest.Options{Cores: func() []reconcile.Core {
+		return []reconcile.Core{New(Options{Zone: "east", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})}
+	}})
 	return e
-}
-
-func (e *env) start() {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e.cache = cache.New(e.st, log, nil)
-	settled := make(chan struct{})
-	e.settled = settled
-	e.ctl = New(Options{Cache: e.cache, Store: fenceCounter{e.st, &e.fenced}, Zone: "east", Log: log, Registerer: prometheus.NewRegistry(),
-		BatchSize: e.batch, Settled: func() { close(settled) }})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { e.cache.Run(ctx); done <- struct{}{} }()
-	lead := ctx
-	if e.fence != nil {
-		lead = store.WithFence(ctx, *e.fence)
-	}
-	go func() { e.ctl.Run(lead); done <- struct{}{} }()
-	var once sync.Once
-	e.stop = func() { once.Do(func() { cancel(); <-done; <-done }) }
-	e.t.Cleanup(e.stop)
 }
 
 func (e *env) mustCreate(o *resource.Object) *resource.Object {
 	e.t.Helper()
-	o.Spec.Default()
-	if errs := append(resource.Validate(o), resource.Admit(o, resource.ModeStandalone, "east")...); len(errs) > 0 {
+	if errs := admission.New(admission.Options{Mode: resource.ModeStandalone, Zone: "east"}).Admit(o, admission.Writer{Source: admission.System}); len(errs) > 0 {
 		e.t.Fatalf("invalid fixture %s: %v", o.Key(), errs)
 	}
 	got, err := store.Create(context.Background(), e.st, o)
@@ -171,56 +124,6 @@ func externalService(name string) *resource.Object {
 
 func key(kind resource.Kind, name string) resource.Key {
 	return resource.Key{Kind: kind, Mesh: "default", Name: name}
-}
-
-// The first pass writes in batches as they fill, the last one partial,
-// and writes each service once.
-func TestController_WritesInBatches(t *testing.T) {
-	e := newEnv(t)
-	e.stop()
-	e.mustCreate(generator("gen", resource.MeshService, nil, "{{ .Name }}.mesh.local"))
-	const n = 7
-	for i := range n {
-		e.mustCreate(meshService(fmt.Sprintf("s%d", i), nil))
-	}
-	e.batch = 2
-	e.start()
-	for i := range n {
-		e.eventually(key(resource.MeshService, fmt.Sprintf("s%d", i)), fmt.Sprintf("s%d.mesh.local=Available", i))
-	}
-	<-e.settled
-	if got := testutil.ToFloat64(e.ctl.writes.WithLabelValues("ok")); got != n {
-		t.Errorf("%v status writes, want %d", got, n)
-	}
-}
-
-// A deposed leader stops its pass at the first write the fence refuses
-// instead of trying every remaining batch.
-func TestController_FencedPassStops(t *testing.T) {
-	e := newEnv(t)
-	e.stop()
-	rs, err := e.st.Apply(context.Background(), store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: "leader",
-		Value: store.Fence{Lease: "leader", Holder: "b", Term: 2}.LeaseValue(), ExpiresAt: time.Now().Add(time.Hour)}})
-	if err != nil || rs[0].Err != nil {
-		t.Fatal(err, rs)
-	}
-	e.mustCreate(generator("gen", resource.MeshService, nil, "{{ .Name }}.mesh.local"))
-	for i := range 7 {
-		e.mustCreate(meshService(fmt.Sprintf("s%d", i), nil))
-	}
-	e.fence = &store.Fence{Lease: "leader", Holder: "a", Term: 1}
-	e.batch = 2
-	e.start()
-	deadline := time.Now().Add(5 * time.Second)
-	for e.fenced.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // the rest of the pass, if it went on
-	// Two passes run: the first one, and one over the keys the cache's
-	// first list queued. Each must stop at its first batch (of 4).
-	if n := e.fenced.Load(); n == 0 || n > 2 {
-		t.Errorf("%d fenced writes, want 1 or 2: one per pass", n)
-	}
 }
 
 func TestController_NamesServicesAndReportsCrossKindCollisions(t *testing.T) {
@@ -321,19 +224,22 @@ func TestController_KeepsOtherStatusFieldsAndSkipsEqualWrites(t *testing.T) {
 	if _, err := store.UpdateStatus(context.Background(), e.st, cur); err != nil {
 		t.Fatal(err)
 	}
-	// A label change makes the controller write again.
+	e.Settle()
+	before := e.get(redis.Key()).Version
+	// A label change makes the core decide again; the addresses do not
+	// change, so nothing is written.
 	cur = e.get(redis.Key())
 	cur.Labels["touch"] = "1"
 	e.update(cur)
-	time.Sleep(100 * time.Millisecond)
+	e.Settle()
 	e.eventually(redis.Key(), "redis.mesh.local=Available")
-	vips := e.get(redis.Key()).Status.(resource.ServiceStatusOf).Service().VIPs
+	after := e.get(redis.Key())
+	vips := after.Status.(resource.ServiceStatusOf).Service().VIPs
 	if len(vips) != 1 || vips[0].IP != "241.0.0.1" {
 		t.Errorf("VIPs after the hostnames controller ran = %v, want the one written by the other controller", vips)
 	}
-	// That label change did not change the addresses: nothing was written.
-	if n := testutil.ToFloat64(e.ctl.writes.WithLabelValues("ok")); n != 1 {
-		t.Errorf("status writes = %v, want 1 (the first naming only)", n)
+	if after.Version != before+1 {
+		t.Errorf("version %d -> %d: want only the label update, no status write", before, after.Version)
 	}
 }
 
@@ -343,43 +249,12 @@ func TestController_RebuildsOnRestart(t *testing.T) {
 	e.mustCreate(meshService("a", nil))
 	e.eventually(key(resource.MeshService, "a"), "a.mesh.local=Available")
 
-	e.stop()
+	e.Stop()
 	// While no controller runs, a second service arrives.
 	e.mustCreate(meshService("b", nil))
-	e.start()
+	e.Restart()
 	e.eventually(key(resource.MeshService, "b"), "b.mesh.local=Available")
 	e.eventually(key(resource.MeshService, "a"), "a.mesh.local=Available")
-}
-
-// TestController_ForgetsWritesOnceEchoed checks that the controller keeps
-// what it wrote only while the echo is on the way: once a full pass over
-// many services has been written and echoed, nothing is held
-// (reconcile.Inflight's own test checks that its map is given back).
-func TestController_ForgetsWritesOnceEchoed(t *testing.T) {
-	e := newEnv(t)
-	e.stop()
-	e.mustCreate(generator("svc", resource.MeshService, nil, "{{ .Name }}.mesh.local"))
-	const n = 200 // a full pass well past Inflight's shrinking threshold
-	for i := range n {
-		e.mustCreate(meshService(fmt.Sprintf("s%03d", i), nil))
-	}
-	e.start()
-	select {
-	case <-e.settled:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the controller did not settle")
-	}
-	for i := range n {
-		name := fmt.Sprintf("s%03d", i)
-		e.eventually(key(resource.MeshService, name), name+".mesh.local=Available")
-	}
-	e.stop()
-	if got := testutil.ToFloat64(e.ctl.writes.WithLabelValues("ok")); got != n {
-		t.Errorf("status writes = %v, want %d (one per service)", got, n)
-	}
-	if e.ctl.written.Len() != 0 {
-		t.Errorf("after the echoes the controller holds %d writes, want none", e.ctl.written.Len())
-	}
 }
 
 func TestDefaults_ByMode(t *testing.T) {
@@ -446,43 +321,5 @@ func TestEnsureDefaults_CreatesOnceAndNeverOverwrites(t *testing.T) {
 	g, _ = st.Get(ctx, k)
 	if tmpl := g.Spec.(*resource.HostnameGeneratorSpec).Template; tmpl != "{{ .Name }}.custom.local" {
 		t.Errorf("EnsureDefaults overwrote an operator's change: template %q", tmpl)
-	}
-}
-
-// While a write's echo is on the way, the controller compares with what
-// it wrote (kept as a digest), not with the cache's older copy; once the
-// cache shows the write, with the cache.
-func TestController_ComparesWithWriteInFlight(t *testing.T) {
-	c := New(Options{})
-	k := key(resource.MeshService, "web")
-	addr := func(host string) []resource.Address {
-		return []resource.Address{{Hostname: host, Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: OriginKind, Name: "gen"}}}
-	}
-	a, b := addr("a.mesh.local"), addr("b.mesh.local")
-	obj := func(rev int64, addrs []resource.Address) *resource.Object {
-		o := meshService("web", nil)
-		o.Revision = rev
-		st := resource.MustLookup(o.Kind).NewStatus().(resource.ServiceStatusOf)
-		st.Service().Addresses = addrs
-		o.Status = st
-		return o
-	}
-	if same, _ := c.unchanged(k, obj(5, a), a); !same {
-		t.Error("equal to the cache's copy, nothing in flight: not unchanged")
-	}
-	same, sum := c.unchanged(k, obj(5, a), b)
-	if same {
-		t.Fatal("different from the cache's copy: unchanged")
-	}
-	c.written.Put(k, sum)
-	c.written.Written(k, 7)
-	if same, _ := c.unchanged(k, obj(5, a), b); !same {
-		t.Error("equal to the write in flight: not unchanged")
-	}
-	if same, _ := c.unchanged(k, obj(5, a), a); same {
-		t.Error("equal to the cache's older copy but not to the write in flight: unchanged")
-	}
-	if same, _ := c.unchanged(k, obj(7, b), b); !same || c.written.Len() != 0 {
-		t.Errorf("the echo shows the write: unchanged %v, %d writes still in flight", same, c.written.Len())
 	}
 }

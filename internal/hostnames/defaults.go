@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 )
@@ -105,7 +106,7 @@ func DefaultsFor(mode, zone, env string) []*resource.Object {
 		}
 		obj := &resource.Object{Kind: resource.HostnameGenerator, Name: r.name, Spec: spec}
 		obj.Spec.Default()
-		if errs := append(resource.Validate(obj), resource.Admit(obj, mode, zone)...); len(errs) > 0 {
+		if errs := admission.New(admission.Options{Mode: mode, Zone: zone}).Admit(obj, admission.Writer{Source: admission.System}); len(errs) > 0 {
 			panic(fmt.Sprintf("hostnames: default generator %s is invalid: %v", r.name, errs))
 		}
 		out = append(out, obj)

@@ -12,7 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/reconcile"
+	"github.com/meshnames/meshnames/internal/reconcile/reconciletest"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
@@ -35,14 +36,15 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// env is a controller and its cache on a real embedded store, with a fake
-// clock for the grace period.
+// env is a runner of the core and its cache on a real embedded store,
+// with a fake clock for the grace period.
 type env struct {
 	t     *testing.T
 	st    store.Store
-	cache *cache.Cache
 	clock *clock
-	stop  func()
+	rt    *reconciletest.Env
+	// core, when set, is the core of every term; else each term has a new one.
+	core *Core
 }
 
 func newEnv(t *testing.T) *env {
@@ -59,24 +61,18 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// start runs a cache and a controller, as a new leader would.
+// start runs a cache and a runner of the core, as a new leader would.
 func (e *env) start() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e.cache = cache.New(e.st, log, nil)
-	ctl := New(ControllerOptions{Options: opts, Cache: e.cache, Store: e.st, Now: e.clock.Now, Log: log, Registerer: prometheus.NewRegistry()})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); e.cache.Run(ctx) }()
-	go func() {
-		defer wg.Done()
-		if err := ctl.Run(ctx); err != nil {
-			e.t.Errorf("controller: %v", err)
+	e.rt = reconciletest.Start(e.t, e.st, reconciletest.Options{Now: e.clock.Now, Log: log, Cores: func() []reconcile.Core {
+		if e.core != nil {
+			return []reconcile.Core{e.core}
 		}
-	}()
-	var once sync.Once
-	e.stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+		return []reconcile.Core{New(CoreOptions{Options: opts, Log: log, Registerer: prometheus.NewRegistry()})}
+	}})
 }
+
+func (e *env) stop() { e.rt.Stop() }
 
 func (e *env) restart() { e.stop(); e.start() }
 
@@ -171,7 +167,7 @@ func TestController_Lifecycle(t *testing.T) {
 	}
 	e.clock.Advance(59 * time.Minute)
 	e.restart()
-	time.Sleep(100 * time.Millisecond)
+	e.rt.Settle()
 	e.eventually("kept during the period", func(ms *resource.Object) bool {
 		return ms != nil && ms.Labels[LabelDeletionStarted] == formatStarted(t0)
 	}, "frontend-default-svc-80")
@@ -206,35 +202,20 @@ func TestController_OperatorOwned(t *testing.T) {
 	e.eventually("the tag's service", func(ms *resource.Object) bool { return ms != nil && Managed(ms) }, "web")
 }
 
-// The same controller leads again after losing leadership (the elector
-// calls Run once per term): its gauges count what is, not twice.
+// The same core leads again after losing leadership (the runner starts
+// it once per term): its gauges count what is, not twice.
 func TestController_GaugesAcrossTerms(t *testing.T) {
 	e := newEnv(t)
-	e.stop() // the env's own controller
+	e.stop() // the env's own runner
 	e.put(&resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "web", Spec: &resource.MeshServiceSpec{}})
 	e.put(dataplane("dp-1", 0, inbound{80, "web", ""}))
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ch := cache.New(e.st, log, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go ch.Run(ctx)
-	ctl := New(ControllerOptions{Options: opts, Cache: ch, Store: e.st, Now: e.clock.Now, Log: log, Registerer: prometheus.NewRegistry()})
+	e.core = New(CoreOptions{Options: opts, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: prometheus.NewRegistry()})
 	for term := 1; term <= 2; term++ {
-		tctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); _ = ctl.Run(tctx) }()
-		deadline := time.Now().Add(5 * time.Second)
-		for testutil.ToFloat64(ctl.blocked) != 1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("term %d: blocked gauge %v, want 1", term, testutil.ToFloat64(ctl.blocked))
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(50 * time.Millisecond) // any double counting would show by now
-		if got := testutil.ToFloat64(ctl.blocked); got != 1 {
+		e.start()
+		e.rt.Settle()
+		if got := testutil.ToFloat64(e.core.blocked); got != 1 {
 			t.Errorf("term %d: blocked gauge %v, want 1", term, got)
 		}
-		stop()
-		<-done
+		e.stop()
 	}
 }

@@ -113,7 +113,8 @@ func PlanUnit(in Input, o Options, now time.Time) Plan {
 		seen := map[string]int{} // tag -> index into its claim's per-DP slices
 		for _, inb := range spec.Networking.Inbound {
 			tag := inb.Tags[resource.TagService]
-			if Compliant(tag) != in.Unit.Base {
+			if tag == "" || Compliant(tag) != in.Unit.Base {
+				// A Kuma 3.x inbound has no tags: no service to synthesise.
 				continue
 			}
 			c := claims[tag]
@@ -476,7 +477,8 @@ func PlanMesh(mesh string, dataplanes, services []*resource.Object, o Options, n
 	for _, dp := range dataplanes {
 		var bases []string
 		for _, inb := range dp.Spec.(*resource.DataplaneSpec).Networking.Inbound {
-			if b := Compliant(inb.Tags[resource.TagService]); !slices.Contains(bases, b) {
+			tag := inb.Tags[resource.TagService]
+			if b := Compliant(tag); tag != "" && !slices.Contains(bases, b) {
 				bases = append(bases, b)
 				in(b).Dataplanes = append(in(b).Dataplanes, dp)
 			}

@@ -403,3 +403,23 @@ func TestPlan_EchoArrivesDuringPlan(t *testing.T) {
 		})
 	}
 }
+
+// A Kuma 3.x Dataplane's inbounds carry no tags: they name no service, so
+// nothing is synthesised for them (not a service named after the empty tag).
+func TestPlan_TaglessInboundsNameNoService(t *testing.T) {
+	tagless := &resource.Object{Kind: resource.Dataplane, Mesh: "default", Name: "kuma3-1", CreationTime: t0,
+		Spec: &resource.DataplaneSpec{Networking: resource.DataplaneNetworking{Address: "10.0.0.2",
+			Inbound: []resource.Inbound{{Port: 8080, Name: "http"}}}}}
+	tagged := dataplane("dp-1", 1, inbound{9090, "metrics", ""})
+	svcs := PlanMesh("default", []*resource.Object{tagless, tagged}, nil, opts, t0.Add(time.Minute))
+	var names []string
+	for _, s := range svcs {
+		names = append(names, s.Name)
+	}
+	if d := cmp.Diff([]string{"metrics"}, names); d != "" {
+		t.Errorf("synthesised services (-want +got):\n%s", d)
+	}
+	if p := plan("svc", []*resource.Object{tagless}, nil); len(p.Ops) != 0 {
+		t.Errorf("plan for the empty tag's base has ops %+v, want none", p.Ops)
+	}
+}

@@ -1,11 +1,17 @@
-// Package reconcile holds the generic machinery controllers share: a set of
-// pending keys that deduplicates bursts (a thousand events for one key are
-// one unit of work) and hands out everything pending at once, so that a
-// controller can process a batch and write its results in one transaction.
+// Package reconcile holds what every controller shares: the Runner, which
+// hosts the pure cores of the controllers (the hostname engine, the VIP
+// planner, the Dataplane planner, the overlap index, the
+// MeshMultiZoneService matcher) and does everything else once - waiting
+// for the cache, the first pass, event-driven work, the safety-net resync,
+// one batched status write per service carrying every core's part, echo
+// skipping, stopping when fenced, backoff - and the parts it is built of: a
+// set of pending keys that deduplicates bursts (Queue), the bookkeeping of
+// writes whose echo has not arrived (Inflight) and digests (Digest).
 //
-// It has no domain code and imports only the standard library. A Queue is
-// safe for concurrent use; typically one goroutine adds (the cache's
-// subscription) and one takes (the controller).
+// It imports resource, store and cache, and no controller. A Queue is safe
+// for concurrent use; typically one goroutine adds (the cache's
+// subscription) and one takes (the runner). A Runner's cores are called
+// from its goroutine only.
 package reconcile
 
 import (
@@ -65,19 +71,9 @@ func (q *Queue[K]) AddAfter(d time.Duration, keys ...K) {
 // key, clearing the set. It returns nil when ctx ended.
 func (q *Queue[K]) Next(ctx context.Context) []K {
 	for {
-		q.mu.Lock()
-		if len(q.pending) > 0 {
-			out := make([]K, 0, len(q.pending))
-			for k := range q.pending {
-				out = append(out, k)
-			}
-			// A new map rather than clear: clear keeps the buckets of the
-			// largest burst (a start with 100,000 services) for good.
-			q.pending = map[K]struct{}{}
-			q.mu.Unlock()
+		if out := q.Take(); out != nil {
 			return out
 		}
-		q.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -85,6 +81,28 @@ func (q *Queue[K]) Next(ctx context.Context) []K {
 		}
 	}
 }
+
+// Take returns every pending key, clearing the set, or nil when none is
+// pending. It does not block.
+func (q *Queue[K]) Take() []K {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.pending) == 0 {
+		return nil
+	}
+	out := make([]K, 0, len(q.pending))
+	for k := range q.pending {
+		out = append(out, k)
+	}
+	// A new map rather than clear: clear keeps the buckets of the
+	// largest burst (a start with 100,000 services) for good.
+	q.pending = map[K]struct{}{}
+	return out
+}
+
+// Ready returns a channel that receives when keys may have become pending
+// since the last Take; wait on it, then Take.
+func (q *Queue[K]) Ready() <-chan struct{} { return q.wake }
 
 // Batches delivers what Next returns on a channel, for controllers that
 // also wait on tickers in one select. The channel is closed when ctx ends.
@@ -112,6 +130,13 @@ func (q *Queue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.pending)
+}
+
+// Scheduled returns how many AddAfter calls have not fired yet.
+func (q *Queue[K]) Scheduled() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.timers)
 }
 
 // Close stops the retries scheduled with AddAfter.

@@ -35,6 +35,12 @@ type envelope struct {
 	ModificationTime any               `json:"modificationTime"`
 	Spec             any               `json:"spec"`
 	Status           any               `json:"status"`
+	// KRI and SNIs are identifiers Kuma (2.13 and 2.14 on) computes from
+	// the name, mesh and labels and puts in every document it serves, so
+	// kumactl sends them back on every write. They are read-only: accepted
+	// and ignored like status.
+	KRI  any `json:"kri"`
+	SNIs any `json:"snis"`
 }
 
 // DocumentField is the field reported for problems with a document as a
@@ -57,7 +63,8 @@ func Decode(data []byte) (*Object, error) {
 // as far as it decoded, so that the caller can validate it and report the
 // rule violations together with the decoding problems (validate.Merge).
 // Status, creationTime and modificationTime are read-only: they are accepted
-// and ignored, so that the output of `get -o yaml` can be applied again.
+// and ignored, so that the output of `get -o yaml` can be applied again; so
+// are Kuma's computed identifiers kri and snis.
 func DecodePartial(data []byte) (*Object, validate.Errors) {
 	g, err := generic(data)
 	if err != nil {
@@ -88,12 +95,13 @@ func DecodePartial(data []byte) (*Object, validate.Errors) {
 }
 
 // legacyKinds are written by Kuma with their spec fields at the top level
-// (type: Dataplane, name: dp-1, networking: ...); both shapes are read.
-var legacyKinds = map[string]bool{string(Dataplane): true, string(Mesh): true}
+// (type: Dataplane, name: dp-1, networking: ...; type: Zone, enabled:
+// false); both shapes are read.
+var legacyKinds = map[string]bool{string(Dataplane): true, string(Mesh): true, string(Zone): true}
 
 // envelopeFields are the top-level fields of every document.
 var envelopeFields = map[string]bool{"type": true, "mesh": true, "name": true, "labels": true,
-	"creationTime": true, "modificationTime": true, "spec": true, "status": true}
+	"creationTime": true, "modificationTime": true, "spec": true, "status": true, "kri": true, "snis": true}
 
 // liftLegacySpec moves the top-level spec fields of a legacy kind's
 // document under spec.

@@ -189,11 +189,14 @@ type DataplaneNetworking struct {
 type Inbound struct {
 	// Name names the port of the MeshService synthesised from it (Kuma
 	// 2.9+); without it the port has no name and no SRV record.
-	Name           string            `json:"name,omitempty"`
-	Port           int               `json:"port"`
-	ServicePort    int               `json:"servicePort,omitempty"`
-	ServiceAddress string            `json:"serviceAddress,omitempty"`
-	Tags           map[string]string `json:"tags"`
+	Name           string `json:"name,omitempty"`
+	Port           int    `json:"port"`
+	ServicePort    int    `json:"servicePort,omitempty"`
+	ServiceAddress string `json:"serviceAddress,omitempty"`
+	// Tags name the inbound's service (kuma.io/service, Kuma 2.x and
+	// seed 004). Kuma 3.x inbounds have none: their service is selected by
+	// the Dataplane's labels (MeshService selector.dataplaneLabels).
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 func (s *DataplaneSpec) Default() {}
@@ -334,6 +337,12 @@ const (
 	MatchDomain      = "Domain"
 	MatchCIDR        = "CIDR"
 	MatchIP          = "IP"
+	// MatchHostnameGenerator is Kuma's final model (the one match type of
+	// Kuma 3.x): traffic to the names HostnameGenerators give the service,
+	// on the given port. It has no value. Seed 003 weighed it ("using
+	// HostnameGenerator for InternalVIP") and chose InternalVIP values; it
+	// is accepted so that Kuma's documents can be stored as they are.
+	MatchHostnameGenerator = "HostnameGenerator"
 
 	DestinationRegular     = "Regular"
 	DestinationPassthrough = "Passthrough"
@@ -341,9 +350,10 @@ const (
 )
 
 // ExternalMatch is one kind of traffic the external service captures.
+// Value is empty for MatchHostnameGenerator.
 type ExternalMatch struct {
 	Type     string `json:"type"`
-	Value    string `json:"value"`
+	Value    string `json:"value,omitempty"`
 	Port     int    `json:"port"`
 	Protocol string `json:"protocol,omitempty"`
 }
@@ -421,6 +431,16 @@ func (s *MeshExternalServiceSpec) Default() {
 	}
 	if s.Destination.Type == "" {
 		s.Destination.Type = DestinationPassthrough
+	}
+	// An empty verification or version says nothing: store it as absent,
+	// so that equal intent stores as an equal spec.
+	if t := s.Destination.TLS; t != nil {
+		if v := t.Verification; v != nil && !v.Skip && len(v.SubjectAltNames) == 0 {
+			t.Verification = nil
+		}
+		if v := t.Version; v != nil && v.Min == "" && v.Max == "" {
+			t.Version = nil
+		}
 	}
 }
 

@@ -49,9 +49,9 @@ func Validate(o *Object) validate.Errors {
 	} else if o.Mesh != "" {
 		errs.Addf("mesh", "must be empty: %s is not mesh-scoped", o.Kind)
 	}
-	// The labels the control plane sets (Admit) do not count against the
+	// The labels the control plane sets (internal/admission) do not count against the
 	// limit, so that a document read back from the API can be applied again.
-	checkLabelsLimit(&errs, "labels", o.Labels, MaxLabels+len(systemLabelKeys))
+	checkLabelsLimit(&errs, "labels", o.Labels, MaxLabels+len(SystemLabelKeys))
 	if user := countUserLabels(o.Labels); user > MaxLabels {
 		errs.Addf("labels", "must have at most %d entries, got %d (the labels the control plane sets do not count)", MaxLabels, user)
 	}
@@ -243,8 +243,9 @@ func (s *ZoneSpec) Validate(p validate.Path) validate.Errors { return nil }
 
 // ---- Dataplane ----
 
-// Validate checks the proxy address and its inbounds (Kuma 2.x rules: every
-// inbound carries a kuma.io/service tag, seed 004).
+// Validate checks the proxy address and its inbounds. An inbound with tags
+// follows Kuma 2.x's rules (a kuma.io/service tag, seed 004); an inbound
+// without tags is Kuma 3.x's, whose service comes from the Dataplane's labels.
 func (s *DataplaneSpec) Validate(p validate.Path) validate.Errors {
 	var errs validate.Errors
 	np := p.Field("networking")
@@ -305,8 +306,8 @@ func checkTags(errs *validate.Errors, tp validate.Path, tags map[string]string) 
 			errs.Add(tp.Key(k), "value: "+msg)
 		}
 	}
-	if _, ok := tags[TagService]; !ok {
-		errs.Addf(tp, "must contain the %s tag", TagService)
+	if _, ok := tags[TagService]; !ok && len(tags) > 0 {
+		errs.Addf(tp, "must contain the %s tag (or be left out, as in Kuma 3.x)", TagService)
 	}
 	if v, ok := tags[TagProtocol]; ok {
 		errs.Check(tp.Key(TagProtocol), validate.OneOf(v, appProtocols...))
@@ -387,7 +388,7 @@ func (s *MeshServiceSpec) Validate(p validate.Path) validate.Errors {
 // ---- MeshExternalService (seed 003) ----
 
 var (
-	matchTypes       = []string{MatchInternalVIP, MatchDomain, MatchCIDR, MatchIP}
+	matchTypes       = []string{MatchInternalVIP, MatchDomain, MatchCIDR, MatchIP, MatchHostnameGenerator}
 	externalProtos   = []string{ProtocolTLS, ProtocolTCP, ProtocolGRPC, ProtocolHTTP, ProtocolHTTP2}
 	destinationTypes = []string{DestinationRegular, DestinationPassthrough, DestinationExtension}
 	tlsVersions      = []string{TLSAuto, TLS10, TLS11, TLS12, TLS13}
@@ -483,6 +484,15 @@ func checkMatch(errs *validate.Errors, p validate.Path, m ExternalMatch, destTyp
 	errs.Check(p.Field("type"), validate.OneOf(m.Type, matchTypes...))
 	vp := p.Field("value")
 	switch {
+	case m.Type == MatchHostnameGenerator:
+		if m.Value != "" {
+			errs.Add(vp, "must not be set for a HostnameGenerator match: it captures the names HostnameGenerators give this service")
+		}
+		if destType == DestinationPassthrough {
+			// Traffic to a name the mesh made up has no original
+			// destination to pass through to.
+			errs.Addf(p.Field("type"), "a HostnameGenerator match needs destination.type Regular or Extension, got %s: traffic to a generated name has no original destination to pass through to", destType)
+		}
 	case m.Value == "":
 		errs.Add(vp, "must not be empty")
 	case (m.Type == MatchInternalVIP || m.Type == MatchDomain) && isIPAddr(m.Value):

@@ -409,7 +409,7 @@ func TestMeshExternalService_Match(t *testing.T) {
 		{"MatchMissing", extsvc("destination:\n  type: Passthrough\n"), []v{{"spec.match", "at least one entry"}}},
 		{"MatchEmpty", extsvc("match: []\n"), []v{{"spec.match", "at least one entry"}}},
 		{"TooManyMatches", extsvc(matchesYAML(MaxMatches + 1)), []v{{"spec.match", "at most 256 entries, got 257"}}},
-		{"TypeUnknown", one("{type: Host, value: a.com, port: 80}"), []v{{"spec.match[0].type", `must be one of "InternalVIP", "Domain", "CIDR", "IP", got "Host"`}}},
+		{"TypeUnknown", one("{type: Host, value: a.com, port: 80}"), []v{{"spec.match[0].type", `must be one of "InternalVIP", "Domain", "CIDR", "IP", "HostnameGenerator", got "Host"`}}},
 		{"ValueMissing", one("{type: Domain, port: 80}"), []v{{"spec.match[0].value", "must not be empty"}}},
 		{"InternalVIPUpperCase", one("{type: InternalVIP, value: Mongo.ext, port: 80}"), []v{{"spec.match[0].value", "lower case RFC 1123"}}},
 		{"InternalVIPWildcard", one("{type: InternalVIP, value: '*.ext', port: 80}"), []v{{"spec.match[0].value", "RFC 1123"}}},
@@ -674,7 +674,8 @@ networking:
 		{"InboundPort", in("{port: 0, tags: {kuma.io/service: a}}"), []v{{"spec.networking.inbound[0].port", "got 0"}}},
 		{"ServicePort", in("{port: 80, servicePort: 70000, tags: {kuma.io/service: a}}"), []v{{"spec.networking.inbound[0].servicePort", "got 70000"}}},
 		{"ServiceAddress", in("{port: 80, serviceAddress: localhost, tags: {kuma.io/service: a}}"), []v{{"spec.networking.inbound[0].serviceAddress", "must be an IP address"}}},
-		{"TagsMissing", in("{port: 80}"), []v{{"spec.networking.inbound[0].tags", "must contain the kuma.io/service tag"}}},
+		{"TagsMissingKuma3", in("{port: 80}"), nil},
+		{"TagsEmptyKuma3", in("{port: 80, tags: {}}"), nil},
 		{"ServiceTagMissing", in("{port: 80, tags: {app: a}}"), []v{{"spec.networking.inbound[0].tags", "kuma.io/service"}}},
 		{"ServiceTagEmpty", in("{port: 80, tags: {kuma.io/service: ''}}"), []v{{`spec.networking.inbound[0].tags["kuma.io/service"]`, "must not be empty"}}},
 		{"ServiceTagInvalid", in("{port: 80, tags: {kuma.io/service: 'a b'}}"), []v{{`spec.networking.inbound[0].tags["kuma.io/service"]`, "value: "}}},
@@ -689,7 +690,7 @@ networking:
 		{"TagKeyInvalid", in("{port: 80, tags: {kuma.io/service: a, 'x y': z}}"), []v{{`spec.networking.inbound[0].tags["x y"]`, "key: "}}},
 		{"ProtocolTagUnknown", in("{port: 80, tags: {kuma.io/service: a, kuma.io/protocol: udp}}"), []v{{`spec.networking.inbound[0].tags["kuma.io/protocol"]`, `must be one of "tcp", "http", "http2", "grpc", got "udp"`}}},
 		{"TooManyInbounds", dp("networking:\n  address: 10.0.0.1\n  inbound:" + many.String() + "\n"), []v{{"spec.networking.inbound", "at most 256 entries, got 257"}}},
-		{"AllAtOnce", dp("networking:\n  address: 0.0.0.0\n  inbound:\n  - {port: 0}\n  - {port: 80, tags: {kuma.io/service: ok, kuma.io/protocol: TCP}}\n"),
+		{"AllAtOnce", dp("networking:\n  address: 0.0.0.0\n  inbound:\n  - {port: 0, tags: {app: a}}\n  - {port: 80, tags: {kuma.io/service: ok, kuma.io/protocol: TCP}}\n"),
 			[]v{{"spec.networking.address", ""}, {"spec.networking.inbound[0].port", ""}, {"spec.networking.inbound[0].tags", ""}, {`spec.networking.inbound[1].tags["kuma.io/protocol"]`, ""}}},
 	})
 }
@@ -1020,25 +1021,6 @@ func TestClone_SharesNoMemory(t *testing.T) {
 				t.Errorf("mutate did not reach the clone's spec; the test proves nothing")
 			}
 		})
-	}
-}
-
-// TestValidate_SystemLabelsDoNotCount checks that a document with the
-// maximum of user labels still validates after Admit added the labels the
-// control plane owns, so that what the API returns can be applied again.
-func TestValidate_SystemLabelsDoNotCount(t *testing.T) {
-	o := &Object{Kind: MeshService, Mesh: "default", Name: "web", Labels: map[string]string{}, Spec: &MeshServiceSpec{}}
-	for i := range MaxLabels {
-		o.Labels[fmt.Sprintf("l%d", i)] = "v"
-	}
-	if errs := Admit(o, ModeStandalone, "east"); len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	if len(o.Labels) != MaxLabels+4 {
-		t.Fatalf("Admit left %d labels, want %d", len(o.Labels), MaxLabels+4)
-	}
-	if errs := Validate(o); len(errs) > 0 {
-		t.Errorf("Validate after Admit = %v, want no violations", errs)
 	}
 }
 

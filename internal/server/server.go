@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/apiserver"
 	"github.com/meshnames/meshnames/internal/cache"
@@ -28,8 +29,10 @@ import (
 	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/extsvc"
 	"github.com/meshnames/meshnames/internal/hostnames"
+	"github.com/meshnames/meshnames/internal/kuma"
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/meshservices"
+	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/vips"
@@ -91,9 +94,10 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	builder := dnsserver.NewBuilder(c, dnsSrv, dnsserver.TableOptions{
 		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain,
+		Global: s.cfg.Mode == config.ModeGlobal,
 	})
 	apiOpts := apiserver.Options{
-		Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone,
+		Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone}),
 		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error {
 			if err := ready(c); err != nil {
@@ -117,7 +121,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("api.addr: cannot listen on %s: %w", s.cfg.API.Addr, err)
 	}
 	httpSrv := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           kuma.Mount(api.Handler()), // Kuma 3.x shapes at /kuma, translated to the native API
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -180,24 +184,19 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	if s.cfg.Mode == config.ModeGlobal || s.NoControllers {
 		return nil
 	}
-	names := hostnames.New(hostnames.Options{
-		Cache: c, Store: st, Zone: s.cfg.Zone, Log: s.log.With("component", "hostnames"), Registerer: reg,
-	})
 	pools, err := vipPools(s.cfg.VIPs)
 	if err != nil {
 		return err
 	}
-	addresses := vips.New(vips.Options{
-		Cache: c, Store: st, Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(),
-		Log: s.log.With("component", "vips"), Registerer: reg,
-	})
-	services := meshservices.New(meshservices.ControllerOptions{
-		Options: s.serviceOptions(), Cache: c, Store: st,
-		Log: s.log.With("component", "meshservices"), Registerer: reg,
-	})
-	overlaps := extsvc.New(extsvc.Options{
-		Cache: c, Store: st, Log: s.log.With("component", "extsvc"), Registerer: reg,
-	})
+	cores := []reconcile.Core{
+		hostnames.New(hostnames.Options{Zone: s.cfg.Zone, Log: s.log.With("component", "hostnames"), Registerer: reg}),
+		vips.New(vips.Options{Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: s.log.With("component", "vips"), Registerer: reg}),
+		meshservices.New(meshservices.CoreOptions{Options: s.serviceOptions(), Log: s.log.With("component", "meshservices"), Registerer: reg}),
+		extsvc.New(extsvc.Options{Log: s.log.With("component", "extsvc"), Registerer: reg}),
+	}
+	runner := reconcile.NewRunner(reconcile.Options{
+		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,
+	}, cores...)
 	kube := s.kubeControllers(st, c, reg)
 	return s.elector.Run(ctx, func(ctx context.Context) {
 		if err := catchUp(ctx, st, c); err != nil {
@@ -206,15 +205,12 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		}
 		s.log.Info("leading: starting controllers")
 		g, ctx := errgroup.WithContext(ctx)
-		g.Go(func() error { return names.Run(ctx) })
-		g.Go(func() error { return addresses.Run(ctx) })
-		g.Go(func() error { return services.Run(ctx) })
-		g.Go(func() error { return overlaps.Run(ctx) })
+		g.Go(func() error { return runner.Run(ctx) })
 		for _, run := range kube {
 			g.Go(func() error { return run(ctx) })
 		}
 		if err := g.Wait(); err != nil {
-			s.log.Error("a controller stopped", "err", err)
+			s.log.Error("the controllers stopped", "err", err)
 		}
 	})
 }

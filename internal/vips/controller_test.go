@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -19,7 +18,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/reconcile"
+	"github.com/meshnames/meshnames/internal/reconcile/reconciletest"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
@@ -51,27 +51,11 @@ type env struct {
 	st    store.Store
 	clock *clock
 	pools map[resource.Kind]Prefixes
-	stop  func()
-	// fence, when set, fences the controller's writes, as a leader's are.
+	rt    *reconciletest.Env
+	// fence, when set, fences the runner's writes, as a leader's are.
 	fence *store.Fence
-	// batch is the controller's BatchSize; 0 for the default.
+	// batch is the runner's BatchSize; 0 for the default.
 	batch int
-	// counting, when set, is the store the controller writes through.
-	counting *countingStore
-}
-
-// countingStore counts the writes the fence refused.
-type countingStore struct {
-	store.Store
-	fenced atomic.Int64
-}
-
-func (s *countingStore) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, error) {
-	rs, err := s.Store.Apply(ctx, ops...)
-	if errors.Is(err, store.ErrFenced) {
-		s.fenced.Add(1)
-	}
-	return rs, err
 }
 
 func defaultPools() map[resource.Kind]Prefixes {
@@ -100,48 +84,41 @@ func (e *env) open() {
 	e.st = st
 }
 
-// start runs a cache and a controller, as a new leader would.
+// start runs a cache and a runner of a new core, as a new leader would.
 func (e *env) start() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ch := cache.New(e.st, log, nil)
-	var st store.Store = e.st
-	if e.counting != nil {
-		e.counting.Store = e.st
-		st = e.counting
-	}
-	ctl := New(Options{Cache: ch, Store: st, Pools: e.pools, Quarantine: quarantine, Now: e.clock.Now, Log: log, Registerer: prometheus.NewRegistry(),
-		ExpiryInterval: 20 * time.Millisecond, BatchSize: e.batch})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { ch.Run(ctx); done <- struct{}{} }()
-	lead := ctx
-	if e.fence != nil {
-		lead = store.WithFence(ctx, *e.fence)
-	}
-	go func() {
-		if err := ctl.Run(lead); err != nil {
-			e.t.Errorf("controller: %v", err)
-		}
-		done <- struct{}{}
-	}()
-	var once sync.Once
-	e.stop = func() { once.Do(func() { cancel(); <-done; <-done }) }
+	e.rt = reconciletest.Start(e.t, e.st, reconciletest.Options{
+		Cores: func() []reconcile.Core {
+			return []reconcile.Core{New(Options{Pools: e.pools, Quarantine: quarantine, Log: log, Registerer: prometheus.NewRegistry()})}
+		},
+		Fence: e.fence, BatchSize: e.batch, Now: e.clock.Now, Log: log,
+	})
 }
 
-func (e *env) halt() { e.stop() }
+func (e *env) halt() {
+	if e.rt != nil {
+		e.rt.Stop()
+	}
+}
 
-// restart stops the controller and starts a new one on the same store.
+// restart stops the runner and starts a new one on the same store.
 func (e *env) restart() {
 	e.halt()
 	e.start()
 }
 
-// crash stops the controller and reopens the store, as after kill -9.
+// crash stops the runner and reopens the store, as after kill -9.
 func (e *env) crash() {
 	e.halt()
 	e.st.Close()
 	e.open()
 	e.start()
+}
+
+// advance moves the clock and has the runner look at it.
+func (e *env) advance(d time.Duration) {
+	e.clock.Advance(d)
+	e.rt.Runner.Kick()
 }
 
 func (e *env) create(o *resource.Object) {
@@ -262,35 +239,6 @@ func TestController_WritesInBatches(t *testing.T) {
 	}
 }
 
-// A deposed leader stops its pass at the first write the fence refuses
-// instead of trying every remaining batch.
-func TestController_FencedPassStops(t *testing.T) {
-	e := newEnv(t, defaultPools())
-	e.halt()
-	rs, err := e.st.Apply(context.Background(), store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: "leader",
-		Value: store.Fence{Lease: "leader", Holder: "b", Term: 2}.LeaseValue(), ExpiresAt: time.Now().Add(time.Hour)}})
-	if err != nil || rs[0].Err != nil {
-		t.Fatal(err, rs)
-	}
-	for i := range 7 {
-		e.create(ms(fmt.Sprintf("s%d", i)))
-	}
-	e.fence = &store.Fence{Lease: "leader", Holder: "a", Term: 1}
-	e.batch = 2
-	e.counting = &countingStore{}
-	e.start()
-	deadline := time.Now().Add(5 * time.Second)
-	for e.counting.fenced.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // the rest of the pass, if it went on
-	// Two passes run: the first one, and one over the keys the cache's
-	// first list queued. Each must stop at its first batch (of 4).
-	if n := e.counting.fenced.Load(); n == 0 || n > 2 {
-		t.Errorf("%d fenced writes, want 1 or 2: one per pass", n)
-	}
-}
-
 func TestController_AllocatesPerKind(t *testing.T) {
 	e := newEnv(t, defaultPools())
 	e.create(ms("a"))
@@ -308,7 +256,8 @@ func TestController_AllocatesPerKind(t *testing.T) {
 	// VIP per InternalVIP match, carrying its hostname (seed 003).
 	e.waitVIPs(key(resource.MeshService, "a"), "241.0.0.1 ")
 	e.waitVIPs(key(resource.MeshService, "b"), "241.0.0.2 ")
-	e.waitVIPs(key(resource.MeshExternalService, "db"), "242.0.0.1 db.ext.local", "242.0.0.2 db-ro.ext.local")
+	// An external service has one more for its generated hostnames.
+	e.waitVIPs(key(resource.MeshExternalService, "db"), "242.0.0.1 ", "242.0.0.2 db.ext.local", "242.0.0.3 db-ro.ext.local")
 	e.waitVIPs(key(resource.MeshMultiZoneService, "m"), "243.0.0.1 ")
 	if l, ok := e.lease("241.0.0.1"); !ok || !l.ExpiresAt.IsZero() {
 		t.Errorf("allocation lease of 241.0.0.1 = %+v, %v; want one without expiry", l, ok)
@@ -380,13 +329,13 @@ func TestController_QuarantineSurvivesRestartAndCrash(t *testing.T) {
 	e.create(ms("h"))
 	e.waitCondition(key(resource.MeshService, "h"), ReasonExhausted)
 	e.crash()
-	e.clock.Advance(quarantine - time.Second)
+	e.advance(quarantine - time.Second)
 	time.Sleep(300 * time.Millisecond) // several expiry ticks, still inside the quarantine
 	if v := e.vips(key(resource.MeshService, "g")); len(v) != 0 {
 		t.Fatalf("g got %v inside the quarantine", v)
 	}
 	// After the quarantine one of the waiting services gets the address.
-	e.clock.Advance(2 * time.Second)
+	e.advance(2 * time.Second)
 	deadline = time.Now().Add(10 * time.Second)
 	for len(e.vips(key(resource.MeshService, "g")))+len(e.vips(key(resource.MeshService, "h"))) != 1 {
 		if time.Now().After(deadline) {
@@ -405,7 +354,7 @@ func TestController_ReleaseWhileNoControllerRuns(t *testing.T) {
 	e.waitVIPs(key(resource.MeshService, "b"), "10.0.0.2 ")
 	e.halt()
 	e.delete(key(resource.MeshService, "a")) // nobody sees this happen
-	e.clock.Advance(10 * time.Minute)
+	e.advance(10 * time.Minute)
 	e.start()
 	e.create(ms("c"))
 	// The allocation lease of the deleted service is quarantined from the
@@ -415,7 +364,7 @@ func TestController_ReleaseWhileNoControllerRuns(t *testing.T) {
 	if !ok || !l.ExpiresAt.Equal(e.clock.Now().Add(quarantine)) {
 		t.Fatalf("lease of 10.0.0.1 = %+v, %v; want quarantine until now+%s", l, ok, quarantine)
 	}
-	e.clock.Advance(quarantine + time.Second)
+	e.advance(quarantine + time.Second)
 	e.waitVIPs(key(resource.MeshService, "c"), "10.0.0.1 ")
 	e.waitCondition(key(resource.MeshService, "c"), "")
 }
@@ -453,7 +402,7 @@ func TestController_RemovedInternalVIPIsQuarantined(t *testing.T) {
 	}}
 	e.create(&resource.Object{Kind: resource.MeshExternalService, Mesh: "default", Name: "x", Spec: spec})
 	k := key(resource.MeshExternalService, "x")
-	e.waitVIPs(k, "242.0.0.1 one.ext.local", "242.0.0.2 two.ext.local")
+	e.waitVIPs(k, "242.0.0.1 ", "242.0.0.2 one.ext.local", "242.0.0.3 two.ext.local")
 	// The controller may still be writing the status (each write bumps
 	// the version), so retry a conflict as any client would.
 	for {
@@ -468,8 +417,8 @@ func TestController_RemovedInternalVIPIsQuarantined(t *testing.T) {
 		}
 		break
 	}
-	e.waitVIPs(k, "242.0.0.2 two.ext.local")
-	if l, ok := e.lease("242.0.0.1"); !ok || l.ExpiresAt.IsZero() {
+	e.waitVIPs(k, "242.0.0.1 ", "242.0.0.3 two.ext.local")
+	if l, ok := e.lease("242.0.0.2"); !ok || l.ExpiresAt.IsZero() {
 		t.Errorf("the removed match's VIP is not quarantined: %+v, %v", l, ok)
 	}
 }
@@ -507,7 +456,7 @@ func TestController_Random(t *testing.T) {
 						delete(holder, name)
 					}
 				case op < 8:
-					e.clock.Advance(time.Duration(rng.IntN(90)) * time.Second)
+					e.advance(time.Duration(rng.IntN(90)) * time.Second)
 				case op < 9:
 					e.restart()
 				default:
@@ -594,7 +543,7 @@ func mapsKeys(m map[string]bool) func(func(string) bool) {
 }
 
 // TestController_DualStack gives services one VIP of each family when their
-// kind has an IPv6 pool too, and a MeshExternalService one of each per
+// kind has an IPv6 pool too, and a MeshExternalService one more of each per
 // InternalVIP match.
 func TestController_DualStack(t *testing.T) {
 	pools := defaultPools()
@@ -607,7 +556,7 @@ func TestController_DualStack(t *testing.T) {
 	e.create(&resource.Object{Kind: resource.MeshMultiZoneService, Mesh: "default", Name: "m", Spec: &resource.MeshMultiZoneServiceSpec{
 		Selector: resource.MultiZoneSelector{MeshService: &resource.LabelSelector{MatchLabels: map[string]string{"app": "a"}}}}})
 	e.waitVIPs(key(resource.MeshService, "a"), "241.0.0.1 ", "fd00:241::1 ")
-	e.waitVIPs(key(resource.MeshExternalService, "x"), "242.0.0.1 x.ext.local", "fd00:242::1 x.ext.local")
+	e.waitVIPs(key(resource.MeshExternalService, "x"), "242.0.0.1 ", "fd00:242::1 ", "242.0.0.2 x.ext.local", "fd00:242::2 x.ext.local")
 	e.waitVIPs(key(resource.MeshMultiZoneService, "m"), "243.0.0.1 ") // no IPv6 pool for this kind
 }
 
@@ -626,14 +575,16 @@ func mes(name string, values ...string) *resource.Object {
 // quarantine ends.
 func TestController_ExternalServiceVIPsQuarantinedLikeOtherKinds(t *testing.T) {
 	pools := defaultPools()
-	pools[resource.MeshExternalService] = Prefixes{V4: netip.MustParsePrefix("10.9.0.0/30")} // 2 usable
+	pools[resource.MeshExternalService] = Prefixes{V4: netip.MustParsePrefix("10.9.0.0/29")} // 6 usable
 	e := newEnv(t, pools)
-	e.create(mes("x", "one.ext.local", "two.ext.local"))
-	x := key(resource.MeshExternalService, "x")
-	e.waitVIPs(x, "10.9.0.1 one.ext.local", "10.9.0.2 two.ext.local")
+	e.create(mes("w", "one.ext.local", "two.ext.local"))
+	e.create(mes("x", "three.ext.local", "four.ext.local"))
+	w, x := key(resource.MeshExternalService, "w"), key(resource.MeshExternalService, "x")
+	e.waitVIPs(w, "10.9.0.1 ", "10.9.0.2 one.ext.local", "10.9.0.3 two.ext.local")
+	e.waitVIPs(x, "10.9.0.4 ", "10.9.0.5 three.ext.local", "10.9.0.6 four.ext.local")
 
 	e.delete(x)
-	for _, ip := range []string{"10.9.0.1", "10.9.0.2"} {
+	for _, ip := range []string{"10.9.0.4", "10.9.0.5", "10.9.0.6"} {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			if l, ok := e.lease(ip); ok && l.ExpiresAt.Equal(e.clock.Now().Add(quarantine)) {
@@ -651,8 +602,8 @@ func TestController_ExternalServiceVIPsQuarantinedLikeOtherKinds(t *testing.T) {
 	if v := e.vips(y); len(v) != 0 {
 		t.Fatalf("y got %v inside the quarantine", v)
 	}
-	e.clock.Advance(quarantine + time.Second)
-	e.waitVIPs(y, "10.9.0.1 y.ext.local")
+	e.advance(quarantine + time.Second)
+	e.waitVIPs(y, "10.9.0.4 ", "10.9.0.5 y.ext.local")
 	e.waitCondition(y, "")
 }
 
@@ -662,7 +613,8 @@ func TestController_ExternalServiceVIPsQuarantinedLikeOtherKinds(t *testing.T) {
 func TestController_SameInternalVIPOnTwoPorts(t *testing.T) {
 	e := newEnv(t, defaultPools())
 	e.create(mes("db", "db.ext.local", "db.ext.local", "db-ro.ext.local"))
-	e.waitVIPs(key(resource.MeshExternalService, "db"), "242.0.0.1 db.ext.local", "242.0.0.2 db-ro.ext.local")
+	// An external service has one more for its generated hostnames.
+	e.waitVIPs(key(resource.MeshExternalService, "db"), "242.0.0.1 ", "242.0.0.2 db.ext.local", "242.0.0.3 db-ro.ext.local")
 }
 
 // setStatusVIPs writes k's status.vips as another writer would (which
@@ -820,7 +772,7 @@ func TestController_NoRepeatedWriteBeforeTheEcho(t *testing.T) {
 	for i := range n {
 		e.waitVIPs(key(resource.MeshService, fmt.Sprintf("s%03d", i)), fmt.Sprintf("241.0.0.%d ", i+1))
 	}
-	time.Sleep(300 * time.Millisecond) // any repeated write lands meanwhile
+	e.rt.Settle()
 	for i := range n {
 		k := key(resource.MeshService, fmt.Sprintf("s%03d", i))
 		o, err := e.st.Get(ctx, k)
@@ -830,39 +782,6 @@ func TestController_NoRepeatedWriteBeforeTheEcho(t *testing.T) {
 		if o.Version != 3 {
 			t.Errorf("%s is at version %d, want 3 (one VIP write)", k.Name, o.Version)
 		}
-	}
-}
-
-// While a write's echo is on the way, the controller compares with what
-// it wrote (kept as a digest), not with the cache's older copy; once the
-// cache shows the write, with the cache.
-func TestUnchanged_ComparesWithWriteInFlight(t *testing.T) {
-	st := &state{}
-	k := key(resource.MeshService, "web")
-	one := []resource.VIP{{IP: "241.0.0.1", Type: "Kuma"}}
-	two := []resource.VIP{{IP: "241.0.0.2", Type: "Kuma"}}
-	exhausted := []resource.Condition{{Type: ConditionAllocated, Status: "False", Reason: "PoolExhausted"}}
-	cached := &resource.ServiceStatus{VIPs: one}
-	if same, _ := st.unchanged(k, 5, cached, one, nil); !same {
-		t.Error("equal to the cache's copy, nothing in flight: not unchanged")
-	}
-	same, sum := st.unchanged(k, 5, cached, two, nil)
-	if same {
-		t.Fatal("different from the cache's copy: unchanged")
-	}
-	st.written.Put(k, sum)
-	st.written.Written(k, 7)
-	for _, c := range []struct {
-		vips  []resource.VIP
-		conds []resource.Condition
-		same  bool
-	}{{two, nil, true}, {one, nil, false}, {two, exhausted, false}, {nil, nil, false}} {
-		if same, _ := st.unchanged(k, 5, cached, c.vips, c.conds); same != c.same {
-			t.Errorf("%v %v with %v in flight: unchanged %v, want %v", c.vips, c.conds, two, same, c.same)
-		}
-	}
-	if same, _ := st.unchanged(k, 7, &resource.ServiceStatus{VIPs: two}, two, nil); !same || st.written.Len() != 0 {
-		t.Errorf("the echo shows the write: unchanged %v, %d writes still in flight", same, st.written.Len())
 	}
 }
 

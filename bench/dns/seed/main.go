@@ -31,6 +31,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
@@ -198,8 +199,7 @@ func seedStore(dir string, n int) error {
 // admit defaults obj, sets the system labels the API would set (standalone
 // zone default) and fails if it is not what the API would store.
 func admit(obj *resource.Object) error {
-	obj.Spec.Default()
-	errs := append(resource.Admit(obj, resource.ModeStandalone, "default"), resource.Validate(obj)...)
+	errs := admission.New(admission.Options{Mode: resource.ModeStandalone, Zone: "default"}).Admit(obj, admission.Writer{Source: admission.System})
 	if len(errs) > 0 {
 		return fmt.Errorf("seeded %s %s is not what the API would store: %v", obj.Kind, obj.Name, errs)
 	}

@@ -14,10 +14,12 @@
 // returns; the label is in the store, so the period survives restarts and
 // leader changes.
 //
-// The pure planning is in plan.go and names.go; this file keeps the indexes
-// that make it incremental (a change re-plans only the tags it touches) and
-// writes the plans. It runs only on the leader and imports resource, store,
-// cache and reconcile.
+// The pure planning is in plan.go and names.go; this file's Core keeps the
+// indexes that make it incremental (a change re-plans only the tags it
+// touches) and hands the plans' writes to the shared runner of
+// internal/reconcile. It reads the Dataplanes and MeshServices of a unit
+// from the cache when it plans, so that it keeps only their names. It runs
+// only on the leader and imports resource, store, cache and reconcile.
 package meshservices
 
 import (
@@ -36,38 +38,40 @@ import (
 	"github.com/meshnames/meshnames/internal/store"
 )
 
-const retryDelay = 50 * time.Millisecond
+// Retry delays after a write failed: a conflict means someone else wrote
+// meanwhile (plan again soon, on fresh state), an error that the store had
+// a problem.
+const (
+	retryDelay = 50 * time.Millisecond
+	errorDelay = time.Second
+)
 
-// ControllerOptions configures a Controller.
-type ControllerOptions struct {
+// CoreOptions configures a Core.
+type CoreOptions struct {
 	Options
-	Cache *cache.Cache
-	Store store.Store
-	// Now is the clock (time.Now when nil).
-	Now        func() time.Time
 	Log        *slog.Logger
 	Registerer prometheus.Registerer
-	// BatchSize bounds the writes of one transaction (500 when 0).
-	BatchSize int
 }
 
-// Controller keeps the MeshServices of Dataplanes.
-type Controller struct {
-	o       ControllerOptions
+// Core keeps the MeshServices of Dataplanes.
+type Core struct {
+	reconcile.Base
+	o     CoreOptions
+	cache *cache.Cache
+	st    *state
+	// units are to be planned at the next Ops; retry when to plan a unit
+	// again after a failed write.
+	units map[Unit]struct{}
+	retry map[Unit]time.Time
+
 	writes  *prometheus.CounterVec
 	blocked prometheus.Gauge
 	pending prometheus.Gauge
 }
 
-// New returns a controller; it does no I/O.
-func New(o ControllerOptions) *Controller {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = 500
-	}
-	c := &Controller{
+// New returns a core; it does no I/O.
+func New(o CoreOptions) *Core {
+	c := &Core{
 		o: o,
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshnames_meshservices_writes_total", Help: "Writes of synthesised MeshServices by operation and result (ok, conflict, error).",
@@ -85,11 +89,91 @@ func New(o ControllerOptions) *Controller {
 	return c
 }
 
-// item is a unit of work: a changed resource, or a unit to plan again (a
-// retry or the end of a grace period).
-type item struct {
-	key  resource.Key
-	unit Unit
+// Name implements reconcile.Core.
+func (c *Core) Name() string { return "meshservices" }
+
+// Watches implements reconcile.Core.
+func (c *Core) Watches(k resource.Kind) bool {
+	return k == resource.Dataplane || k == resource.MeshService
+}
+
+// Start implements reconcile.Core. A new term starts from nothing: so do
+// the gauges it keeps by deltas.
+func (c *Core) Start(_ context.Context, env reconcile.Env) error {
+	c.cache = env.Cache
+	c.st = newState()
+	c.units = map[Unit]struct{}{}
+	c.retry = map[Unit]time.Time{}
+	c.blocked.Set(0)
+	c.pending.Set(0)
+	return nil
+}
+
+// Observe implements reconcile.Core.
+func (c *Core) Observe(k resource.Key, obj *resource.Object) {
+	for _, u := range c.reindex(k, obj) {
+		c.units[u] = struct{}{}
+	}
+}
+
+// Wake implements reconcile.Core: the next end of a grace period, or retry.
+func (c *Core) Wake() time.Time {
+	var next time.Time
+	for _, m := range []map[Unit]time.Time{c.st.wake, c.retry} {
+		for _, t := range m {
+			if next.IsZero() || t.Before(next) {
+				next = t
+			}
+		}
+	}
+	return next
+}
+
+// Ops implements reconcile.Core: it plans every unit a change touched,
+// whose grace period ended, or whose write is to be retried.
+func (c *Core) Ops(now time.Time) []reconcile.Write {
+	for _, m := range []map[Unit]time.Time{c.st.wake, c.retry} {
+		for u, t := range m {
+			if !t.After(now) {
+				delete(m, u)
+				c.units[u] = struct{}{}
+			}
+		}
+	}
+	sorted := make([]Unit, 0, len(c.units))
+	for u := range c.units {
+		sorted = append(sorted, u)
+	}
+	clear(c.units)
+	slices.SortFunc(sorted, func(a, b Unit) int { return cmp.Or(cmp.Compare(a.Mesh, b.Mesh), cmp.Compare(a.Base, b.Base)) })
+	var out []reconcile.Write
+	for _, u := range sorted {
+		p := PlanUnit(c.input(u), c.o.Options, now)
+		c.remember(u, p)
+		for _, op := range p.Ops {
+			out = append(out, reconcile.Write{Op: op, Done: c.done(u, op.Type, now)})
+		}
+	}
+	return out
+}
+
+// done returns what to do with the result of a write of unit u: count it,
+// and plan the unit again when it failed.
+func (c *Core) done(u Unit, t store.OpType, now time.Time) func(store.Result) {
+	return func(r store.Result) {
+		switch {
+		case r.Err == nil:
+			c.writes.WithLabelValues(t.String(), "ok").Inc()
+		case errors.Is(r.Err, store.ErrConflict), errors.Is(r.Err, store.ErrAlreadyExists), errors.Is(r.Err, store.ErrNotFound):
+			// Someone else wrote meanwhile; plan again on fresh state.
+			c.writes.WithLabelValues(t.String(), "conflict").Inc()
+			c.retry[u] = now.Add(retryDelay)
+		default:
+			c.writes.WithLabelValues(t.String(), "error").Inc()
+			c.o.Log.Warn("writing a MeshService failed; will retry", "op", t, "unit", u.Base, "mesh", u.Mesh, "err", r.Err)
+			c.retry[u] = now.Add(errorDelay)
+		}
+	}
 }
 
 // state is what one leadership term knows: which units each Dataplane and
@@ -118,86 +202,14 @@ func newState() *state {
 	}
 }
 
-// Run keeps the MeshServices in step until ctx ends. Call it only while
-// leading.
-func (c *Controller) Run(ctx context.Context) error {
-	q := reconcile.New[item]()
-	defer q.Close()
-	cancel := c.o.Cache.Subscribe(func(keys []resource.Key) {
-		for _, k := range keys {
-			if k.Kind == resource.Dataplane || k.Kind == resource.MeshService {
-				q.Add(item{key: k})
-			}
-		}
-	})
-	defer cancel()
-	if !c.o.Cache.WaitSynced(ctx) {
-		return nil
-	}
-	// A new term starts from nothing: so do the gauges it keeps by deltas.
-	st := newState()
-	c.blocked.Set(0)
-	c.pending.Set(0)
-	var all []item
-	for _, k := range []resource.Kind{resource.Dataplane, resource.MeshService} {
-		for _, k := range c.o.Cache.Keys(cache.Query{Kind: k}) {
-			all = append(all, item{key: k})
-		}
-	}
-	start := time.Now()
-	c.process(ctx, st, q, all)
-	c.o.Log.Info("meshservices controller started", "resources", len(all), "dur", time.Since(start))
-	for {
-		items := q.Next(ctx)
-		if items == nil {
-			return nil
-		}
-		c.process(ctx, st, q, items)
-	}
-}
-
-// process re-indexes the changed resources, plans every unit they touch and
-// writes the plans.
-func (c *Controller) process(ctx context.Context, st *state, q *reconcile.Queue[item], items []item) {
-	units := map[Unit]struct{}{}
-	for _, it := range items {
-		if it.key.Kind == "" {
-			// A wake-up: forget it, so that the plan schedules the next.
-			delete(st.wake, it.unit)
-			units[it.unit] = struct{}{}
-			continue
-		}
-		for _, u := range c.reindex(st, it.key) {
-			units[u] = struct{}{}
-		}
-	}
-	sorted := make([]Unit, 0, len(units))
-	for u := range units {
-		sorted = append(sorted, u)
-	}
-	slices.SortFunc(sorted, func(a, b Unit) int { return cmp.Or(cmp.Compare(a.Mesh, b.Mesh), cmp.Compare(a.Base, b.Base)) })
-
-	now := c.o.Now()
-	var ops []store.Op
-	var opUnits []Unit
-	for _, u := range sorted {
-		p := PlanUnit(c.input(st, u), c.o.Options, now)
-		c.remember(st, q, u, p, now)
-		for _, op := range p.Ops {
-			ops = append(ops, op)
-			opUnits = append(opUnits, u)
-		}
-	}
-	c.write(ctx, q, ops, opUnits)
-}
-
-// reindex updates the indexes for a changed resource and returns the units
-// whose plan it may change: those it belonged to and belongs to now.
-func (c *Controller) reindex(st *state, k resource.Key) []Unit {
+// reindex updates the indexes for a changed resource, obj (nil when
+// deleted), and returns the units whose plan it may change: those it
+// belonged to and belongs to now.
+func (c *Core) reindex(k resource.Key, obj *resource.Object) []Unit {
+	st := c.st
 	var out []Unit
 	switch k.Kind {
 	case resource.Dataplane:
-		obj, _ := c.o.Cache.Peek(k) // read only
 		for _, u := range st.dpUnits[k] {
 			delete(st.unitDPs[u], k.Name)
 			if len(st.unitDPs[u]) == 0 {
@@ -211,7 +223,11 @@ func (c *Controller) reindex(st *state, k resource.Key) []Unit {
 		}
 		var now []Unit
 		for _, inb := range obj.Spec.(*resource.DataplaneSpec).Networking.Inbound {
-			u := Unit{Mesh: k.Mesh, Base: Compliant(inb.Tags[resource.TagService])}
+			tag := inb.Tags[resource.TagService]
+			if tag == "" {
+				continue // a Kuma 3.x inbound: no tag, no synthesised service
+			}
+			u := Unit{Mesh: k.Mesh, Base: Compliant(tag)}
 			if !slices.Contains(now, u) {
 				now = append(now, u)
 			}
@@ -237,12 +253,7 @@ func (c *Controller) reindex(st *state, k resource.Key) []Unit {
 		}
 		// A MeshService named like a unit's base may hold that unit's name.
 		out = append(out, Unit{Mesh: k.Mesh, Base: k.Name})
-		// Most MeshServices are not managed: look at the label before
-		// reading the rest (a resource frozen in the cache is decoded).
-		if v, _ := c.o.Cache.Label(k, resource.LabelManagedBy); v != resource.ManagedByMeshServices {
-			break
-		}
-		if obj, ok := c.o.Cache.Peek(k); ok && Managed(obj) { // read only
+		if obj != nil && Managed(obj) {
 			if tag := identityTag(obj); tag != "" {
 				u := Unit{Mesh: k.Mesh, Base: Compliant(tag)}
 				st.msUnit[k] = u
@@ -264,18 +275,19 @@ func addTo(m map[Unit]map[string]struct{}, u Unit, name string) {
 }
 
 // input gathers a unit's Dataplanes and managed MeshServices from the cache.
-func (c *Controller) input(st *state, u Unit) Input {
+func (c *Core) input(u Unit) Input {
+	st := c.st
 	in := Input{Unit: u, Lookup: func(name string) *resource.Object {
-		o, _ := c.o.Cache.Get(resource.Key{Kind: resource.MeshService, Mesh: u.Mesh, Name: name})
+		o, _ := c.cache.Get(resource.Key{Kind: resource.MeshService, Mesh: u.Mesh, Name: name})
 		return o
 	}}
 	for name := range st.unitDPs[u] {
-		if o, ok := c.o.Cache.Get(resource.Key{Kind: resource.Dataplane, Mesh: u.Mesh, Name: name}); ok {
+		if o, ok := c.cache.Get(resource.Key{Kind: resource.Dataplane, Mesh: u.Mesh, Name: name}); ok {
 			in.Dataplanes = append(in.Dataplanes, o)
 		}
 	}
 	for name := range st.unitMS[u] {
-		if o, ok := c.o.Cache.Get(resource.Key{Kind: resource.MeshService, Mesh: u.Mesh, Name: name}); ok {
+		if o, ok := c.cache.Get(resource.Key{Kind: resource.MeshService, Mesh: u.Mesh, Name: name}); ok {
 			in.Managed = append(in.Managed, o)
 		}
 	}
@@ -285,7 +297,8 @@ func (c *Controller) input(st *state, u Unit) Input {
 // remember records what a plan reported: the MeshServices to watch, the
 // blocked tags (logged when they change), the pending deletions and when to
 // plan again.
-func (c *Controller) remember(st *state, q *reconcile.Queue[item], u Unit, p Plan, now time.Time) {
+func (c *Core) remember(u Unit, p Plan) {
+	st := c.st
 	for _, k := range st.unitWatch[u] {
 		delete(st.watch[k], u)
 		if len(st.watch[k]) == 0 {
@@ -330,50 +343,7 @@ func (c *Controller) remember(st *state, q *reconcile.Queue[item], u Unit, p Pla
 
 	if p.Wake.IsZero() {
 		delete(st.wake, u)
-	} else if !st.wake[u].Equal(p.Wake) {
+	} else {
 		st.wake[u] = p.Wake
-		q.AddAfter(max(p.Wake.Sub(now), 0), item{unit: u})
-	}
-}
-
-// write commits ops in batches; a failed write plans its unit again.
-func (c *Controller) write(ctx context.Context, q *reconcile.Queue[item], ops []store.Op, units []Unit) {
-	for len(ops) > 0 {
-		n := min(len(ops), c.o.BatchSize)
-		batch, batchUnits := ops[:n], units[:n]
-		ops, units = ops[n:], units[n:]
-		results, err := c.o.Store.Apply(ctx, batch...)
-		if err != nil {
-			if errors.Is(err, store.ErrFenced) {
-				// Another instance leads: our work is being stopped, and the
-				// new leader plans these units again.
-				c.o.Log.Info("no longer the leader: dropping the MeshService writes", "ops", len(batch)+len(ops))
-				return
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			c.o.Log.Warn("writing MeshServices failed; will retry", "ops", len(batch), "err", err)
-			for i, op := range batch {
-				c.writes.WithLabelValues(op.Type.String(), "error").Inc()
-				q.AddAfter(time.Second, item{unit: batchUnits[i]})
-			}
-			continue
-		}
-		for i, r := range results {
-			op := batch[i]
-			switch {
-			case r.Err == nil:
-				c.writes.WithLabelValues(op.Type.String(), "ok").Inc()
-			case errors.Is(r.Err, store.ErrConflict), errors.Is(r.Err, store.ErrAlreadyExists), errors.Is(r.Err, store.ErrNotFound):
-				// Someone else wrote meanwhile; plan again on fresh state.
-				c.writes.WithLabelValues(op.Type.String(), "conflict").Inc()
-				q.AddAfter(retryDelay, item{unit: batchUnits[i]})
-			default:
-				c.writes.WithLabelValues(op.Type.String(), "error").Inc()
-				c.o.Log.Warn("writing a MeshService failed; will retry", "op", op.Type, "unit", batchUnits[i].Base, "mesh", batchUnits[i].Mesh, "err", r.Err)
-				q.AddAfter(time.Second, item{unit: batchUnits[i]})
-			}
-		}
 	}
 }

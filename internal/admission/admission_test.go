@@ -1,0 +1,267 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/sqlite"
+	"github.com/meshnames/meshnames/internal/validate"
+)
+
+func svc(kind resource.Kind, mesh, name string, labels map[string]string) *resource.Object {
+	o := &resource.Object{Kind: kind, Mesh: mesh, Name: name, Labels: labels, Spec: resource.MustLookup(kind).NewSpec()}
+	switch s := o.Spec.(type) {
+	case *resource.MeshServiceSpec:
+		s.Ports = []resource.Port{{Port: 80}}
+	case *resource.MeshExternalServiceSpec:
+		s.Match = []resource.ExternalMatch{{Type: resource.MatchDomain, Value: "example.com", Port: 443, Protocol: resource.ProtocolTLS}}
+	case *resource.HostnameGeneratorSpec:
+		s.Template = "{{ .Name }}.mesh.local"
+		s.Selector.MeshService = &resource.LabelSelector{}
+	}
+	return o
+}
+
+// TestAdmit_Labels pins which labels each writer gets and which forged
+// ones are refused, on each mode.
+func TestAdmit_Labels(t *testing.T) {
+	user := Writer{Source: User}
+	tests := []struct {
+		name       string
+		obj        *resource.Object
+		mode, zone string
+		w          Writer
+		want       map[string]string
+		fields     []string
+	}{
+		{name: "zone-sets-all", obj: svc(resource.MeshService, "m", "web", nil), mode: resource.ModeStandalone, zone: "east", w: user,
+			want: map[string]string{resource.LabelOrigin: "zone", resource.LabelZone: "east", resource.LabelDisplayName: "web", resource.LabelMesh: "m"}},
+		{name: "repeating-values-is-fine", obj: svc(resource.MeshService, "m", "web", map[string]string{resource.LabelOrigin: "zone", resource.LabelZone: "east", "team": "a"}),
+			mode: resource.ModeZone, zone: "east", w: user,
+			want: map[string]string{resource.LabelOrigin: "zone", resource.LabelZone: "east", resource.LabelDisplayName: "web", resource.LabelMesh: "m", "team": "a"}},
+		{name: "global-no-zone", obj: svc(resource.HostnameGenerator, "", "g", nil), mode: resource.ModeGlobal, w: user,
+			want: map[string]string{resource.LabelOrigin: "global", resource.LabelDisplayName: "g"}},
+		{name: "mesh-has-none", obj: &resource.Object{Kind: resource.Mesh, Name: "m", Spec: &resource.MeshSpec{}}, mode: resource.ModeStandalone, zone: "east", w: user},
+		{name: "forged-origin-zone-name-mesh", obj: svc(resource.MeshExternalService, "m", "x",
+			map[string]string{resource.LabelOrigin: "global", resource.LabelZone: "west", resource.LabelDisplayName: "other", resource.LabelMesh: "y"}),
+			mode: resource.ModeStandalone, zone: "east", w: user,
+			fields: []string{`labels["kuma.io/origin"]`, `labels["kuma.io/zone"]`, `labels["kuma.io/display-name"]`, `labels["kuma.io/mesh"]`}},
+		{name: "zone-label-on-global", obj: svc(resource.MeshExternalService, "m", "x", map[string]string{resource.LabelZone: "east"}),
+			mode: resource.ModeGlobal, w: user, fields: []string{`labels["kuma.io/zone"]`}},
+		{name: "not-written-here", obj: svc(resource.MeshService, "m", "x", nil), mode: resource.ModeGlobal, w: user, fields: []string{"type"}},
+		{name: "zone-stream-attributed-to-its-zone", obj: svc(resource.MeshService, "m", "redis-abc", map[string]string{resource.LabelDisplayName: "redis"}),
+			mode: resource.ModeGlobal, w: Writer{Source: FromZone, Zone: "east"},
+			want: map[string]string{resource.LabelOrigin: "zone", resource.LabelZone: "east", resource.LabelDisplayName: "redis", resource.LabelMesh: "m"}},
+		{name: "zone-stream-claiming-another-zone", obj: svc(resource.MeshService, "m", "redis", map[string]string{resource.LabelZone: "west"}),
+			mode: resource.ModeGlobal, w: Writer{Source: FromZone, Zone: "east"}, fields: []string{`labels["kuma.io/zone"]`}},
+		{name: "zone-stream-sends-no-mesh", obj: &resource.Object{Kind: resource.Mesh, Name: "m", Spec: &resource.MeshSpec{}},
+			mode: resource.ModeGlobal, w: Writer{Source: FromZone, Zone: "east"}, fields: []string{"type"}},
+		{name: "global-stream-keeps-zone", obj: svc(resource.MeshService, "m", "redis-abc", map[string]string{resource.LabelZone: "east", resource.LabelDisplayName: "redis"}),
+			mode: resource.ModeZone, zone: "west", w: Writer{Source: FromGlobal},
+			want: map[string]string{resource.LabelOrigin: "global", resource.LabelZone: "east", resource.LabelDisplayName: "redis", resource.LabelMesh: "m"}},
+		{name: "global-stream-on-standalone", obj: svc(resource.MeshService, "m", "x", nil),
+			mode: resource.ModeStandalone, w: Writer{Source: FromGlobal}, fields: []string{"type"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := New(Options{Mode: tt.mode, Zone: tt.zone}).Admit(tt.obj, tt.w)
+			var fields []string
+			for _, e := range errs {
+				fields = append(fields, e.Field)
+			}
+			if d := cmp.Diff(tt.fields, fields); d != "" {
+				t.Errorf("violations (-want +got):\n%s", d)
+			}
+			if tt.fields == nil {
+				if d := cmp.Diff(tt.want, tt.obj.Labels, cmpEmptyMap); d != "" {
+					t.Errorf("labels (-want +got):\n%s", d)
+				}
+			}
+		})
+	}
+}
+
+var cmpEmptyMap = cmp.FilterValues(func(a, b map[string]string) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore())
+
+func TestOwner(t *testing.T) {
+	for _, d := range resource.Descriptors() {
+		for _, mode := range []string{resource.ModeStandalone, resource.ModeZone, resource.ModeGlobal} {
+			owner := Owner(d.Kind, mode)
+			zoneOwned := d.Kind == resource.MeshService || d.Kind == resource.Dataplane
+			globalOwned := d.Kind == resource.MeshMultiZoneService || d.Kind == resource.Mesh || d.Kind == resource.Zone
+			want := mode == resource.ModeGlobal && zoneOwned || mode == resource.ModeZone && globalOwned
+			if (owner != "") != want {
+				t.Errorf("Owner(%s, %s) = %q; want read-only %v", d.Kind, mode, owner, want)
+			}
+		}
+	}
+}
+
+// env is an Admitter over a real embedded store and its cache.
+func env(t *testing.T, mode, zone string) (*Admitter, store.Store) {
+	t.Helper()
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c := cache.New(st, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if !c.WaitSynced(wctx) {
+		t.Fatal("cache did not sync")
+	}
+	return New(Options{Mode: mode, Zone: zone, Store: st, Cache: c}), st
+}
+
+func put(t *testing.T, a *Admitter, obj *resource.Object, w Writer) (Outcome, error) {
+	t.Helper()
+	out, err := a.Put(context.Background(), obj, w, PutOptions{})
+	if err == nil {
+		if werr := a.o.Cache.WaitFor(context.Background(), out.Object.Revision); werr != nil {
+			t.Fatal(werr)
+		}
+	}
+	return out, err
+}
+
+// TestPut_SyncedResourcesAreReadOnly: a zone's users cannot change or
+// delete what the global sent, and the global's users cannot change a
+// zone's resources; the owning stream can.
+func TestPut_SyncedResourcesAreReadOnly(t *testing.T) {
+	ctx := context.Background()
+	t.Run("zone", func(t *testing.T) {
+		a, _ := env(t, resource.ModeZone, "west")
+		mesh := &resource.Object{Kind: resource.Mesh, Name: "m", Spec: &resource.MeshSpec{}}
+		if _, err := put(t, a, mesh, Writer{Source: FromGlobal}); err != nil {
+			t.Fatal(err)
+		}
+		synced := svc(resource.MeshService, "m", "redis-1", map[string]string{resource.LabelZone: "east", resource.LabelDisplayName: "redis"})
+		if _, err := put(t, a, synced, Writer{Source: FromGlobal}); err != nil {
+			t.Fatal(err)
+		}
+		changed := svc(resource.MeshService, "m", "redis-1", map[string]string{"team": "x"})
+		if _, err := put(t, a, changed, Writer{Source: User}); !errors.Is(err, ErrReadOnly) {
+			t.Errorf("user update of a synced service: err = %v, want ErrReadOnly", err)
+		}
+		if _, err := a.Delete(ctx, synced.Key(), Writer{Source: User}, 0); !errors.Is(err, ErrReadOnly) {
+			t.Errorf("user delete of a synced service: err = %v, want ErrReadOnly", err)
+		}
+		local := svc(resource.MeshService, "m", "web", nil)
+		if _, err := put(t, a, local, Writer{Source: User}); err != nil {
+			t.Fatal(err)
+		}
+		over := svc(resource.MeshService, "m", "web", map[string]string{resource.LabelZone: "east"})
+		if _, err := put(t, a, over, Writer{Source: FromGlobal}); !errors.Is(err, ErrReadOnly) {
+			t.Errorf("global stream over a local service: err = %v, want ErrReadOnly", err)
+		}
+		if _, err := a.Delete(ctx, synced.Key(), Writer{Source: FromGlobal}, 0); err != nil {
+			t.Errorf("global stream delete: %v", err)
+		}
+	})
+	t.Run("global", func(t *testing.T) {
+		a, _ := env(t, resource.ModeGlobal, "")
+		mesh := &resource.Object{Kind: resource.Mesh, Name: "m", Spec: &resource.MeshSpec{}}
+		if _, err := put(t, a, mesh, Writer{Source: User}); err != nil {
+			t.Fatal(err)
+		}
+		east := Writer{Source: FromZone, Zone: "east"}
+		if _, err := put(t, a, svc(resource.MeshService, "m", "redis-1", nil), east); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := put(t, a, svc(resource.MeshService, "m", "redis-1", map[string]string{"x": "y"}), Writer{Source: FromZone, Zone: "west"}); !errors.Is(err, ErrReadOnly) {
+			t.Errorf("west replacing east's service: err = %v, want ErrReadOnly", err)
+		}
+		if _, err := a.Delete(ctx, resource.Key{Kind: resource.MeshService, Mesh: "m", Name: "redis-1"}, Writer{Source: FromZone, Zone: "west"}, 0); !errors.Is(err, ErrReadOnly) {
+			t.Errorf("west deleting east's service: err = %v, want ErrReadOnly", err)
+		}
+		gen := svc(resource.HostnameGenerator, "", "g", nil)
+		if _, err := put(t, a, gen, Writer{Source: User}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := put(t, a, svc(resource.HostnameGenerator, "", "g", nil), east); !errors.Is(err, ErrReadOnly) {
+			t.Errorf("a zone replacing the global's generator: err = %v, want ErrReadOnly", err)
+		}
+	})
+}
+
+// TestPut_Results: created, unchanged, updated, If-Match conflicts, and a
+// missing mesh, with Plan answering the same without writing.
+func TestPut_Results(t *testing.T) {
+	ctx := context.Background()
+	a, st := env(t, resource.ModeStandalone, "default")
+	u := Writer{Source: User}
+	web := func(port int) *resource.Object {
+		o := svc(resource.MeshService, "m", "web", nil)
+		o.Spec.(*resource.MeshServiceSpec).Ports[0].Port = port
+		return o
+	}
+	if _, err := a.Plan(ctx, web(80), u, PutOptions{}); err == nil {
+		t.Fatal("Plan before the mesh exists: no error")
+	} else if errs, ok := validate.From(err); !ok || errs[0].Field != "mesh" {
+		t.Fatalf("Plan before the mesh exists: %v, want a violation of mesh", err)
+	}
+	if r, err := a.Plan(ctx, web(80), u, PutOptions{MeshesDefined: map[string]bool{"m": true}}); err != nil || r != Created {
+		t.Fatalf("Plan with the mesh defined by the batch = %q, %v", r, err)
+	}
+	if _, err := put(t, a, &resource.Object{Kind: resource.Mesh, Name: "m", Spec: &resource.MeshSpec{}}, u); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		obj  *resource.Object
+		want Result
+	}{{web(80), Created}, {web(80), Unchanged}, {web(81), Updated}}
+	for i, s := range steps {
+		if r, err := a.Plan(ctx, s.obj.Clone(), u, PutOptions{}); err != nil || r != s.want {
+			t.Errorf("step %d: Plan = %q, %v, want %q", i, r, err, s.want)
+		}
+		out, err := put(t, a, s.obj, u)
+		if err != nil || out.Result != s.want {
+			t.Errorf("step %d: Put = %q, %v, want %q", i, out.Result, err, s.want)
+		}
+	}
+	stored, _ := st.Get(ctx, web(0).Key())
+	if _, err := a.Put(ctx, web(82), u, PutOptions{IfMatch: stored.Version - 1}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("stale If-Match: err = %v, want a conflict", err)
+	}
+	if _, err := a.Delete(ctx, resource.Key{Kind: resource.Mesh, Name: "m"}, u, 0); !errors.Is(err, ErrMeshNotEmpty) {
+		t.Errorf("deleting a mesh that holds a service: err = %v, want ErrMeshNotEmpty", err)
+	}
+	after, _ := st.Get(ctx, web(0).Key())
+	if after.Version != stored.Version {
+		t.Errorf("refused writes changed the service: version %d -> %d", stored.Version, after.Version)
+	}
+}
+
+// TestValidate_SystemLabelsDoNotCount checks that a document with the
+// maximum of user labels still validates after Admit added the labels the
+// control plane owns, so that what the API returns can be applied again.
+func TestValidate_SystemLabelsDoNotCount(t *testing.T) {
+	o := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "web", Labels: map[string]string{}, Spec: &resource.MeshServiceSpec{}}
+	for i := range resource.MaxLabels {
+		o.Labels[fmt.Sprintf("l%d", i)] = "v"
+	}
+	if errs := New(Options{Mode: resource.ModeStandalone, Zone: "east"}).Admit(o, Writer{Source: User}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if len(o.Labels) != resource.MaxLabels+4 {
+		t.Fatalf("Admit left %d labels, want %d", len(o.Labels), resource.MaxLabels+4)
+	}
+	if errs := resource.Validate(o); len(errs) > 0 {
+		t.Errorf("Validate after Admit = %v, want no violations", errs)
+	}
+}

@@ -1,0 +1,80 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/validate"
+)
+
+// MaxApplyItems bounds the items of one POST /_apply.
+const MaxApplyItems = 5000
+
+// apply answers POST /_apply?dryRun=true: it admits every item as a PUT
+// would, through the same admission layer, and reports for each what its
+// write would do or why it cannot be made, writing nothing. Meshes defined
+// by the batch count as existing for the items that follow, so a file can
+// create a mesh and what it holds.
+func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("dryRun") != "true" {
+		writeError(w, &Error{Status: http.StatusBadRequest, Title: "Invalid query",
+			Causes: validate.Errors{{Field: "dryRun", Message: "must be true: POST /_apply only checks; write each resource with PUT"}}})
+		return
+	}
+	body, e := readBody(w, r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var req api.ApplyRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, newError(http.StatusBadRequest, "Invalid body", "the body must be JSON {\"items\": [resources]}: "+err.Error()))
+		return
+	}
+	if len(req.Items) > MaxApplyItems {
+		writeError(w, &Error{Status: http.StatusBadRequest, Title: "Invalid body",
+			Causes: validate.Errors{{Field: "items", Message: fmt.Sprintf("must hold at most %d resources, got %d", MaxApplyItems, len(req.Items))}}})
+		return
+	}
+	defined := map[string]bool{}
+	for _, obj := range req.Items {
+		if obj != nil && obj.Kind == resource.Mesh {
+			defined[obj.Name] = true
+		}
+	}
+	report := api.ApplyReport{Items: make([]api.ApplyResult, len(req.Items))}
+	for i, obj := range req.Items {
+		res := &report.Items[i]
+		if obj == nil || obj.Spec == nil {
+			res.Causes = validate.Errors{{Field: "spec", Message: "must be set"}}
+			report.Problems++
+			continue
+		}
+		if owner := admission.Owner(obj.Kind, s.opts.Admission.Mode()); owner != "" {
+			res.Error = fmt.Sprintf("%s resources are written on %s, not on this %s control plane", obj.Kind, owner, s.opts.Admission.Mode())
+			report.Problems++
+			continue
+		}
+		result, err := s.opts.Admission.Plan(r.Context(), obj, s.writer(r), admission.PutOptions{MeshesDefined: defined})
+		switch errs, invalid := validate.From(err); {
+		case err == nil:
+			res.Result = string(result)
+		case invalid:
+			res.Causes = errs
+			report.Problems++
+		default:
+			e := s.writeFailed(err)
+			if e.Status >= 500 {
+				writeError(w, e)
+				return
+			}
+			res.Error = e.Detail
+			report.Problems++
+		}
+	}
+	writeJSON(w, http.StatusOK, report)
+}

@@ -1,0 +1,554 @@
+package reconcile
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// A Core is the logic of one controller: deterministic, with no store,
+// cache, goroutine or clock of its own. A Runner feeds it the resources
+// that change and writes what it decides. Cores embed Base for the
+// methods they do not need.
+//
+// Two kinds of output exist. Status parts: a core owns some fields and
+// condition types of the status of some service kinds (Owns); for every
+// service some core marks dirty, the runner asks every core that owns part
+// of that kind's status to Decide it, and writes one status patch per
+// service carrying all of them, only when it differs from what is stored.
+// Other writes (Ops): leases, resources a core creates or deletes; these
+// are written as the core returns them, with their results handed back.
+type Core interface {
+	// Name names the core in logs.
+	Name() string
+	// Watches reports whether the core reads resources of kind k.
+	Watches(k resource.Kind) bool
+	// Start forgets the previous term's state and loads what the core
+	// keeps outside the resources (such as leases) at the start of a term,
+	// before the runner Observes every resource it watches.
+	Start(ctx context.Context, env Env) error
+	// Observe tells the core the current state of a resource it watches;
+	// obj is nil when the resource was deleted. obj belongs to the cache:
+	// read it, never modify or keep it.
+	Observe(k resource.Key, obj *resource.Object)
+	// Dirty returns, and forgets, the services whose status parts the core
+	// may decide differently since it was last asked.
+	Dirty() []resource.Key
+	// Owns returns the parts of the status of kind k that the core
+	// decides; an empty patch for kinds it does not decide.
+	Owns(k resource.Kind) store.StatusPatch
+	// Decide sets the parts the core owns in st, a new status of obj's
+	// kind holding nothing else, and returns the writes that must commit
+	// in the same transaction as the status (such as the lease of an
+	// allocated address). obj belongs to the cache: read only.
+	Decide(obj *resource.Object, st resource.Status) []store.Op
+	// Sum adds the parts the core owns of st, a status of a kind it owns
+	// parts of, to d; the runner compares sums to skip equal writes.
+	Sum(d *Digest, st resource.Status)
+	// Ops returns, and forgets, the writes the core wants that are not
+	// part of a status; now is the runner's clock.
+	Ops(now time.Time) []Write
+	// Wake returns when the core next needs Ops without any change (the
+	// end of a quarantine or a grace period); zero for never.
+	Wake() time.Time
+}
+
+// Write is a write a core asks for outside a status.
+type Write struct {
+	Op store.Op
+	// Done, when set, is called with the result of Op. It is not called
+	// when the whole batch failed: the runner then starts a new term, and
+	// every core rebuilds its state from the store.
+	Done func(store.Result)
+}
+
+// Flusher is implemented by cores that add writes to every batch the
+// runner writes, after everything else in it (such as the allocation
+// cursors of the address pools, which must commit with the allocations).
+type Flusher interface {
+	BeforeFlush() []store.Op
+}
+
+// Env is what a core reads when a term starts.
+type Env struct {
+	Store store.Store
+	Cache *cache.Cache
+	Now   func() time.Time
+	Log   *slog.Logger
+}
+
+// Base implements every optional method of Core as doing nothing; a core
+// embeds it and overrides what it needs.
+type Base struct{}
+
+func (Base) Start(context.Context, Env) error                    { return nil }
+func (Base) Dirty() []resource.Key                               { return nil }
+func (Base) Owns(resource.Kind) store.StatusPatch                { return store.StatusPatch{} }
+func (Base) Decide(*resource.Object, resource.Status) []store.Op { return nil }
+func (Base) Sum(*Digest, resource.Status)                        {}
+func (Base) Ops(time.Time) []Write                               { return nil }
+func (Base) Wake() time.Time                                     { return time.Time{} }
+
+// Defaults of Options.
+const (
+	DefaultResync    = 10 * time.Minute
+	DefaultBatchSize = 500
+	retryDelay       = 200 * time.Millisecond
+	maxBackoff       = 10 * time.Second
+)
+
+// Options configures a Runner.
+type Options struct {
+	Cache *cache.Cache
+	Store store.Store
+	Log   *slog.Logger
+	// Registerer receives the runner's metrics; nil for none.
+	Registerer prometheus.Registerer
+	// Now is the clock (time.Now when nil). Cores get time only from it.
+	Now func() time.Time
+	// Resync is the period of the safety-net pass that compares the
+	// status of every service with what the cores decide.
+	Resync time.Duration
+	// BatchSize bounds the status writes of one transaction.
+	BatchSize int
+	// Settled, when set, is called each time the runner has nothing left
+	// to do: every change up to revision rev has been processed and every
+	// write of the runner is visible in the cache. Tests wait for it
+	// instead of sleeping.
+	Settled func(rev int64)
+	// Record, when set, returns writes to commit with a status patch that
+	// replaces the owned parts of old's status with next (the history of
+	// names and addresses).
+	Record func(old *resource.Object, next resource.Status, patch store.StatusPatch) []store.Op
+}
+
+// Runner runs cores while its instance leads: it waits for the cache,
+// gives each core a first view of everything, then feeds them the changes
+// the cache reports, and writes what they decide in batches, one status
+// patch per service carrying every core's part, only where it differs from
+// what is stored. A write refused because another instance leads stops
+// it; a batch that fails for another reason starts a new term after a
+// backoff, in which every core rebuilds its state.
+type Runner struct {
+	o     Options
+	cores []Core
+
+	passes *prometheus.HistogramVec
+	writes *prometheus.CounterVec
+	kick   chan struct{}
+}
+
+// NewRunner returns a runner of cores; it does no I/O.
+func NewRunner(o Options, cores ...Core) *Runner {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Resync <= 0 {
+		o.Resync = DefaultResync
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	r := &Runner{
+		o: o, cores: cores, kick: make(chan struct{}, 1),
+		passes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "meshnames_controllers_pass_duration_seconds", Help: "Time to process one batch of changes, writes included, by kind of pass (first, changes, resync).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"pass"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnames_controllers_writes_total", Help: "Writes of the controllers by what they write (status, other) and result (ok, error).",
+		}, []string{"what", "result"}),
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(r.passes, r.writes)
+	}
+	return r
+}
+
+// Kick makes the runner ask its cores for Ops now (a test that moved its
+// clock past a core's Wake).
+func (r *Runner) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+var errFenced = errors.New("fenced")
+
+// Run runs the cores until ctx ends or another instance leads. Call it
+// only while leading.
+func (r *Runner) Run(ctx context.Context) error {
+	backoff := retryDelay
+	for ctx.Err() == nil {
+		err := r.term(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, errFenced):
+			r.o.Log.Info("no longer the leader: controllers stop")
+			return nil
+		}
+		r.o.Log.Warn("controllers failed to write; starting again from the store", "err", err, "after", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+	return nil
+}
+
+// kindOrder is the order of the first view: what selects or groups
+// services before the services, so that each is decided once.
+var kindOrder = []resource.Kind{
+	resource.Mesh, resource.Zone, resource.HostnameGenerator, resource.Dataplane,
+	resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService,
+}
+
+// term is one run of the cores from a fresh state.
+type term struct {
+	r        *Runner
+	q        *Queue[resource.Key]
+	notified atomic.Int64 // the cache revision whose changes are queued
+	written  Inflight[resource.Key, uint64]
+	// lastWrite is the revision of the runner's last write in this term.
+	lastWrite int64
+	digest    Digest
+	statuses  int
+	batch     []pendingWrite
+}
+
+type pendingWrite struct {
+	Write
+	key    resource.Key // of a status patch
+	status bool
+}
+
+func (r *Runner) watches(k resource.Kind) bool {
+	for _, c := range r.cores {
+		if c.Watches(k) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Runner) term(ctx context.Context) error {
+	t := &term{r: r, q: New[resource.Key]()}
+	defer t.q.Close()
+	cancel := r.o.Cache.Subscribe(func(keys []resource.Key) {
+		for _, k := range keys {
+			if r.watches(k.Kind) {
+				t.q.Add(k)
+			}
+		}
+		// Read after the keys are queued: every change up to rev is in
+		// the queue or was taken from it.
+		rev := r.o.Cache.Revision()
+		for cur := t.notified.Load(); rev > cur && !t.notified.CompareAndSwap(cur, rev); cur = t.notified.Load() {
+		}
+	})
+	defer cancel()
+	if !r.o.Cache.WaitSynced(ctx) {
+		return nil
+	}
+	start := time.Now()
+	t.notified.Store(r.o.Cache.Revision())
+	env := Env{Store: r.o.Store, Cache: r.o.Cache, Now: r.o.Now, Log: r.o.Log}
+	for _, c := range r.cores {
+		if err := c.Start(ctx, env); err != nil {
+			return fmt.Errorf("%s: start: %w", c.Name(), err)
+		}
+	}
+	objects := 0
+	for _, k := range kindOrder {
+		var watching []Core
+		for _, c := range r.cores {
+			if c.Watches(k) {
+				watching = append(watching, c)
+			}
+		}
+		if len(watching) == 0 {
+			continue
+		}
+		r.o.Cache.Scan(cache.Query{Kind: k}, func(obj *resource.Object) {
+			objects++
+			for _, c := range watching {
+				c.Observe(obj.Key(), obj)
+			}
+		})
+	}
+	if err := t.pass(ctx, nil); err != nil {
+		return err
+	}
+	r.passes.WithLabelValues("first").Observe(time.Since(start).Seconds())
+	r.o.Log.Info("controllers started", "objects", objects, "dur", time.Since(start))
+
+	resync := time.NewTicker(r.o.Resync)
+	defer resync.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	settled := int64(-1)
+	for {
+		// Read before Take: every change up to rev was queued before rev
+		// was recorded, so when Take finds nothing all of them were taken.
+		rev := t.notified.Load()
+		if keys := t.q.Take(); keys != nil {
+			start := time.Now()
+			for _, k := range keys {
+				obj, ok := r.o.Cache.Peek(k)
+				if !ok {
+					obj = nil
+				}
+				for _, c := range r.cores {
+					if c.Watches(k.Kind) {
+						c.Observe(k, obj)
+					}
+				}
+			}
+			if err := t.pass(ctx, nil); err != nil {
+				return err
+			}
+			r.passes.WithLabelValues("changes").Observe(time.Since(start).Seconds())
+			continue
+		}
+		if rev >= t.lastWrite && rev != settled && t.q.Scheduled() == 0 && r.o.Settled != nil {
+			settled = rev
+			r.o.Settled(rev)
+		}
+		t.arm(wake)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.q.Ready():
+		case <-r.kick:
+			if err := t.pass(ctx, nil); err != nil {
+				return err
+			}
+		case <-wake.C:
+			if err := t.pass(ctx, nil); err != nil {
+				return err
+			}
+		case <-resync.C:
+			start := time.Now()
+			if err := t.pass(ctx, t.allServices()); err != nil {
+				return err
+			}
+			r.passes.WithLabelValues("resync").Observe(time.Since(start).Seconds())
+		}
+	}
+}
+
+// arm sets timer to the earliest Wake of the cores.
+func (t *term) arm(timer *time.Timer) {
+	var next time.Time
+	for _, c := range t.r.cores {
+		if w := c.Wake(); !w.IsZero() && (next.IsZero() || w.Before(next)) {
+			next = w
+		}
+	}
+	d := time.Hour
+	if !next.IsZero() {
+		d = max(next.Sub(t.r.o.Now()), time.Millisecond)
+	}
+	timer.Reset(d)
+}
+
+// allServices returns every service of a kind some core decides parts of.
+func (t *term) allServices() []resource.Key {
+	var keys []resource.Key
+	for _, k := range kindOrder {
+		if t.owned(k).empty() {
+			continue
+		}
+		keys = append(keys, t.r.o.Cache.Keys(cache.Query{Kind: k})...)
+	}
+	return keys
+}
+
+type patch store.StatusPatch
+
+func (p patch) empty() bool { return len(p.Fields) == 0 && len(p.Conditions) == 0 }
+
+// owned returns what the cores decide of the status of kind k.
+func (t *term) owned(k resource.Kind) patch {
+	var p patch
+	for _, c := range t.r.cores {
+		o := c.Owns(k)
+		p.Fields = append(p.Fields, o.Fields...)
+		p.Conditions = append(p.Conditions, o.Conditions...)
+	}
+	return p
+}
+
+// pass writes what the cores want now: their other writes, and the status
+// of every service some core marked dirty, and of extra.
+func (t *term) pass(ctx context.Context, extra []resource.Key) error {
+	for _, c := range t.r.cores {
+		for _, w := range c.Ops(t.r.o.Now()) {
+			t.batch = append(t.batch, pendingWrite{Write: w})
+		}
+	}
+	keys := extra
+	for _, c := range t.r.cores {
+		keys = append(keys, c.Dirty()...)
+	}
+	// Decide in key order, so that the same changes give the same writes
+	// (the order of address allocation) whatever order they came in.
+	slices.SortFunc(keys, compareKeys)
+	keys = slices.Compact(keys)
+	owned := map[resource.Kind]patch{}
+	for _, k := range keys {
+		p, ok := owned[k.Kind]
+		if !ok {
+			p = t.owned(k.Kind)
+			owned[k.Kind] = p
+		}
+		if p.empty() {
+			continue
+		}
+		if err := t.decide(ctx, k, p); err != nil {
+			return err
+		}
+	}
+	return t.flush(ctx)
+}
+
+// decide builds the status of service k from every core's part and queues
+// its write when it differs from what is stored.
+func (t *term) decide(ctx context.Context, k resource.Key, p patch) error {
+	obj, ok := t.r.o.Cache.Peek(k)
+	if !ok {
+		return nil // deleted; the cores heard of it
+	}
+	st := resource.MustLookup(k.Kind).NewStatus()
+	var ops []store.Op
+	for _, c := range t.r.cores {
+		if o := c.Owns(k.Kind); len(o.Fields) > 0 || len(o.Conditions) > 0 {
+			ops = append(ops, c.Decide(obj, st)...)
+		}
+	}
+	for _, op := range ops {
+		t.batch = append(t.batch, pendingWrite{Write: Write{Op: op}})
+	}
+	want := t.sum(st)
+	same := false
+	if w, pending := t.written.Pending(k, obj.Revision); pending {
+		same = w == want
+	} else if obj.Status != nil {
+		same = t.sum(obj.Status) == want
+	} else {
+		same = t.sum(resource.MustLookup(k.Kind).NewStatus()) == want
+	}
+	if same {
+		if len(ops) > 0 && t.statuses >= t.r.o.BatchSize {
+			return t.flush(ctx)
+		}
+		return nil
+	}
+	t.written.Put(k, want)
+	sp := store.StatusPatch(p)
+	op := store.Op{Type: store.OpPatchStatus, Object: &resource.Object{Kind: k.Kind, Mesh: k.Mesh, Name: k.Name, Status: st}, Patch: &sp, DiscardObject: true}
+	t.batch = append(t.batch, pendingWrite{Write: Write{Op: op}, key: k, status: true})
+	if t.r.o.Record != nil {
+		for _, op := range t.r.o.Record(obj, st, sp) {
+			t.batch = append(t.batch, pendingWrite{Write: Write{Op: op}})
+		}
+	}
+	t.statuses++
+	if t.statuses >= t.r.o.BatchSize {
+		return t.flush(ctx)
+	}
+	return nil
+}
+
+// sum is the digest of what the cores decide of st.
+func (t *term) sum(st resource.Status) uint64 {
+	t.digest.Reset()
+	for _, c := range t.r.cores {
+		c.Sum(&t.digest, st)
+	}
+	return t.digest.Sum()
+}
+
+// flush writes the queued writes in one transaction.
+func (t *term) flush(ctx context.Context) error {
+	batch := t.batch
+	t.batch, t.statuses = nil, 0
+	if len(batch) == 0 {
+		return nil
+	}
+	for _, c := range t.r.cores {
+		if f, ok := c.(Flusher); ok {
+			for _, op := range f.BeforeFlush() {
+				batch = append(batch, pendingWrite{Write: Write{Op: op}})
+			}
+		}
+	}
+	ops := make([]store.Op, len(batch))
+	for i, w := range batch {
+		ops[i] = w.Op
+	}
+	results, err := t.r.o.Store.Apply(ctx, ops...)
+	if err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			return errFenced
+		}
+		t.r.writes.WithLabelValues("batch", "error").Inc()
+		return err
+	}
+	for i, w := range batch {
+		res := results[i]
+		what := "other"
+		if w.status {
+			what = "status"
+		}
+		switch {
+		case res.Err == nil:
+			t.r.writes.WithLabelValues(what, "ok").Inc()
+			t.lastWrite = max(t.lastWrite, res.Revision)
+			if w.status {
+				t.written.Written(w.key, res.Revision)
+			}
+		case w.status && errors.Is(res.Err, store.ErrNotFound):
+			// Deleted meanwhile; the deletion event follows.
+			t.written.Forget(w.key)
+		case w.status:
+			t.r.writes.WithLabelValues(what, "error").Inc()
+			t.written.Forget(w.key)
+			t.r.o.Log.Warn("writing a status failed; will retry", "kind", w.key.Kind, "mesh", w.key.Mesh, "name", w.key.Name, "err", res.Err)
+			t.q.AddAfter(retryDelay, w.key)
+		default:
+			if !errors.Is(res.Err, store.ErrNotFound) && !errors.Is(res.Err, store.ErrConflict) && !errors.Is(res.Err, store.ErrAlreadyExists) {
+				t.r.writes.WithLabelValues(what, "error").Inc()
+			}
+		}
+		if w.Done != nil {
+			w.Done(res)
+		}
+	}
+	return nil
+}
+
+func compareKeys(a, b resource.Key) int {
+	if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Mesh, b.Mesh); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}

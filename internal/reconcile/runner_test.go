@@ -1,0 +1,342 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/reconcile"
+	"github.com/meshnames/meshnames/internal/reconcile/reconciletest"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/sqlite"
+)
+
+// labelCore decides one condition of every MeshService: its type is the
+// core's, its message the value of a label, so a test controls what is
+// decided by writing labels.
+type labelCore struct {
+	reconcile.Base
+	cond, label string
+
+	mu      sync.Mutex
+	values  map[resource.Key]string
+	dirty   []resource.Key
+	decided int
+	starts  int
+}
+
+func newLabelCore(cond, label string) *labelCore {
+	return &labelCore{cond: cond, label: label}
+}
+
+func (c *labelCore) Name() string                 { return c.cond }
+func (c *labelCore) Watches(k resource.Kind) bool { return k == resource.MeshService }
+
+func (c *labelCore) Start(context.Context, reconcile.Env) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.values, c.dirty = map[resource.Key]string{}, nil
+	c.starts++
+	return nil
+}
+
+func (c *labelCore) Observe(k resource.Key, obj *resource.Object) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if obj == nil {
+		delete(c.values, k)
+		return
+	}
+	c.values[k] = obj.Labels[c.label]
+	c.dirty = append(c.dirty, k)
+}
+
+func (c *labelCore) Dirty() []resource.Key {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirty
+	c.dirty = nil
+	return d
+}
+
+func (c *labelCore) Owns(k resource.Kind) store.StatusPatch {
+	if k == resource.MeshService {
+		return store.StatusPatch{Conditions: []string{c.cond}}
+	}
+	return store.StatusPatch{}
+}
+
+func (c *labelCore) Decide(obj *resource.Object, st resource.Status) []store.Op {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.decided++
+	if v := c.values[obj.Key()]; v != "" {
+		svc := st.(resource.ServiceStatusOf).Service()
+		svc.Conditions = append(svc.Conditions, resource.Condition{Type: c.cond, Status: resource.ConditionTrue, Message: v})
+	}
+	return nil
+}
+
+func (c *labelCore) Sum(d *reconcile.Digest, st resource.Status) {
+	s, ok := st.(resource.ServiceStatusOf)
+	if !ok || s == nil {
+		return
+	}
+	for _, cond := range s.Service().Conditions {
+		if cond.Type == c.cond {
+			d.String(cond.Message)
+		}
+	}
+}
+
+type env struct {
+	t  *testing.T
+	st store.Store
+	rt *reconciletest.Env
+}
+
+func newEnv(t *testing.T, o reconciletest.Options) *env {
+	t.Helper()
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &env{t: t, st: st}
+	e.create(&resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}})
+	if o.Cores != nil {
+		e.rt = reconciletest.Start(t, st, o)
+	}
+	return e
+}
+
+func (e *env) create(o *resource.Object) *resource.Object {
+	e.t.Helper()
+	got, err := store.Create(context.Background(), e.st, o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+func (e *env) get(name string) *resource.Object {
+	e.t.Helper()
+	o, err := e.st.Get(context.Background(), svcKey(name))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return o
+}
+
+func svcKey(name string) resource.Key {
+	return resource.Key{Kind: resource.MeshService, Mesh: "default", Name: name}
+}
+
+func service(name string, labels map[string]string) *resource.Object {
+	return &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: name, Labels: labels, Spec: &resource.MeshServiceSpec{}}
+}
+
+func conditions(o *resource.Object) map[string]string {
+	out := map[string]string{}
+	if st, ok := o.Status.(resource.ServiceStatusOf); ok && st != nil {
+		for _, c := range st.Service().Conditions {
+			out[c.Type] = c.Message
+		}
+	}
+	return out
+}
+
+// Two cores decide parts of one status: each service gets ONE status write
+// carrying both parts, and a change that alters neither writes nothing.
+func TestRunner_OneStatusWritePerService(t *testing.T) {
+	a, b := newLabelCore("A", "a"), newLabelCore("B", "b")
+	e := newEnv(t, reconciletest.Options{})
+	for i := range 3 {
+		e.create(service(fmt.Sprintf("s%d", i), map[string]string{"a": "x" + strconv.Itoa(i), "b": "y" + strconv.Itoa(i)}))
+	}
+	e.rt = reconciletest.Start(t, e.st, reconciletest.Options{Cores: func() []reconcile.Core { return []reconcile.Core{a, b} }})
+	e.rt.Settle()
+	for i := range 3 {
+		o := e.get(fmt.Sprintf("s%d", i))
+		want := map[string]string{"A": "x" + strconv.Itoa(i), "B": "y" + strconv.Itoa(i)}
+		if got := conditions(o); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("s%d conditions = %v, want %v", i, got, want)
+		}
+		if o.Version != 2 {
+			t.Errorf("s%d at version %d, want 2: created, then one status write", i, o.Version)
+		}
+	}
+
+	// A label neither core reads: decided again, nothing written.
+	cur := e.get("s0")
+	cur.Labels["other"] = "1"
+	if _, err := store.Update(context.Background(), e.st, cur); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.Settle()
+	if v := e.get("s0").Version; v != 4-1 {
+		t.Errorf("s0 at version %d, want 3: the label update only", v)
+	}
+
+	// One core's input changes: one write, the other part kept.
+	cur = e.get("s1")
+	cur.Labels["b"] = "changed"
+	if _, err := store.Update(context.Background(), e.st, cur); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.Settle()
+	o := e.get("s1")
+	if got := conditions(o); got["A"] != "x1" || got["B"] != "changed" {
+		t.Errorf("s1 conditions = %v", got)
+	}
+	if o.Version != 4 {
+		t.Errorf("s1 at version %d, want 4: label update and one status write", o.Version)
+	}
+}
+
+// The first pass writes in batches as they fill, the last one partial.
+func TestRunner_WritesInBatches(t *testing.T) {
+	e := newEnv(t, reconciletest.Options{})
+	const n = 7
+	for i := range n {
+		e.create(service(fmt.Sprintf("s%d", i), map[string]string{"a": "v"}))
+	}
+	c := newLabelCore("A", "a")
+	e.rt = reconciletest.Start(t, e.st, reconciletest.Options{BatchSize: 2, Cores: func() []reconcile.Core { return []reconcile.Core{c} }})
+	e.rt.Settle()
+	if got := e.rt.Applies.Load(); got != 4 {
+		t.Errorf("%d batches, want 4 (2+2+2+1)", got)
+	}
+	for i := range n {
+		if got := conditions(e.get(fmt.Sprintf("s%d", i)))["A"]; got != "v" {
+			t.Errorf("s%d: condition %q", i, got)
+		}
+	}
+}
+
+// A deposed leader stops at the first write the fence refuses instead of
+// trying every remaining batch, and writes nothing.
+func TestRunner_FencedPassStops(t *testing.T) {
+	e := newEnv(t, reconciletest.Options{})
+	rs, err := e.st.Apply(context.Background(), store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: "leader",
+		Value: store.Fence{Lease: "leader", Holder: "b", Term: 2}.LeaseValue(), ExpiresAt: time.Now().Add(time.Hour)}})
+	if err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	for i := range 7 {
+		e.create(service(fmt.Sprintf("s%d", i), map[string]string{"a": "v"}))
+	}
+	c := newLabelCore("A", "a")
+	rt := reconciletest.Start(t, e.st, reconciletest.Options{BatchSize: 2, Fence: &store.Fence{Lease: "leader", Holder: "a", Term: 1},
+		Cores: func() []reconcile.Core { return []reconcile.Core{c} }})
+	select {
+	case <-rt.Stopped(): // Run returns by itself once fenced
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fenced runner did not stop")
+	}
+	if n := rt.Fenced.Load(); n != 1 {
+		t.Errorf("%d fenced batches, want 1", n)
+	}
+	for i := range 7 {
+		if got := conditions(e.get(fmt.Sprintf("s%d", i))); len(got) != 0 {
+			t.Errorf("s%d: a fenced runner wrote %v", i, got)
+		}
+	}
+}
+
+// A runner started on a store whose statuses are already right writes
+// nothing; a restart rebuilds the cores from the store.
+func TestRunner_RestartWritesNothingWhenSettled(t *testing.T) {
+	c := newLabelCore("A", "a")
+	e := newEnv(t, reconciletest.Options{Cores: func() []reconcile.Core { return []reconcile.Core{c} }})
+	e.create(service("s", map[string]string{"a": "v"}))
+	e.rt.Settle()
+	before := e.get("s").Version
+	e.rt.Restart()
+	e.rt.Settle()
+	if v := e.get("s").Version; v != before {
+		t.Errorf("version %d -> %d after a restart with nothing to change", before, v)
+	}
+	c.mu.Lock()
+	starts := c.starts
+	c.mu.Unlock()
+	if starts != 2 {
+		t.Errorf("core started %d times, want 2", starts)
+	}
+}
+
+// opsCore asks for one lease write per Ops call while it has some queued,
+// and records the results handed back.
+type opsCore struct {
+	reconcile.Base
+	mu      sync.Mutex
+	queued  []string
+	results map[string]error
+	wake    time.Time
+}
+
+func (c *opsCore) Name() string                           { return "ops" }
+func (c *opsCore) Watches(resource.Kind) bool             { return false }
+func (c *opsCore) Observe(resource.Key, *resource.Object) {}
+func (c *opsCore) Wake() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wake
+}
+
+func (c *opsCore) Ops(time.Time) []reconcile.Write {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []reconcile.Write
+	for _, name := range c.queued {
+		out = append(out, reconcile.Write{
+			Op: store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: name, Value: []byte("x")}},
+			Done: func(r store.Result) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				c.results[name] = r.Err
+			},
+		})
+	}
+	c.queued = nil
+	c.wake = time.Time{}
+	return out
+}
+
+// Writes a core asks for outside statuses are written, their results are
+// handed back, and a Wake brings the runner back without any change.
+func TestRunner_OpsAndWake(t *testing.T) {
+	c := &opsCore{queued: []string{"one"}, results: map[string]error{}}
+	e := newEnv(t, reconciletest.Options{Cores: func() []reconcile.Core { return []reconcile.Core{c} }})
+	e.rt.Settle()
+	c.mu.Lock()
+	c.queued = []string{"two"}
+	c.wake = time.Now().Add(20 * time.Millisecond)
+	c.mu.Unlock()
+	e.rt.Runner.Kick() // re-arm the timer with the new Wake
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		_, one := c.results["one"]
+		_, two := c.results["two"]
+		c.mu.Unlock()
+		if one && two {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("results %v, want one and two", c.results)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ls, err := e.st.Leases(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 2 {
+		t.Errorf("leases %+v, want one and two", ls)
+	}
+}

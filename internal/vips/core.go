@@ -1,0 +1,642 @@
+// Package vips is the controller that gives services virtual IPs (seeds 000,
+// 002, 003; ARCHITECTURE.md section 5): one address per family from the
+// pool of the service's kind for MeshServices and MeshMultiZoneServices, and
+// one per InternalVIP match (carrying its hostname) for
+// MeshExternalServices, written into status.vips.
+//
+// Pools are shared by all meshes, so a VIP names one service in a zone. A
+// VIP never changes while its service exists; an address already in status
+// (a Kubernetes ClusterIP, or a VIP from a pool since reconfigured) is kept.
+// A released VIP is quarantined: it is not handed out again for the
+// quarantine period, so that no client still resolving the old name reaches
+// a new service.
+//
+// A MeshService made from a Kubernetes Service keeps the addresses
+// Kubernetes gave it (its ClusterIPs, or its Pod's IPs), which the
+// Kubernetes controller writes; this core allocates none for it.
+//
+// Both allocations and quarantines are recorded as store leases named
+// "vip/<ip>", written in the same transaction as the status that shows the
+// VIP, so they survive restarts and leader changes. When the controller
+// starts it rebuilds its pools from statuses and leases; an allocation lease
+// whose service is gone (deleted while no controller ran) is quarantined
+// from that moment, never shorter.
+//
+// Exhaustion is a condition on the services that could not get an address
+// and a metric; the core asks again when addresses are released or leave
+// quarantine, and never spins.
+//
+// Core is the VIP planner for the shared runner of internal/reconcile: it
+// is told which services changed and decides their status.vips and the
+// VIPsAllocated condition, with the leases that must commit with them; it
+// reads no cache and no clock of its own. It imports resource, store,
+// ipam and reconcile.
+package vips
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"time"
+	"unique"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshnames/meshnames/internal/ipam"
+	"github.com/meshnames/meshnames/internal/reconcile"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// LeasePrefix starts the name of every VIP lease; CursorLeasePrefix the
+// lease holding each pool's allocation cursor.
+const (
+	LeasePrefix       = "vip/"
+	CursorLeasePrefix = "vipcursor/"
+)
+
+// Condition reported on services that could not get every VIP.
+const (
+	ConditionAllocated = "VIPsAllocated"
+	ReasonExhausted    = "PoolExhausted"
+)
+
+var serviceKinds = []resource.Kind{resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService}
+
+// Prefixes are the pools of one kind: an IPv4 prefix and, optionally, an
+// IPv6 one (invalid when not configured).
+type Prefixes struct {
+	V4, V6 netip.Prefix
+}
+
+// Options configures a Core.
+type Options struct {
+	// Pools by kind; every service kind must have a V4 pool.
+	Pools      map[resource.Kind]Prefixes
+	Quarantine time.Duration
+	Log        *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Core decides status.vips.
+type Core struct {
+	reconcile.Base
+	o   Options
+	now func() time.Time
+	st  *state
+	// loading is set from Start to the first Dirty: Observe then reserves
+	// what statuses show, and leases holds the stored leases, which the
+	// first Dirty reconciles with what is in use.
+	loading bool
+	leases  []store.Lease
+	holder  map[netip.Addr]resource.Key
+	dirty   []resource.Key
+	ops     []reconcile.Write
+
+	allocations *prometheus.CounterVec
+	failures    *prometheus.CounterVec
+	poolGauge   *prometheus.GaugeVec
+}
+
+// New returns a core; it does no I/O.
+func New(o Options) *Core {
+	c := &Core{
+		o: o,
+		allocations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnames_vips_allocations_total", Help: "VIPs handed out, by pool.",
+		}, []string{"pool"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnames_vips_allocation_failures_total", Help: "VIPs that could not be handed out because the pool was exhausted, by pool.",
+		}, []string{"pool"}),
+		poolGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshnames_vips_pool_addresses", Help: "Addresses of each pool: size, used, quarantined.",
+		}, []string{"pool", "state"}),
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(c.allocations, c.failures, c.poolGauge)
+	}
+	return c
+}
+
+// Name implements reconcile.Core.
+func (c *Core) Name() string { return "vips" }
+
+// Watches implements reconcile.Core.
+func (c *Core) Watches(k resource.Kind) bool { return slices.Contains(serviceKinds, k) }
+
+// Start implements reconcile.Core: it builds empty pools and reads the
+// leases of allocations, quarantines and cursors.
+func (c *Core) Start(ctx context.Context, env reconcile.Env) error {
+	c.now = env.Now
+	st, err := newState(c.o, env.Now)
+	if err != nil {
+		return err
+	}
+	c.st, c.dirty, c.ops = st, nil, nil
+	cursors, err := env.Store.Leases(ctx, CursorLeasePrefix)
+	if err != nil {
+		return err
+	}
+	for _, l := range cursors {
+		for _, fams := range st.families {
+			for _, f := range fams {
+				ip, err := netip.ParseAddr(string(l.Value))
+				if l.Name == CursorLeasePrefix+f.name && err == nil && f.pool.SetCursor(ip) == nil {
+					f.cursor = ip
+				}
+			}
+		}
+	}
+	if c.leases, err = env.Store.Leases(ctx, LeasePrefix); err != nil {
+		return err
+	}
+	c.loading = true
+	c.holder = map[netip.Addr]resource.Key{}
+	return nil
+}
+
+func newState(o Options, now func() time.Time) (*state, error) {
+	st := &state{
+		now: now, q: o.Quarantine,
+		families: map[resource.Kind][]*family{},
+		owned:    map[resource.Key][]vip{},
+		waiting:  map[resource.Key]struct{}{},
+	}
+	for _, k := range serviceKinds {
+		prefixes, ok := o.Pools[k]
+		if !ok || !prefixes.V4.IsValid() {
+			return nil, fmt.Errorf("vips: no IPv4 pool for %s", k)
+		}
+		for _, p := range []netip.Prefix{prefixes.V4, prefixes.V6} {
+			if !p.IsValid() {
+				continue
+			}
+			pool, err := ipam.NewPool(p)
+			if err != nil {
+				return nil, fmt.Errorf("vips: pool %s of %s: %w", p, k, err)
+			}
+			st.families[k] = append(st.families[k], &family{name: p.String(), v6: p.Addr().Is6(), pool: pool})
+		}
+	}
+	return st, nil
+}
+
+// Observe implements reconcile.Core.
+func (c *Core) Observe(k resource.Key, obj *resource.Object) {
+	switch {
+	case c.loading && obj != nil:
+		c.load(obj)
+	case obj == nil:
+		// Deleted: quarantine everything it held.
+		for _, v := range c.st.owned[k] {
+			if op, ok := c.releaseOp(k, v, c.now()); ok {
+				c.ops = append(c.ops, reconcile.Write{Op: op})
+			}
+		}
+		delete(c.st.owned, k)
+		delete(c.st.waiting, k)
+		return
+	}
+	c.dirty = append(c.dirty, k)
+}
+
+// load takes in the VIPs the status of obj shows, at the start of a term.
+func (c *Core) load(obj *resource.Object) {
+	st := c.st
+	var vs []vip
+	for _, v := range statusVIPs(obj) {
+		ip, err := netip.ParseAddr(v.IP)
+		if err != nil {
+			continue // Decide drops it
+		}
+		if f := st.findFamily(ip); f != nil {
+			if other, taken := c.holder[ip]; taken {
+				c.o.Log.Warn("two services show the same VIP; the second will get a new one", "ip", ip, "name", obj.Name, "kind", obj.Kind, "mesh", obj.Mesh, "holder", other.String())
+				continue
+			}
+			if err := f.pool.Reserve(ip); err != nil {
+				c.o.Log.Warn("cannot reserve a VIP shown in status", "ip", ip, "name", obj.Name, "err", err)
+				continue
+			}
+			c.holder[ip] = obj.Key()
+		}
+		vs = append(vs, newVIP(ip, v.Type, v.Hostname))
+	}
+	if vs != nil {
+		st.owned[obj.Key()] = exact(vs)
+	}
+}
+
+// loaded reconciles the stored leases with the addresses in use, once the
+// first view of a term is complete: an allocation whose service is gone
+// (deleted while no controller ran) is quarantined from now, never
+// shorter; ended quarantines and leases of no address are deleted.
+func (c *Core) loaded() {
+	st := c.st
+	now := st.now()
+	for _, l := range c.leases {
+		ip, err := netip.ParseAddr(l.Name[len(LeasePrefix):])
+		if err != nil {
+			c.ops = append(c.ops, reconcile.Write{Op: store.Op{Type: store.OpDeleteLease, Lease: &store.Lease{Name: l.Name}}})
+			continue
+		}
+		if _, live := c.holder[ip]; live {
+			continue // in use; its allocation lease stays
+		}
+		f := st.findFamily(ip)
+		until := l.ExpiresAt
+		if until.IsZero() {
+			// An allocation whose service is gone: it was released while
+			// no controller ran, at a moment we do not know. Quarantine
+			// from now, which is never shorter than required.
+			until = now.Add(st.q)
+			var val leaseValue
+			_ = json.Unmarshal(l.Value, &val)
+			val.Released = true
+			c.ops = append(c.ops, reconcile.Write{Op: putLease(ip, val, until)})
+		}
+		if !until.After(now) || f == nil {
+			c.ops = append(c.ops, reconcile.Write{Op: store.Op{Type: store.OpDeleteLease, Lease: &store.Lease{Name: l.Name}}})
+			continue
+		}
+		if err := f.pool.Quarantine(ip, until); err != nil {
+			c.o.Log.Warn("cannot restore a quarantined VIP", "ip", ip, "err", err)
+		}
+	}
+	c.leases, c.holder, c.loading = nil, nil, false
+}
+
+// Dirty implements reconcile.Core.
+func (c *Core) Dirty() []resource.Key {
+	if c.loading {
+		c.loaded()
+	}
+	keys := c.dirty
+	c.dirty = nil
+	return keys
+}
+
+// Ops implements reconcile.Core: the leases of released addresses, and of
+// quarantines that ended; services waiting for an address are asked again
+// when some left quarantine.
+func (c *Core) Ops(now time.Time) []reconcile.Write {
+	if c.loading {
+		c.loaded()
+	}
+	ops := c.ops
+	c.ops = nil
+	ended := 0
+	for _, fams := range c.st.families {
+		for _, f := range fams {
+			for _, ip := range f.pool.Expire(now) {
+				ops = append(ops, reconcile.Write{Op: store.Op{Type: store.OpDeleteLease, Lease: &store.Lease{Name: leaseName(ip)}}})
+				ended++
+			}
+		}
+	}
+	if ended > 0 {
+		for k := range c.st.waiting {
+			c.dirty = append(c.dirty, k)
+		}
+	}
+	c.updateGauges()
+	return ops
+}
+
+// Wake implements reconcile.Core: the end of the first quarantine.
+func (c *Core) Wake() time.Time {
+	var next time.Time
+	for _, fams := range c.st.families {
+		for _, f := range fams {
+			if t, ok := f.pool.NextExpiry(); ok && (next.IsZero() || t.Before(next)) {
+				next = t
+			}
+		}
+	}
+	return next
+}
+
+// BeforeFlush implements reconcile.Flusher: each batch carries the pool
+// cursors as they stand after it.
+func (c *Core) BeforeFlush() []store.Op {
+	var ops []store.Op
+	for _, fams := range c.st.families {
+		for _, f := range fams {
+			if cur := f.pool.Cursor(); cur != f.cursor {
+				f.cursor = cur
+				ops = append(ops, store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: CursorLeasePrefix + f.name, Value: []byte(cur.String())}})
+			}
+		}
+	}
+	return ops
+}
+
+// patch is what the core owns of a status: the VIPs and the exhaustion
+// condition.
+var patch = store.StatusPatch{Fields: []string{"vips"}, Conditions: []string{ConditionAllocated}}
+
+// Owns implements reconcile.Core.
+func (c *Core) Owns(k resource.Kind) store.StatusPatch {
+	if slices.Contains(serviceKinds, k) {
+		return patch
+	}
+	return store.StatusPatch{}
+}
+
+// Sum implements reconcile.Core.
+func (c *Core) Sum(d *reconcile.Digest, st resource.Status) {
+	s, ok := st.(resource.ServiceStatusOf)
+	if !ok || s == nil {
+		return
+	}
+	for _, v := range s.Service().VIPs {
+		d.String(v.IP)
+		d.String(v.Type)
+		d.String(v.Hostname)
+	}
+	d.String("") // a VIP has a non-empty IP: this ends the list
+	for _, cond := range s.Service().Conditions {
+		if cond.Type == ConditionAllocated {
+			d.String(cond.Status)
+			d.String(cond.Reason)
+			d.String(cond.Message)
+		}
+	}
+}
+
+// family is one pool of one kind.
+type family struct {
+	name string // the pool's prefix, for metrics and messages
+	v6   bool
+	pool *ipam.Pool
+	// cursor is the cursor last persisted; next-fit must continue where it
+	// was after a restart, or addresses freed just before it would be the
+	// first handed out again once their quarantine ends.
+	cursor netip.Addr
+}
+
+// vip is one address held by a service. There is one per service and
+// family, so it is kept to 48 bytes: the type is one of a few strings,
+// interned, and the pool of a managed address is found from the address
+// (pools do not overlap, and do not change within a term).
+type vip struct {
+	ip       netip.Addr
+	hostname string
+	typ      unique.Handle[string]
+}
+
+func newVIP(ip netip.Addr, typ, hostname string) vip {
+	return vip{ip: ip, hostname: hostname, typ: unique.Make(typ)}
+}
+
+// state is what one leadership term knows.
+//
+// It holds one entry per service, so it keeps no more than it must: who
+// holds a managed address is not recorded apart. A managed address in use
+// (taken in its pool and not in quarantine) is always in the owned VIPs of
+// exactly one service, which took it with Allocate or Reserve; Reserve
+// refuses an address in use, so a service can only take one that is free
+// or in quarantine. The pools thus answer "is it held by another service"
+// and owned answers "is it held by this one".
+type state struct {
+	now      func() time.Time
+	q        time.Duration
+	families map[resource.Kind][]*family
+	// owned are the VIPs of each service: what its status shows, or what
+	// a status write that has not landed yet will show. Each slice has
+	// exactly its length.
+	owned map[resource.Key][]vip
+	// waiting are services that lack a VIP because a pool is exhausted.
+	waiting map[resource.Key]struct{}
+}
+
+// leaseValue is what a VIP lease records.
+type leaseValue struct {
+	Owner    string `json:"owner"` // Kind/mesh/name
+	Hostname string `json:"hostname,omitempty"`
+	Released bool   `json:"released,omitempty"`
+}
+
+func ownerString(k resource.Key) string { return string(k.Kind) + "/" + k.Mesh + "/" + k.Name }
+
+func leaseName(ip netip.Addr) string { return LeasePrefix + ip.String() }
+
+// findFamily returns the managed pool holding ip, if any.
+func (st *state) findFamily(ip netip.Addr) *family {
+	for _, fams := range st.families {
+		for _, f := range fams {
+			if f.pool.Contains(ip) {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+func putLease(ip netip.Addr, v leaseValue, until time.Time) store.Op {
+	b, _ := json.Marshal(v)
+	return store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: leaseName(ip), Value: b, ExpiresAt: until}}
+}
+
+func statusVIPs(obj *resource.Object) []resource.VIP {
+	if st, ok := obj.Status.(resource.ServiceStatusOf); ok && st != nil {
+		return st.Service().VIPs
+	}
+	return nil
+}
+
+// slot is one VIP a service should have.
+type slot struct {
+	hostname string
+	v6       bool
+}
+
+// slots lists the VIPs obj should have: one per family for every service,
+// which its generated hostnames answer with, and for a MeshExternalService
+// one more per family and InternalVIP match (seed 003).
+func (st *state) slots(obj *resource.Object) []slot {
+	hosts := []string{""}
+	if obj.Kind == resource.MeshExternalService {
+		for _, m := range obj.Spec.(*resource.MeshExternalServiceSpec).Match {
+			if m.Type == resource.MatchInternalVIP && !slices.Contains(hosts, m.Value) {
+				hosts = append(hosts, m.Value)
+			}
+		}
+	}
+	var out []slot
+	for _, h := range hosts {
+		for _, f := range st.families[obj.Kind] {
+			out = append(out, slot{hostname: h, v6: f.v6})
+		}
+	}
+	return out
+}
+
+// Decide implements reconcile.Core: it computes the VIPs of service obj,
+// allocating what is missing and releasing what no longer fills a slot,
+// sets them and the exhaustion condition in st, and returns the leases of
+// what it took and released.
+func (c *Core) Decide(obj *resource.Object, status resource.Status) []store.Op {
+	st := c.st
+	k := obj.Key()
+	if platformAddressed(obj) {
+		// seed 000: a MeshService made from a Kubernetes Service has its
+		// VIPs already (the ClusterIP, or its Pod's IPs), which the
+		// Kubernetes controller writes: keep what the status shows, and
+		// allocate nothing, even before that write lands.
+		status.(resource.ServiceStatusOf).Service().VIPs = slices.Clone(statusVIPs(obj))
+		return nil
+	}
+	now := st.now()
+	var ops []store.Op
+	have := st.owned[k]
+	// Addresses the status shows that we did not know (someone else wrote
+	// them, such as a Kubernetes ClusterIP): keep them.
+	for _, v := range statusVIPs(obj) {
+		ip, err := netip.ParseAddr(v.IP)
+		if err != nil || slices.ContainsFunc(have, func(h vip) bool { return h.ip == ip }) {
+			continue
+		}
+		f := st.findFamily(ip)
+		if f != nil {
+			// Not in have, so not held by k: free, in quarantine, or held by
+			// another service, which Reserve refuses (not ours to keep).
+			if err := f.pool.Reserve(ip); err != nil {
+				continue
+			}
+			ops = append(ops, putLease(ip, leaseValue{Owner: ownerString(k), Hostname: v.Hostname}, time.Time{}))
+		}
+		have = append(have, newVIP(ip, v.Type, v.Hostname))
+	}
+	// Keep what fills a slot; release managed VIPs that no longer do
+	// (a MeshExternalService InternalVIP match that was removed).
+	free := st.slots(obj)
+	var buf [4]vip
+	want := buf[:0]
+	for _, v := range have {
+		i := slices.IndexFunc(free, func(s slot) bool { return s.hostname == v.hostname && s.v6 == v.ip.Is6() })
+		switch {
+		case i >= 0:
+			want = append(want, v)
+			free = slices.Delete(free, i, i+1)
+		case v.hostname == "":
+			// A second address of a family (such as a ClusterIP next to a
+			// Kuma VIP) is kept: a VIP never changes while its service exists.
+			want = append(want, v)
+		default:
+			if op, ok := c.releaseOp(k, v, now); ok {
+				ops = append(ops, op)
+			}
+		}
+	}
+	exhausted := ""
+	for _, s := range free {
+		f := st.familyOf(obj.Kind, s.v6)
+		ip, err := f.pool.Allocate(now)
+		if err != nil {
+			c.failures.WithLabelValues(f.name).Inc()
+			exhausted = exhaustedMessage(obj.Kind, f.name, err)
+			continue
+		}
+		c.allocations.WithLabelValues(f.name).Inc()
+		v := newVIP(ip, resource.VIPKuma, s.hostname)
+		want = append(want, v)
+		ops = append(ops, putLease(ip, leaseValue{Owner: ownerString(k), Hostname: s.hostname}, time.Time{}))
+	}
+	if old, ok := st.owned[k]; !ok || !slices.Equal(want, old) {
+		st.owned[k] = exact(want)
+	}
+	if exhausted != "" {
+		st.waiting[k] = struct{}{}
+	} else {
+		delete(st.waiting, k)
+	}
+	svc := status.(resource.ServiceStatusOf).Service()
+	svc.VIPs = toStatus(want)
+	if exhausted != "" {
+		svc.Conditions = append(svc.Conditions, resource.Condition{Type: ConditionAllocated, Status: resource.ConditionFalse, Reason: ReasonExhausted, Message: exhausted})
+	}
+	return ops
+}
+
+// platformAddressed reports whether obj's VIPs come from the platform: a
+// MeshService made from a Kubernetes Service (kuma.io/managed-by:
+// k8s-controller), whose ClusterIP or Pod IPs that controller writes.
+func platformAddressed(obj *resource.Object) bool {
+	return obj.Kind == resource.MeshService && obj.Labels[resource.LabelManagedBy] == resource.ManagedByKubernetes
+}
+
+// exact returns a copy of vs of exactly its length, or nil when vs is
+// empty: owned keeps a service's VIPs for as long as the service lives.
+func exact(vs []vip) []vip {
+	if len(vs) == 0 {
+		return nil
+	}
+	out := make([]vip, len(vs))
+	copy(out, vs)
+	return out
+}
+
+// exhaustedMessage says which pool is full and when it may have room.
+func exhaustedMessage(k resource.Kind, pool string, err error) string {
+	var ex *ipam.ExhaustedError
+	if !errors.As(err, &ex) {
+		return fmt.Sprintf("cannot allocate from the %s pool %s: %v", k, pool, err)
+	}
+	if ex.Quarantined == 0 {
+		return fmt.Sprintf("the %s pool %s is exhausted: all %d addresses are in use", k, pool, ex.Size)
+	}
+	return fmt.Sprintf("the %s pool %s is exhausted: %d of its %d addresses are in quarantine, the first until %s",
+		k, pool, ex.Quarantined, ex.Size, ex.NextExpiry.UTC().Format(time.RFC3339))
+}
+
+func (st *state) familyOf(k resource.Kind, v6 bool) *family {
+	for _, f := range st.families[k] {
+		if f.v6 == v6 {
+			return f
+		}
+	}
+	return nil
+}
+
+// releaseOp frees a managed VIP of service k into quarantine and returns
+// the write of its lease; false for an address outside every pool, which
+// is kept, not managed. A managed VIP in owned is one k took: see state.
+func (c *Core) releaseOp(k resource.Key, v vip, now time.Time) (store.Op, bool) {
+	f := c.st.findFamily(v.ip)
+	if f == nil {
+		return store.Op{}, false
+	}
+	until := now.Add(c.st.q)
+	if err := f.pool.Release(v.ip, until); err != nil {
+		c.o.Log.Warn("releasing a VIP", "ip", v.ip, "err", err)
+	}
+	return putLease(v.ip, leaseValue{Owner: ownerString(k), Hostname: v.hostname, Released: true}, until), true
+}
+
+func toStatus(vs []vip) []resource.VIP {
+	if len(vs) == 0 {
+		return nil
+	}
+	out := make([]resource.VIP, len(vs))
+	for i, v := range vs {
+		out[i] = resource.VIP{IP: v.ip.String(), Type: v.typ.Value(), Hostname: v.hostname}
+	}
+	return out
+}
+
+func (c *Core) updateGauges() {
+	now := c.st.now()
+	for _, fams := range c.st.families {
+		for _, f := range fams {
+			size, used, quarantined := f.pool.Stats(now)
+			c.poolGauge.WithLabelValues(f.name, "size").Set(float64(size))
+			c.poolGauge.WithLabelValues(f.name, "used").Set(float64(used))
+			c.poolGauge.WithLabelValues(f.name, "quarantined").Set(float64(quarantined))
+		}
+	}
+}
