@@ -6,12 +6,14 @@
 // one in its way.
 //
 // The VIPs of its MeshServices are the Service's ClusterIPs, or a headless
-// Service's Pod IPs: it writes them into status.vips itself, and the VIP
-// controller leaves such MeshServices alone (seed 000: a Kubernetes Service
-// has its VIP already).
+// Service's Pod IPs (seed 000: a Kubernetes Service has its VIP already):
+// it hands them to the VIP controller, the one writer of status.vips,
+// before it creates the MeshService, so that the first status write
+// carries them with the hostnames.
 //
-// It runs only on the leader. It imports resource, store, cache, reconcile,
-// validate and kubeapi. Controller.Run's loop is single-threaded; the
+// Every MeshService it writes goes through admission first, as every
+// writer's does. It runs only on the leader. It imports admission,
+// resource, store, cache, reconcile, validate and kubeapi. Controller.Run's loop is single-threaded; the
 // watches feed it through locked views.
 package kubeservices
 
@@ -29,6 +31,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/kubeapi"
 	"github.com/meshnames/meshnames/internal/reconcile"
@@ -41,6 +44,14 @@ type Options struct {
 	Client *kubeapi.Client
 	Store  store.Store
 	Cache  *cache.Cache
+	// Admission admits every MeshService before it is written, as every
+	// writer's are (the control plane's own, admission.System).
+	Admission *admission.Admitter
+	// VIPs takes the addresses Kubernetes gave each MeshService (the VIP
+	// controller, which writes them), and Kick wakes the controllers that
+	// write them.
+	VIPs VIPs
+	Kick func()
 	// ExportDefault is spec.export.mode of a Service without the
 	// kuma.io/export-mode annotation.
 	ExportDefault   string
@@ -49,6 +60,12 @@ type Options struct {
 	Registerer      prometheus.Registerer
 	// BatchSize bounds the writes of one Apply (500).
 	BatchSize int
+}
+
+// VIPs is where the controller hands over the VIPs of its MeshServices:
+// vips.Core, the one writer of status.vips.
+type VIPs interface {
+	SetPlatformVIPs(k resource.Key, vips []resource.VIP)
 }
 
 // Controller writes the MeshServices of Services.
@@ -276,6 +293,8 @@ type state struct {
 	pods map[string]*Pod
 	// reported is the last problem logged for each Service.
 	reported map[nsName]string
+	// conflicts are the MeshServices in a Service's way, logged once.
+	conflicts map[resource.Key]bool
 }
 
 // Run keeps the MeshServices of Services until ctx ends. Call it only
@@ -315,7 +334,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return nil
 	}
 	st := &state{owned: map[nsName]map[resource.Key]bool{}, ownerOf: map[resource.Key]nsName{}, byName: map[string]resource.Key{},
-		pods: map[string]*Pod{}, reported: map[nsName]string{}}
+		pods: map[string]*Pod{}, reported: map[nsName]string{}, conflicts: map[resource.Key]bool{}}
 	c.o.Cache.Scan(cache.Query{Kind: resource.MeshService}, func(o *resource.Object) {
 		c.index(st, o.Key(), o, svcQueue)
 	})
@@ -382,6 +401,7 @@ func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *rec
 		if st.byName[k.Name] == k {
 			delete(st.byName, k.Name)
 		}
+		delete(st.conflicts, k)
 	} else {
 		st.byName[k.Name] = k
 		if o.Labels[resource.LabelManagedBy] == ManagedBy {
@@ -402,6 +422,8 @@ func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *rec
 type plan struct {
 	deletes, writes []store.Op
 	services        map[resource.Key]nsName
+	// kick: VIPs of existing MeshServices were handed over.
+	kick bool
 }
 
 // process reconciles a batch of Services. It returns false when the
@@ -409,6 +431,14 @@ type plan struct {
 func (c *Controller) process(ctx context.Context, st *state, v *views, q *reconcile.Queue[nsName], keys []nsName) bool {
 	slices.SortFunc(keys, func(a, b nsName) int { return strings.Compare(a.String(), b.String()) })
 	p := &plan{services: map[resource.Key]nsName{}}
+	// New VIPs of MeshServices that exist have no event of their own to
+	// wake the runner that writes them (those of new MeshServices come
+	// with their creation).
+	defer func() {
+		if p.kick {
+			c.o.Kick()
+		}
+	}()
 	for _, k := range keys {
 		c.reconcile(ctx, st, v, k, p)
 		if len(p.deletes)+len(p.writes) >= c.o.BatchSize {
@@ -454,7 +484,21 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 		st.reported[k] = problem
 	}
 	want := map[resource.Key]*resource.Object{}
+	vips := map[resource.Key][]resource.VIP{}
 	for _, o := range out.Services {
+		// The VIPs go to the VIP controller, which writes them (with the
+		// hostnames, in one status write); the object is created without.
+		vips[o.Key()] = o.Status.(*resource.ServiceStatus).VIPs
+		c.o.VIPs.SetPlatformVIPs(o.Key(), vips[o.Key()])
+		o.Status = nil
+		if errs := c.o.Admission.Admit(o, writer); len(errs) > 0 {
+			problem := fmt.Sprintf("MeshService %s not admitted: %v", o.Key(), errs)
+			if st.reported[k] != problem {
+				c.o.Log.Warn("a Service's MeshService is not admitted", "namespace", k.ns, "service", k.name, "err", errs)
+				st.reported[k] = problem
+			}
+			continue
+		}
 		want[o.Key()] = o
 	}
 	for key := range st.owned[k] {
@@ -472,20 +516,20 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 			continue
 		}
 		cur, exists := c.o.Cache.Peek(key)
+		in := key
 		if !exists {
-			if other, taken := st.byName[key.Name]; taken {
-				c.o.Log.Warn("a MeshService that was not made from this Service has its name; leaving it alone", "namespace", k.ns, "service", k.name, "meshservice", other.String())
-				continue
+			in, exists = st.byName[key.Name] // the same object, in another mesh
+		}
+		if exists && (cur == nil || cur.Labels[resource.LabelManagedBy] != ManagedBy) {
+			if !st.conflicts[in] {
+				c.o.Log.Warn("a MeshService that was not made from this Service has its name; leaving it alone", "namespace", k.ns, "service", k.name, "meshservice", in.String())
+				st.conflicts[in] = true
 			}
-			p.writes = append(p.writes, store.Op{Type: store.OpCreate, Object: o, DiscardObject: true})
-			p.services[key] = k
 			continue
 		}
-		if cur.Labels[resource.LabelManagedBy] != ManagedBy {
-			if st.reported[nsName{"meshservice", key.String()}] == "" {
-				c.o.Log.Warn("a MeshService that was not made from this Service has its name; leaving it alone", "namespace", k.ns, "service", k.name, "meshservice", key.String())
-				st.reported[nsName{"meshservice", key.String()}] = "conflict"
-			}
+		if !exists {
+			p.writes = append(p.writes, store.Op{Type: store.OpCreate, Object: o, DiscardObject: true})
+			p.services[key] = k
 			continue
 		}
 		if !sameLabels(cur.Labels, o.Labels) || !specEqual(cur.Spec, o.Spec) {
@@ -494,20 +538,11 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 			p.writes = append(p.writes, store.Op{Type: store.OpUpdate, Object: upd, DiscardObject: true})
 			p.services[key] = k
 		}
-		if !slices.Equal(statusVIPs(cur), o.Status.(*resource.ServiceStatus).VIPs) {
-			upd := cur.Clone()
-			st := resource.ServiceStatusOrNew(upd)
-			st.Service().VIPs = o.Status.(*resource.ServiceStatus).VIPs
-			upd.Status = st
-			p.writes = append(p.writes, store.Op{Type: store.OpPatchStatus, Object: upd, Patch: vipsPatch, DiscardObject: true})
-			p.services[key] = k
+		if !slices.Equal(statusVIPs(cur), vips[key]) {
+			p.kick = true
 		}
 	}
 }
-
-// vipsPatch is what this controller writes of the status of its
-// MeshServices: the VIPs.
-var vipsPatch = &store.StatusPatch{Fields: []string{"vips"}}
 
 func statusVIPs(o *resource.Object) []resource.VIP {
 	if st, ok := o.Status.(resource.ServiceStatusOf); ok && st != nil {
@@ -515,6 +550,9 @@ func statusVIPs(o *resource.Object) []resource.VIP {
 	}
 	return nil
 }
+
+// writer is who the controller is to admission.
+var writer = admission.Writer{Source: admission.System, Subject: "the Kubernetes Service controller"}
 
 // computed are the labels the store adds to what it reads: not ours to
 // compare or write.
@@ -631,6 +669,9 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[nsName], p *p
 			case r.Err == nil:
 				c.writes.WithLabelValues(name, "ok").Inc()
 				last = max(last, r.Revision)
+				if op.Type == store.OpDelete {
+					c.o.VIPs.SetPlatformVIPs(op.Key, nil)
+				}
 			case errors.Is(r.Err, store.ErrConflict), errors.Is(r.Err, store.ErrAlreadyExists), errors.Is(r.Err, store.ErrNotFound):
 				// Someone wrote meanwhile: look again once the cache shows it.
 				c.writes.WithLabelValues(name, "conflict").Inc()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -14,12 +15,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/hostnames"
 	"github.com/meshnames/meshnames/internal/kubeapi"
 	"github.com/meshnames/meshnames/internal/kubeapi/kubetest"
+	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	kubestore "github.com/meshnames/meshnames/internal/store/kube"
+	"github.com/meshnames/meshnames/internal/vips"
 )
 
 var cluster *kubetest.Cluster
@@ -61,17 +66,38 @@ func newEnv(t *testing.T) *env {
 		e.ns = e.ns[:40]
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
 	go func() { e.c.Run(ctx); done <- struct{}{} }()
-	ctl := New(Options{Client: client, Store: st, Cache: e.c, ExportDefault: resource.ExportAll, SystemNamespace: st.SystemNamespace(), Log: log})
+	adm := admission.New(admission.Options{Store: st, Cache: e.c, Mode: resource.ModeStandalone, Zone: "east", DisplayName: st.DisplayName})
+	// The other controllers run too, as in a server: the hostnames and
+	// VIPs of the MeshServices are written beside this controller's VIPs.
+	pools := map[resource.Kind]vips.Prefixes{
+		resource.MeshService:          {V4: netip.MustParsePrefix("241.0.0.0/8")},
+		resource.MeshExternalService:  {V4: netip.MustParsePrefix("242.0.0.0/8")},
+		resource.MeshMultiZoneService: {V4: netip.MustParsePrefix("243.0.0.0/8")},
+	}
+	addresses := vips.New(vips.Options{Pools: pools, Quarantine: time.Minute, Log: log})
+	runner := reconcile.NewRunner(reconcile.Options{Cache: e.c, Store: st, Log: log},
+		hostnames.New(hostnames.Options{Zone: "east", Log: log}), addresses)
+	go func() {
+		if err := runner.Run(ctx); err != nil {
+			t.Errorf("runner: %v", err)
+		}
+		done <- struct{}{}
+	}()
+
+	ctl := New(Options{Client: client, Store: st, Cache: e.c, Admission: adm, VIPs: addresses, Kick: runner.Kick, ExportDefault: resource.ExportAll, SystemNamespace: st.SystemNamespace(), Log: log})
 	go func() {
 		if err := ctl.Run(ctx); err != nil {
 			t.Errorf("controller: %v", err)
 		}
 		done <- struct{}{}
 	}()
-	t.Cleanup(func() { cancel(); <-done; <-done; st.Close() })
+	t.Cleanup(func() { cancel(); <-done; <-done; <-done; st.Close() })
 	if _, err := store.Create(t.Context(), st, &resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hostnames.EnsureDefaultsFor(t.Context(), st, resource.ModeStandalone, "east", resource.EnvKubernetes, log); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -116,6 +142,18 @@ func (e *env) wait(k resource.Key, what string, cond func(*resource.Object) bool
 }
 
 func exists(o *resource.Object) bool { return o != nil }
+
+func hostnamesOf(o *resource.Object) string {
+	var hs []string
+	if st, ok := o.Status.(resource.ServiceStatusOf); ok && st != nil {
+		for _, a := range st.Service().Addresses {
+			if a.Status == resource.AddressAvailable {
+				hs = append(hs, a.Hostname)
+			}
+		}
+	}
+	return strings.Join(hs, ",")
+}
 func absent(o *resource.Object) bool { return o == nil }
 
 func vipsOf(o *resource.Object) []string {
@@ -159,9 +197,27 @@ spec:
   ports: [{name: http, port: 80, appProtocol: http}, {name: dns, port: 53, protocol: UDP}]
 `)
 	ip := e.clusterIP("web")
-	o := e.wait(e.key("web"), "created with its ClusterIP", func(o *resource.Object) bool {
-		return o != nil && slices.Equal(vipsOf(o), []string{ip + "/Kubernetes"})
+	o := e.wait(e.key("web"), "created with its ClusterIP and named", func(o *resource.Object) bool {
+		return o != nil && slices.Equal(vipsOf(o), []string{ip + "/Kubernetes"}) && hostnamesOf(o) == "web."+e.ns+".svc.mesh.local"
 	})
+	// The hostnames controller's status write keeps the ClusterIP; the
+	// object as kubectl sees it has both.
+	var cr struct {
+		Status resource.ServiceStatus `json:"status"`
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := cluster.Client.Get(t.Context(), kubeapi.Resource{Group: "kuma.io", Version: "v1alpha1", Resource: "meshservices", Namespaced: true}, e.ns, "web", &cr); err != nil {
+			t.Fatal(err)
+		}
+		if len(cr.Status.VIPs) == 1 && cr.Status.VIPs[0].IP == ip && len(cr.Status.Addresses) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the custom resource's status: %+v", cr.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	spec := o.Spec.(*resource.MeshServiceSpec)
 	if len(spec.Ports) != 1 || spec.Ports[0].Port != 80 || spec.Ports[0].AppProtocol != resource.ProtocolHTTP {
 		t.Errorf("ports %+v, want only 80/http", spec.Ports)

@@ -96,8 +96,9 @@ func (s *Server) Run(ctx context.Context) error {
 		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain,
 		Global: s.cfg.Mode == config.ModeGlobal,
 	})
+	adm := admission.New(admission.Options{Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone, DisplayName: displayName(st)})
 	apiOpts := apiserver.Options{
-		Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone}),
+		Cache: c, Admission: adm,
 		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error {
 			if err := ready(c); err != nil {
@@ -145,7 +146,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { return compactLoop(gctx, st, s.cfg.Store.TombstoneRetention.D(), s.log) })
-	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
+	g.Go(func() error { return s.runControllers(gctx, st, c, adm, reg) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
 	g.Go(func() error { returnMemoryWhenQuiet(gctx, s.log, c.Frozen); return nil })
@@ -180,7 +181,7 @@ func ready(c *cache.Cache) error {
 // runControllers runs the controllers while this instance leads. A global
 // control plane runs none: zones compute hostnames for what they hold
 // (seed 002), and global keeps the status zones report.
-func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Cache, reg prometheus.Registerer) error {
+func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Cache, adm *admission.Admitter, reg prometheus.Registerer) error {
 	if s.cfg.Mode == config.ModeGlobal || s.NoControllers {
 		return nil
 	}
@@ -188,16 +189,17 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	if err != nil {
 		return err
 	}
+	addresses := vips.New(vips.Options{Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: s.log.With("component", "vips"), Registerer: reg})
 	cores := []reconcile.Core{
 		hostnames.New(hostnames.Options{Zone: s.cfg.Zone, Log: s.log.With("component", "hostnames"), Registerer: reg}),
-		vips.New(vips.Options{Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: s.log.With("component", "vips"), Registerer: reg}),
+		addresses,
 		meshservices.New(meshservices.CoreOptions{Options: s.serviceOptions(), Log: s.log.With("component", "meshservices"), Registerer: reg}),
 		extsvc.New(extsvc.Options{Log: s.log.With("component", "extsvc"), Registerer: reg}),
 	}
 	runner := reconcile.NewRunner(reconcile.Options{
 		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,
 	}, cores...)
-	kube := s.kubeControllers(st, c, reg)
+	kube := s.kubeControllers(st, c, adm, addresses, runner.Kick, reg)
 	return s.elector.Run(ctx, func(ctx context.Context) {
 		if err := catchUp(ctx, st, c); err != nil {
 			s.log.Warn("leading: the cache cannot catch up with the store; stepping down", "err", err)

@@ -52,6 +52,8 @@ type env struct {
 	clock *clock
 	pools map[resource.Kind]Prefixes
 	rt    *reconciletest.Env
+	// core is the runner's core of the current term.
+	core *Core
 	// fence, when set, fences the runner's writes, as a leader's are.
 	fence *store.Fence
 	// batch is the runner's BatchSize; 0 for the default.
@@ -89,7 +91,8 @@ func (e *env) start() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.rt = reconciletest.Start(e.t, e.st, reconciletest.Options{
 		Cores: func() []reconcile.Core {
-			return []reconcile.Core{New(Options{Pools: e.pools, Quarantine: quarantine, Log: log, Registerer: prometheus.NewRegistry()})}
+			e.core = New(Options{Pools: e.pools, Quarantine: quarantine, Log: log, Registerer: prometheus.NewRegistry()})
+			return []reconcile.Core{e.core}
 		},
 		Fence: e.fence, BatchSize: e.batch, Now: e.clock.Now, Log: log,
 	})
@@ -785,31 +788,35 @@ func TestController_NoRepeatedWriteBeforeTheEcho(t *testing.T) {
 	}
 }
 
-// A MeshService made from a Kubernetes Service gets no VIP from the pool,
-// and its VIPs (written by the Kubernetes controller) are left as they are
-// (seed 000: its ClusterIP is its VIP). Each check waits for a service
-// created after it to get its VIP: the controller has seen both by then.
-func TestController_LeavesKubernetesServicesAlone(t *testing.T) {
+// A MeshService made from a Kubernetes Service gets the addresses the
+// Kubernetes controller hands over (SetPlatformVIPs) as its VIPs, in its
+// first status write, and none from the pool (seed 000: its ClusterIP is
+// its VIP); when they change, its VIPs follow; after a restart, before the
+// controller hands them over again, the status's are kept.
+func TestCore_PlatformAddressedServices(t *testing.T) {
 	e := newEnv(t, defaultPools())
 	kube := ms("web-shop")
 	kube.Labels = map[string]string{resource.LabelManagedBy: resource.ManagedByKubernetes}
+	e.core.SetPlatformVIPs(kube.Key(), []resource.VIP{{IP: "10.96.0.10", Type: resource.VIPKubernetes}})
 	e.create(kube)
-	e.create(ms("after-1"))
-	e.waitVIPs(key(resource.MeshService, "after-1"), "241.0.0.1 ")
-	if got := e.vips(kube.Key()); len(got) != 0 {
-		t.Fatalf("a Kubernetes MeshService got VIPs %v from the pool", got)
-	}
+	e.waitVIPs(kube.Key(), "10.96.0.10 ")
 	o, err := e.st.Get(context.Background(), kube.Key())
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Status = &resource.ServiceStatus{VIPs: []resource.VIP{{IP: "10.96.0.10", Type: resource.VIPKubernetes}}}
-	if _, err := store.UpdateStatus(context.Background(), e.st, o); err != nil {
-		t.Fatal(err)
+	if o.Version != 2 {
+		t.Errorf("version %d after the first status write, want 2: the VIPs came in a later write", o.Version)
 	}
-	e.create(ms("after-2"))
-	e.waitVIPs(key(resource.MeshService, "after-2"), "241.0.0.2 ")
-	if d := cmp.Diff([]resource.VIP{{IP: "10.96.0.10", Type: resource.VIPKubernetes}}, e.vips(kube.Key())); d != "" {
-		t.Errorf("the ClusterIP of a Kubernetes MeshService changed (-want +got):\n%s", d)
+	e.create(ms("pooled"))
+	e.waitVIPs(key(resource.MeshService, "pooled"), "241.0.0.1 ")
+
+	e.core.SetPlatformVIPs(kube.Key(), []resource.VIP{{IP: "10.244.0.9", Type: resource.VIPKubernetes}})
+	e.rt.Runner.Kick()
+	e.waitVIPs(kube.Key(), "10.244.0.9 ")
+
+	e.restart()
+	e.rt.Settle()
+	if d := cmp.Diff([]resource.VIP{{IP: "10.244.0.9", Type: resource.VIPKubernetes}}, e.vips(kube.Key())); d != "" {
+		t.Errorf("VIPs after a restart (-want +got):\n%s", d)
 	}
 }

@@ -151,6 +151,21 @@ func TestKube_ServiceToDNS(t *testing.T) {
 	p := kubeServe(t, c, "meshnames")
 	p.waitReady(60 * time.Second)
 	meshedNamespace(t, c, "shop")
+	// Every state of the MeshService as the API server stores it.
+	msr := kubeapi.Resource{Group: "kuma.io", Version: "v1alpha1", Resource: "meshservices", Namespaced: true}
+	var list struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := c.Client.Get(t.Context(), msr, "shop", "", &list); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Client.Watch(t.Context(), msr, "shop", kubeapi.WatchOptions{ResourceVersion: list.Metadata.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
 	kubeApply(t, c, "shop", `apiVersion: v1
 kind: Service
 metadata: {name: web, namespace: $NS}
@@ -159,6 +174,38 @@ spec:
   ports: [{name: http, port: 80, appProtocol: http}]
 `)
 	ip := clusterIP(t, c, "shop", "web")
+	// Every status the API server stores has the ClusterIP: the first
+	// status write carries it (with the hostname, unless the hostnames
+	// controller had not seen the service yet), and no later one takes it
+	// away (checked once the MeshService is deleted, below).
+	states := make(chan error, 1)
+	go func() {
+		for {
+			ev, err := w.Next()
+			if err != nil {
+				states <- fmt.Errorf("watching the MeshService: %w", err)
+				return
+			}
+			if ev.Type == kubeapi.Deleted {
+				states <- nil
+				return
+			}
+			var ms struct {
+				Status *struct {
+					Addresses []struct{ Hostname string } `json:"addresses"`
+					VIPs      []struct{ IP string }       `json:"vips"`
+				} `json:"status"`
+			}
+			if err := json.Unmarshal(ev.Object, &ms); err != nil {
+				states <- err
+				return
+			}
+			if ms.Status != nil && (len(ms.Status.VIPs) != 1 || ms.Status.VIPs[0].IP != ip) {
+				states <- fmt.Errorf("a stored status of the MeshService without its ClusterIP %s: %+v", ip, *ms.Status)
+				return
+			}
+		}
+	}()
 	waitMS(t, p.api, "web.shop", "hostname and ClusterIP", 30*time.Second, func(m *msView) bool {
 		return m != nil && len(m.Status.VIPs) == 1 && m.Status.VIPs[0].IP == ip && m.Status.VIPs[0].Type == "Kubernetes" &&
 			len(m.Status.Addresses) == 1 && m.Status.Addresses[0].Hostname == "web.shop.svc.mesh.local" && m.Status.Addresses[0].Status == "Available"
@@ -182,6 +229,9 @@ spec:
 		t.Fatal(err)
 	}
 	waitMS(t, p.api, "web.shop", "deleted", 30*time.Second, func(m *msView) bool { return m == nil })
+	if err := <-states; err != nil {
+		t.Error(err)
+	}
 	waitDNSCode(t, p.dns, "web.shop.svc.mesh.local", dns.RcodeNameError)
 }
 

@@ -55,10 +55,12 @@
 // resourceVersion it read and found naming the fence's holder and term,
 // unexpired: a takeover changes that resourceVersion, so the check and the
 // takeover cannot interleave, and the rewrite restarts every other
-// instance's wait for the lease to go silent. The batch's writes must then
-// finish four fifths of the way to the lease's expiry (by this process's
-// clock, the clock of the holder that set it); a write still running then
-// is abandoned. This is weaker than the SQL stores' check in the
+// instance's wait for the lease to go silent. Each write of the batch must
+// then finish four fifths of the way to the lease's expiry (by this
+// process's clock, the clock of the holder that set it); a write still
+// running then is abandoned, and a write that starts when half the time to
+// that deadline has passed rewrites the lease again first, so a long batch
+// is fenced write by write. This is weaker than the SQL stores' check in the
 // transaction of the writes: a write sent before the deadline that the API
 // server applies more than a fifth of a lease duration later, after a
 // successor's takeover, is not stopped. The elector (elector.go) decides
@@ -277,6 +279,16 @@ func (s *Store) SystemNamespace() string { return s.o.SystemNamespace }
 
 // Client returns the store's Kubernetes client.
 func (s *Store) Client() *kubeapi.Client { return s.c }
+
+// DisplayName returns the display name of resource k: the name of its
+// object, without the namespace (admission.Options.DisplayName).
+func (s *Store) DisplayName(k resource.Key) string {
+	r, err := s.dec.ref(k)
+	if err != nil {
+		return k.Name
+	}
+	return r.name
+}
 
 // Ref returns the namespace and name of the custom resource of key k.
 func (s *Store) Ref(k resource.Key) (namespace, name string, err error) {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/meshnames/meshnames/internal/crd"
@@ -42,16 +43,11 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 	for i, op := range ops {
 		plans[i], results[i].Err = s.plan(op)
 	}
-	wctx := ctx
+	fz := &fencing{s: s, ctx: ctx}
 	if f, ok := store.FenceFrom(ctx); ok {
-		deadline, err := s.checkFence(ctx, f)
-		if err != nil {
+		fz.f, fz.on = f, true
+		if err := fz.refresh(); err != nil {
 			return nil, err
-		}
-		if !deadline.IsZero() {
-			var cancel context.CancelFunc
-			wctx, cancel = context.WithDeadline(ctx, deadline)
-			defer cancel()
 		}
 	}
 	// Leases first: a VIP's allocation lease is written before the status
@@ -59,7 +55,7 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 	// without a holder (quarantined on restart), never a VIP without one.
 	for i, op := range ops {
 		if results[i].Err == nil && (op.Type == store.OpPutLease || op.Type == store.OpDeleteLease) {
-			results[i].Err = s.writeLease(wctx, op)
+			results[i].Err = fz.do(func(ctx context.Context) error { return s.writeLease(ctx, op) })
 		}
 	}
 	groups := map[resource.Key][]int{}
@@ -80,7 +76,10 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 		wg.Go(func() {
 			defer func() { <-sem }()
 			for _, i := range groups[k] {
-				results[i] = s.write(wctx, ops[i], plans[i])
+				results[i].Err = fz.do(func(ctx context.Context) error {
+					results[i] = s.write(ctx, ops[i], plans[i])
+					return results[i].Err
+				})
 			}
 		})
 	}
@@ -88,10 +87,76 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if wctx.Err() != nil {
-		return nil, fmt.Errorf("%w: the lease expired while the batch was written; some of its writes may have been made", store.ErrFenced)
+	if err := fz.failed(); err != nil {
+		return nil, fmt.Errorf("%w (some of the batch's writes may have been made)", err)
 	}
 	return results, nil
+}
+
+// fencing keeps a fenced batch's proof of its lease fresh: every write runs
+// before the deadline of a rewrite of the lease (checkFence), and a new
+// rewrite is made once half the time to the deadline has passed, so that a
+// batch longer than a lease is fenced as well as a short one.
+type fencing struct {
+	s   *Store
+	ctx context.Context
+	f   store.Fence
+	on  bool
+
+	mu               sync.Mutex
+	proved, deadline time.Time
+	err              error
+}
+
+// refresh rewrites the lease again. fz.mu is held or not needed.
+func (fz *fencing) refresh() error {
+	now := time.Now()
+	d, err := fz.s.checkFence(fz.ctx, fz.f)
+	if err != nil {
+		fz.err = err
+		return err
+	}
+	fz.proved, fz.deadline = now, d
+	return nil
+}
+
+// do runs write with a context that ends at the current proof's deadline,
+// proving the lease again first when the deadline is near.
+func (fz *fencing) do(write func(ctx context.Context) error) error {
+	if !fz.on {
+		return write(fz.ctx)
+	}
+	fz.mu.Lock()
+	if fz.err != nil {
+		err := fz.err
+		fz.mu.Unlock()
+		return err
+	}
+	if !fz.deadline.IsZero() && time.Until(fz.deadline) < fz.deadline.Sub(fz.proved)/2 {
+		if err := fz.refresh(); err != nil {
+			fz.mu.Unlock()
+			return err
+		}
+	}
+	deadline := fz.deadline
+	fz.mu.Unlock()
+	if deadline.IsZero() {
+		return write(fz.ctx)
+	}
+	ctx, cancel := context.WithDeadline(fz.ctx, deadline)
+	defer cancel()
+	err := write(ctx)
+	if err != nil && ctx.Err() != nil && fz.ctx.Err() == nil {
+		return fmt.Errorf("%w: the write did not finish before the deadline of its fence: %w", store.ErrUnavailable, err)
+	}
+	return err
+}
+
+// failed returns the fence's failure, if it failed.
+func (fz *fencing) failed() error {
+	fz.mu.Lock()
+	defer fz.mu.Unlock()
+	return fz.err
 }
 
 // plan checks op and maps it to its custom resource; lease ops are
