@@ -63,6 +63,9 @@ func (s *Server) leaderStatus(ctx context.Context, st store.Store) (api.LeaderSt
 		return ls, nil
 	}
 	ls.Election = "lease"
+	if _, kube := st.(*kubestore.Store); kube {
+		ls.Election = "kubernetes"
+	}
 	leases, err := st.Leases(ctx, leader.LeaseName)
 	if err != nil {
 		return ls, err
