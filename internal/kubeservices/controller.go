@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"slices"
@@ -293,8 +294,12 @@ type state struct {
 	pods map[string]*Pod
 	// reported is the last problem logged for each Service.
 	reported map[nsName]string
-	// conflicts are the MeshServices in a Service's way, logged once.
-	conflicts map[resource.Key]bool
+	// sums digest the labels and spec of each managed MeshService, so that
+	// status writes do not send its Service round again.
+	sums map[resource.Key]uint64
+	// conflicts are the MeshServices in a Service's way (logged once), and
+	// the Service they are in the way of.
+	conflicts map[resource.Key]nsName
 }
 
 // Run keeps the MeshServices of Services until ctx ends. Call it only
@@ -334,7 +339,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return nil
 	}
 	st := &state{owned: map[nsName]map[resource.Key]bool{}, ownerOf: map[resource.Key]nsName{}, byName: map[string]resource.Key{},
-		pods: map[string]*Pod{}, reported: map[nsName]string{}, conflicts: map[resource.Key]bool{}}
+		pods: map[string]*Pod{}, reported: map[nsName]string{}, sums: map[resource.Key]uint64{}, conflicts: map[resource.Key]nsName{}}
 	c.o.Cache.Scan(cache.Query{Kind: resource.MeshService}, func(o *resource.Object) {
 		c.index(st, o.Key(), o, svcQueue)
 	})
@@ -392,29 +397,59 @@ func (c *Controller) waitViews(ctx context.Context, v *views) bool {
 // index records the MeshService k (nil: deleted) and queues the Service
 // it was made from, so that an edit or a deletion of it is undone.
 func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *reconcile.Queue[nsName]) {
-	if old, ok := st.ownerOf[k]; ok {
+	var owner nsName
+	var sum uint64
+	managed := o != nil && o.Labels[resource.LabelManagedBy] == ManagedBy
+	if managed {
+		owner = nsName{o.Labels[resource.LabelNamespace], o.Labels[resource.LabelServiceName]}
+		sum = intentSum(o)
+	}
+	old, had := st.ownerOf[k]
+	if had && managed && old == owner && st.sums[k] == sum {
+		return // a status write: nothing this controller writes changed
+	}
+	if had {
 		delete(st.owned[old], k)
 		delete(st.ownerOf, k)
+		delete(st.sums, k)
 		q.Add(old)
 	}
 	if o == nil {
 		if st.byName[k.Name] == k {
 			delete(st.byName, k.Name)
 		}
-		delete(st.conflicts, k)
+		if svc, ok := st.conflicts[k]; ok {
+			delete(st.conflicts, k)
+			q.Add(svc) // out of that Service's way
+		}
 	} else {
 		st.byName[k.Name] = k
-		if o.Labels[resource.LabelManagedBy] == ManagedBy {
-			owner := nsName{o.Labels[resource.LabelNamespace], o.Labels[resource.LabelServiceName]}
-			if st.owned[owner] == nil {
-				st.owned[owner] = map[resource.Key]bool{}
-			}
-			st.owned[owner][k] = true
-			st.ownerOf[k] = owner
-			q.Add(owner)
+	}
+	if managed {
+		if st.owned[owner] == nil {
+			st.owned[owner] = map[resource.Key]bool{}
 		}
+		st.owned[owner][k] = true
+		st.ownerOf[k] = owner
+		st.sums[k] = sum
+		q.Add(owner)
 	}
 	c.managed.Set(float64(len(st.ownerOf)))
+}
+
+// intentSum digests what the controller writes of a MeshService: its
+// labels and spec.
+func intentSum(o *resource.Object) uint64 {
+	h := fnv.New64a()
+	for _, k := range slices.Sorted(maps.Keys(o.Labels)) {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(o.Labels[k]))
+		h.Write([]byte{0})
+	}
+	spec, _ := json.Marshal(o.Spec)
+	h.Write(spec)
+	return h.Sum64()
 }
 
 // plan is the writes of a batch: deletes first (a MeshService moving to
@@ -521,10 +556,10 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 			in, exists = st.byName[key.Name] // the same object, in another mesh
 		}
 		if exists && (cur == nil || cur.Labels[resource.LabelManagedBy] != ManagedBy) {
-			if !st.conflicts[in] {
+			if _, logged := st.conflicts[in]; !logged {
 				c.o.Log.Warn("a MeshService that was not made from this Service has its name; leaving it alone", "namespace", k.ns, "service", k.name, "meshservice", in.String())
-				st.conflicts[in] = true
 			}
+			st.conflicts[in] = k
 			continue
 		}
 		if !exists {

@@ -413,6 +413,18 @@ spec:
 	if _, err := e.st.Get(t.Context(), e.key("web")); err != nil {
 		t.Errorf("deleting the Service deleted the user's MeshService: %v", err)
 	}
+	// The user deletes a MeshService in a Service's way: the Service's
+	// takes its place.
+	e.apply(`apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: $NS}
+spec:
+  ports: [{port: 80}]
+`)
+	e.deleteObject(kubeapi.Resource{Group: "kuma.io", Version: "v1alpha1", Resource: "meshservices", Namespaced: true}, e.ns, "web")
+	e.wait(e.key("web"), "made from the Service once the user's is gone", func(o *resource.Object) bool {
+		return o != nil && o.Labels[resource.LabelManagedBy] == ManagedBy
+	})
 }
 
 func TestController_MeshMustExist(t *testing.T) {

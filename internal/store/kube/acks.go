@@ -11,7 +11,10 @@ type ackKey struct {
 
 // acks remembers the revision the feed gave to recent events, so that a
 // writer finds the revision of its write even when the event arrived
-// before it asked. It keeps the last n.
+// before it asked. It keeps the last n: a writer whose event is older
+// than that (more than n writes of others between its answer and its
+// question) finds it shown by the watch's progress, and takes the feed's
+// current revision.
 type acks struct {
 	m     map[ackKey]int64
 	order []ackKey

@@ -186,7 +186,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		stale:    map[crRef]report{},
 		feed:     newFeed(),
 		progress: map[resource.Kind]int64{},
-		acks:     newAcks(1 << 16),
+		acks:     newAcks(4096),
 		advanced: make(chan struct{}),
 		changed:  make(chan struct{}),
 		leases:   leaseCache{m: map[string]cachedLease{}},
