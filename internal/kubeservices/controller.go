@@ -594,13 +594,15 @@ var writer = admission.Writer{Source: admission.System, Subject: "the Kubernetes
 var computed = []string{resource.LabelDisplayName, resource.LabelNamespace, resource.LabelOrigin, resource.LabelZone}
 
 // sameLabels compares the labels a MeshService has with those the
-// translation wants, leaving out the ones the store computes.
+// translation wants, leaving out the ones the store computes (which
+// admission also sets on what the translation wants).
 func sameLabels(have, want map[string]string) bool {
-	h := maps.Clone(have)
+	h, w := maps.Clone(have), maps.Clone(want)
 	for _, k := range computed {
 		delete(h, k)
+		delete(w, k)
 	}
-	return maps.Equal(h, want)
+	return maps.Equal(h, w)
 }
 
 // mergedLabels are want plus the computed labels the MeshService has.
