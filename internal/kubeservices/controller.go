@@ -285,7 +285,8 @@ func (v *views) putSlice(k nsName, s slice) {
 type state struct {
 	// owned are the MeshServices made from each Service, by the labels
 	// the cache shows.
-	owned map[nsName]map[resource.Key]bool
+	// (a slice: almost always one, a headless Service's a few).
+	owned map[nsName][]resource.Key
 	// ownerOf is the Service a managed MeshService was made from.
 	ownerOf map[resource.Key]nsName
 	// byName finds a MeshService of any mesh by name: one custom resource.
@@ -338,7 +339,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !c.waitViews(ctx, v) {
 		return nil
 	}
-	st := &state{owned: map[nsName]map[resource.Key]bool{}, ownerOf: map[resource.Key]nsName{}, byName: map[string]resource.Key{},
+	st := &state{owned: map[nsName][]resource.Key{}, ownerOf: map[resource.Key]nsName{}, byName: map[string]resource.Key{},
 		pods: map[string]*Pod{}, reported: map[nsName]string{}, sums: map[resource.Key]uint64{}, conflicts: map[resource.Key]nsName{}}
 	c.o.Cache.Scan(cache.Query{Kind: resource.MeshService}, func(o *resource.Object) {
 		c.index(st, o.Key(), o, svcQueue)
@@ -409,7 +410,10 @@ func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *rec
 		return // a status write: nothing this controller writes changed
 	}
 	if had {
-		delete(st.owned[old], k)
+		st.owned[old] = slices.DeleteFunc(st.owned[old], func(x resource.Key) bool { return x == k })
+		if len(st.owned[old]) == 0 {
+			delete(st.owned, old)
+		}
 		delete(st.ownerOf, k)
 		delete(st.sums, k)
 		q.Add(old)
@@ -426,10 +430,7 @@ func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *rec
 		st.byName[k.Name] = k
 	}
 	if managed {
-		if st.owned[owner] == nil {
-			st.owned[owner] = map[resource.Key]bool{}
-		}
-		st.owned[owner][k] = true
+		st.owned[owner] = append(st.owned[owner], k)
 		st.ownerOf[k] = owner
 		st.sums[k] = sum
 		q.Add(owner)
@@ -536,7 +537,7 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 		}
 		want[o.Key()] = o
 	}
-	for key := range st.owned[k] {
+	for _, key := range st.owned[k] {
 		if _, ok := want[key]; !ok {
 			p.deletes = append(p.deletes, store.Op{Type: store.OpDelete, Key: key})
 			p.services[key] = k

@@ -27,6 +27,23 @@ type serviceObject struct {
 	} `json:"spec"`
 }
 
+// readAnnotations are the only annotations the translation reads; the
+// others (kubectl's last-applied-configuration among them) are not kept.
+var readAnnotations = []string{AnnotationIgnore, AnnotationGateway, resource.LabelExportMode, resource.LabelMesh, LabelSidecarInjection}
+
+func keepRead(m map[string]string) map[string]string {
+	var out map[string]string
+	for _, k := range readAnnotations {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // DecodeService reads a Service.
 func DecodeService(raw []byte) (Service, error) {
 	var o serviceObject
@@ -35,7 +52,7 @@ func DecodeService(raw []byte) (Service, error) {
 	}
 	s := Service{
 		Namespace: o.Metadata.Namespace, Name: o.Metadata.Name,
-		Labels: o.Metadata.Labels, Annotations: o.Metadata.Annotations,
+		Labels: o.Metadata.Labels, Annotations: keepRead(o.Metadata.Annotations),
 		Type: o.Spec.Type, ClusterIPs: o.Spec.ClusterIPs, Selector: o.Spec.Selector,
 	}
 	if len(s.ClusterIPs) == 0 && o.Spec.ClusterIP != "" {
@@ -65,7 +82,7 @@ func DecodeNamespace(raw []byte) (Namespace, error) {
 	if err := json.Unmarshal(raw, &o); err != nil {
 		return Namespace{}, fmt.Errorf("decode Namespace: %w", err)
 	}
-	return Namespace{Name: o.Metadata.Name, Labels: o.Metadata.Labels, Annotations: o.Metadata.Annotations}, nil
+	return Namespace{Name: o.Metadata.Name, Labels: o.Metadata.Labels, Annotations: keepRead(o.Metadata.Annotations)}, nil
 }
 
 // slice is what the translation keeps of an EndpointSlice.
