@@ -124,6 +124,9 @@ type ServiceTag struct {
 	Blocked string `json:"blocked,omitempty"`
 	// DeletionAt is when a MeshService without Dataplanes goes away.
 	DeletionAt time.Time `json:"deletionAt,omitzero"`
+	// Retiring says the MeshService has no Dataplane left; DeletionAt is
+	// zero until the leader has started its grace period.
+	Retiring bool `json:"retiring,omitempty"`
 }
 
 // Error is the body of every error response, on the native API and on the
@@ -186,13 +189,105 @@ type ApplyReport struct {
 	Items []ApplyResult `json:"items"`
 	// Problems counts the items that cannot be written.
 	Problems int `json:"problems"`
+	// Changes are the hostnames and VIPs services would gain or lose if
+	// every item were written, as the controllers would decide them now;
+	// only when there is no problem, and only when the server can tell
+	// (a control plane that runs controllers).
+	Changes []NameChange `json:"changes,omitempty"`
 }
 
 // ApplyResult is the outcome of one item: what its write does (created,
 // updated, unchanged), or why it cannot be written - the rules it breaks
 // (Causes) or another refusal (Error, such as a read-only resource).
 type ApplyResult struct {
-	Result string               `json:"result,omitempty"`
+	Result string `json:"result,omitempty"`
+	// Object is the resource as it would be stored (defaults and the
+	// labels the control plane sets), when it would be created or updated.
+	Object *resource.Object     `json:"object,omitempty"`
 	Causes []validate.Violation `json:"causes,omitempty"`
 	Error  string               `json:"error,omitempty"`
+}
+
+// NameChange is a hostname or a VIP that a service would gain or lose if
+// the items of a dry run were written (POST /_apply?dryRun=true).
+type NameChange struct {
+	Kind resource.Kind `json:"kind"`
+	Mesh string        `json:"mesh"`
+	Name string        `json:"name"`
+	// A VIP of an InternalVIP value carries the value in Hostname.
+	Hostname string `json:"hostname,omitempty"`
+	VIP      string `json:"vip,omitempty"`
+	// Change is ChangeGains, ChangeLoses, or ChangeRefused for a hostname
+	// the service would want and not get, with the reason.
+	Change string `json:"change"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Changes of NameChange.
+const (
+	ChangeGains   = "gains"
+	ChangeLoses   = "loses"
+	ChangeRefused = "refused"
+)
+
+// NameChanges compares what a service of kind k, mesh and name holds in
+// status before (nil for a new service) with after: the hostnames it
+// gains or loses (Available ones), the ones it would be refused (newly
+// NotAvailable), and the VIPs it gains or loses.
+func NameChanges(key resource.Key, before, after resource.Status) []NameChange {
+	svc := func(st resource.Status) *resource.ServiceStatus {
+		if s, ok := st.(resource.ServiceStatusOf); ok && s != nil {
+			return s.Service()
+		}
+		return &resource.ServiceStatus{}
+	}
+	b, a := svc(before), svc(after)
+	hosts := func(s *resource.ServiceStatus, status string) map[string]string {
+		m := map[string]string{}
+		for _, addr := range s.Addresses {
+			if addr.Status == status {
+				m[addr.Hostname] = addr.Reason
+			}
+		}
+		return m
+	}
+	ips := func(s *resource.ServiceStatus) map[string]bool {
+		m := map[string]bool{}
+		for _, v := range s.VIPs {
+			m[v.IP] = true
+		}
+		return m
+	}
+	var out []NameChange
+	change := func(host, vip, c, reason string) {
+		out = append(out, NameChange{Kind: key.Kind, Mesh: key.Mesh, Name: key.Name, Hostname: host, VIP: vip, Change: c, Reason: reason})
+	}
+	bAvail, aAvail := hosts(b, resource.AddressAvailable), hosts(a, resource.AddressAvailable)
+	bRefused, aRefused := hosts(b, resource.AddressNotAvailable), hosts(a, resource.AddressNotAvailable)
+	for _, addr := range a.Addresses {
+		h := addr.Hostname
+		if _, had := bAvail[h]; addr.Status == resource.AddressAvailable && !had {
+			change(h, "", ChangeGains, "")
+		}
+		if _, had := bRefused[h]; addr.Status == resource.AddressNotAvailable && !had {
+			change(h, "", ChangeRefused, aRefused[h])
+		}
+	}
+	for _, addr := range b.Addresses {
+		if _, still := aAvail[addr.Hostname]; addr.Status == resource.AddressAvailable && !still {
+			change(addr.Hostname, "", ChangeLoses, "")
+		}
+	}
+	bIPs, aIPs := ips(b), ips(a)
+	for _, v := range a.VIPs {
+		if !bIPs[v.IP] {
+			change(v.Hostname, v.IP, ChangeGains, "")
+		}
+	}
+	for _, v := range b.VIPs {
+		if !aIPs[v.IP] {
+			change(v.Hostname, v.IP, ChangeLoses, "")
+		}
+	}
+	return out
 }

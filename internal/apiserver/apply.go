@@ -11,21 +11,27 @@ import (
 	"github.com/meshnames/meshnames/internal/validate"
 )
 
-// MaxApplyItems bounds the items of one POST /_apply.
-const MaxApplyItems = 5000
+// Bounds of one POST /_apply: as much as `meshnames apply` reads from one
+// file.
+const (
+	MaxApplyItems = 100_000
+	MaxApplyBytes = 64 << 20
+)
 
 // apply answers POST /_apply?dryRun=true: it admits every item as a PUT
 // would, through the same admission layer, and reports for each what its
 // write would do or why it cannot be made, writing nothing. Meshes defined
 // by the batch count as existing for the items that follow, so a file can
-// create a mesh and what it holds.
+// create a mesh and what it holds. When every item passes, it adds the
+// hostnames and VIPs that services would gain or lose, as the controllers
+// would decide them (Options.Preview).
 func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("dryRun") != "true" {
 		writeError(w, &Error{Status: http.StatusBadRequest, Title: "Invalid query",
 			Causes: validate.Errors{{Field: "dryRun", Message: "must be true: POST /_apply only checks; write each resource with PUT"}}})
 		return
 	}
-	body, e := readBody(w, r)
+	body, e := readBodyLimit(w, r, MaxApplyBytes)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -47,6 +53,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	report := api.ApplyReport{Items: make([]api.ApplyResult, len(req.Items))}
+	var admitted []*resource.Object
 	for i, obj := range req.Items {
 		res := &report.Items[i]
 		if obj == nil || obj.Spec == nil {
@@ -63,6 +70,10 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 		switch errs, invalid := validate.From(err); {
 		case err == nil:
 			res.Result = string(result)
+			if result != admission.Unchanged {
+				admitted = append(admitted, obj)
+				res.Object = obj
+			}
 		case invalid:
 			res.Causes = errs
 			report.Problems++
@@ -75,6 +86,14 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 			res.Error = e.Detail
 			report.Problems++
 		}
+	}
+	if report.Problems == 0 && len(admitted) > 0 && s.opts.Preview != nil {
+		changes, err := s.opts.Preview(r.Context(), admitted)
+		if err != nil {
+			writeError(w, s.writeFailed(err))
+			return
+		}
+		report.Changes = changes
 	}
 	writeJSON(w, http.StatusOK, report)
 }

@@ -279,6 +279,11 @@ var yamlTypes = map[string]bool{"application/yaml": true, "application/x-yaml": 
 
 // readBody enforces the content type and the size limit.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
+	return readBodyLimit(w, r, MaxBodyBytes)
+}
+
+// readBodyLimit is readBody with a limit of its own.
+func readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !yamlTypes[mt]) {
@@ -286,22 +291,22 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
 				fmt.Sprintf("content type %q is not supported; send application/json or application/yaml", ct))
 		}
 	}
-	if r.ContentLength > MaxBodyBytes {
-		return nil, tooLarge()
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, tooLarge()
+			return nil, tooLarge(limit)
 		}
 		return nil, newError(http.StatusBadRequest, "Invalid body", "cannot read the request body: "+err.Error())
 	}
 	return body, nil
 }
 
-func tooLarge() *Error {
-	return newError(http.StatusRequestEntityTooLarge, "Body too large", fmt.Sprintf("the request body exceeds %d bytes", MaxBodyBytes))
+func tooLarge(limit int64) *Error {
+	return newError(http.StatusRequestEntityTooLarge, "Body too large", fmt.Sprintf("the request body exceeds %d bytes", limit))
 }
 
 // writeObject answers in YAML when the client asks for it, else JSON.

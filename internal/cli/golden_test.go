@@ -112,6 +112,10 @@ func runCLI(w *bytes.Buffer, server string, args []string) {
 	w.Write(out.Bytes())
 	w.Write(errOut.Bytes())
 	if err != nil {
-		fmt.Fprintf(w, "Error: %v\n[exit 1]\n", err)
+		code, show := exitCode(err)
+		if show {
+			fmt.Fprintf(w, "Error: %v\n", err)
+		}
+		fmt.Fprintf(w, "[exit %d]\n", code)
 	}
 }

@@ -34,12 +34,15 @@ import (
 // A service may also name itself: the InternalVIP values of a
 // MeshExternalService (seed 003) are written by hand in its spec. Such an
 // own name claims its place in the same index, through a pseudo-generator
-// that comes before every HostnameGenerator: a name an operator wrote is
-// never taken away by a template, and a workload that registers a service
-// cannot capture it. Between own names the older service wins, then the
-// name, as for generated ones. The holder of a contested name says who else
-// claims it, and each loser says who holds it, so that a clash is visible
-// on both sides.
+// whose claims are listed before every HostnameGenerator's. Between own
+// names the older service wins, then the name. An own name and a generated
+// one compete by age (claimList.holder): the claim that came to be first -
+// the own name when its service was created, a generated one when both its
+// service and its generator existed - holds the name, so that a name held
+// never moves to a newer claim because someone wrote a resource, whatever
+// the kinds, while generated names keep seed 000's order among themselves.
+// The holder of a contested name says who else claims it, and each loser
+// says who holds it, so that a clash is visible on both sides.
 //
 // A change re-renders only what it can affect - a service change that
 // service, a generator change that generator's render of the services it
@@ -241,6 +244,50 @@ func (c claim) before(o claim) bool {
 		return c.gen.before(o.gen)
 	}
 	return c.svc.before(o.svc)
+}
+
+// since is when the claim came to be: the creation of its service, or of
+// its generator when that is newer.
+func (c claim) since() (sec int64, nsec int32) {
+	sec, nsec = c.svc.sec, c.svc.nsec
+	if !c.gen.own {
+		gs, gn := c.gen.Created.Unix(), int32(c.gen.Created.Nanosecond())
+		if gs > sec || gs == sec && gn > nsec {
+			return gs, gn
+		}
+	}
+	return sec, nsec
+}
+
+// holder returns the index of the claim that holds l's name. Own names
+// (InternalVIP values) and generated names compete by age, so that a name
+// held never moves to a newer claim because a resource was written: the
+// first own claim and the first generated claim (each list in its own
+// precedence: the older service; seed 000's order of generators) meet, and
+// the one that came to be first holds the name (the own one on a tie).
+func (l *claimList) holder() int {
+	if !l.claims[0].gen.own {
+		return 0
+	}
+	g := slices.IndexFunc(l.claims, func(c claim) bool { return !c.gen.own })
+	if g < 0 {
+		return 0
+	}
+	os, on := l.claims[0].since()
+	gs, gn := l.claims[g].since()
+	if gs < os || gs == os && gn < on {
+		return g
+	}
+	return 0
+}
+
+// others returns the claims of l other than its holder's, in order.
+func (l *claimList) others() []claim {
+	h := l.holder()
+	if h == 0 {
+		return l.claims[1:]
+	}
+	return slices.Concat(l.claims[:h], l.claims[h+1:])
 }
 
 // meshNames is the claims index of one mesh: hostname -> claimants, by a
@@ -576,7 +623,7 @@ func (e *Engine) touch(l *claimList, names *meshNames) {
 		l.touched = true
 		t := touched{list: l, names: names}
 		if len(l.claims) > 0 {
-			t.holder = l.claims[0]
+			t.holder = l.claims[l.holder()]
 		}
 		e.touched = append(e.touched, t)
 	}
@@ -595,13 +642,13 @@ func (e *Engine) settle() {
 		case len(l.claims) == 0:
 			t.names.remove(e.hash(l.host), l)
 			e.names--
-		case l.claims[0] != t.holder:
+		case l.claims[l.holder()] != t.holder:
 			for _, c := range l.claims {
 				e.markDirty(c.svc)
 			}
 		default:
 			// The holder's address names the other claimants.
-			e.markDirty(l.claims[0].svc)
+			e.markDirty(l.claims[l.holder()].svc)
 		}
 	}
 	clear(e.touched)
@@ -652,16 +699,16 @@ func (e *Engine) Addresses(k ServiceKey) ([]Address, bool) {
 			out = append(out, a)
 			continue
 		}
-		claims := r.list.claims
-		switch holder := claims[0]; {
+		holder := r.list.claims[r.list.holder()]
+		switch others := r.list.others(); {
 		case holder.svc != s:
 			a.Reason = fmt.Sprintf("hostname %q is already taken by %s, which has precedence", r.host, holder)
-		case len(claims) == 2:
+		case len(others) == 1:
 			a.Available = true
-			a.Reason = fmt.Sprintf("also claimed by %s, which does not get it", claims[1])
-		case len(claims) > 2:
+			a.Reason = fmt.Sprintf("also claimed by %s, which does not get it", others[0])
+		case len(others) > 1:
 			a.Available = true
-			a.Reason = fmt.Sprintf("also claimed by %s and %d more, which do not get it", claims[1], len(claims)-2)
+			a.Reason = fmt.Sprintf("also claimed by %s and %d more, which do not get it", others[0], len(others)-1)
 		default:
 			a.Available = true
 		}
@@ -681,7 +728,7 @@ type Claimant struct {
 func (e *Engine) Claimants(mesh, hostname string) []Claimant {
 	var list []claim
 	if l := e.claims[mesh].get(e.hash(hostname), hostname); l != nil {
-		list = l.claims
+		list = append([]claim{l.claims[l.holder()]}, l.others()...)
 	}
 	out := make([]Claimant, len(list))
 	for i, c := range list {

@@ -417,15 +417,39 @@ func TestEngine_OwnNames(t *testing.T) {
 		svcs: []Service{withOwn(mes, t0, "mongo.ext.local", "mongo-ro.ext.local", "mongo.ext.local")},
 		want: map[ServiceKey][]Address{mes: {own("mongo.ext.local"), own("mongo-ro.ext.local"), avail("mongo-ext.extsvc.mesh.local", "ext")}},
 	}, {
-		// The external service is newer and still wins: a name written by
-		// hand is never taken by a template.
-		name: "BeatsAGeneratedName",
+		// The external service is newer: the name the MeshService holds
+		// stays with it, and the value is NotAvailable naming the holder.
+		name: "NewerValueDoesNotTakeAHeldName",
 		gens: []Generator{g},
 		svcs: []Service{svc(ms, t0, nil), withOwn(mes, at(5), "mongo.svc.mesh.local")},
+		want: map[ServiceKey][]Address{
+			ms: {{Hostname: "mongo.svc.mesh.local", Generator: "g", Available: true,
+				Reason: "also claimed by MeshExternalService default/mongo-ext (its InternalVIP match), which does not get it"}},
+			mes: {{Hostname: "mongo.svc.mesh.local", Own: true,
+				Reason: `hostname "mongo.svc.mesh.local" is already taken by MeshService default/mongo (from generator g), which has precedence`}},
+		},
+	}, {
+		// The value came first: a newer service rendering the same name
+		// through an older generator does not take it.
+		name: "OlderValueKeepsItsName",
+		gens: []Generator{g},
+		svcs: []Service{withOwn(mes, at(1), "mongo.svc.mesh.local"), svc(ms, at(5), nil)},
 		want: map[ServiceKey][]Address{
 			mes: {{Hostname: "mongo.svc.mesh.local", Own: true, Available: true,
 				Reason: "also claimed by MeshService default/mongo (from generator g), which does not get it"}},
 			ms: {{Hostname: "mongo.svc.mesh.local", Generator: "g",
+				Reason: `hostname "mongo.svc.mesh.local" is already taken by MeshExternalService default/mongo-ext (its InternalVIP match), which has precedence`}},
+		},
+	}, {
+		// A generator newer than the value: its claim came to be when the
+		// generator was created, after the value, whatever the service's age.
+		name: "NewerGeneratorDoesNotTakeAValue",
+		gens: []Generator{{Name: "late", Kind: kindMS, Template: mustTemplate(`{{ .Name }}.svc.mesh.local`), Created: at(9)}},
+		svcs: []Service{svc(ms, t0, nil), withOwn(mes, at(5), "mongo.svc.mesh.local")},
+		want: map[ServiceKey][]Address{
+			mes: {{Hostname: "mongo.svc.mesh.local", Own: true, Available: true,
+				Reason: "also claimed by MeshService default/mongo (from generator late), which does not get it"}},
+			ms: {{Hostname: "mongo.svc.mesh.local", Generator: "late",
 				Reason: `hostname "mongo.svc.mesh.local" is already taken by MeshExternalService default/mongo-ext (its InternalVIP match), which has precedence`}},
 		},
 	}, {

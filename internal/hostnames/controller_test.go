@@ -152,9 +152,10 @@ func TestController_NamesServicesAndReportsCrossKindCollisions(t *testing.T) {
 
 // TestController_InternalVIPCollidesWithMeshServiceHostname checks seed
 // 003's InternalVIP values against generated names: the value is listed
-// with origin MeshExternalService, wins over the generated name even though
-// the external service is newer, both sides name the other, and removing
-// the value gives the name back.
+// with origin MeshExternalService; a name a MeshService holds stays with
+// it when a newer external service claims it as a value (it does not move
+// because someone wrote a resource), both sides name the other, and the
+// value gets the name when the holder goes.
 func TestController_InternalVIPCollidesWithMeshServiceHostname(t *testing.T) {
 	e := newEnv(t)
 	e.mustCreate(generator("svc", resource.MeshService, nil, "{{ .Name }}.svc.mesh.local"))
@@ -168,28 +169,27 @@ func TestController_InternalVIPCollidesWithMeshServiceHostname(t *testing.T) {
 	}
 	e.mustCreate(ext)
 	mesKey := key(resource.MeshExternalService, "mongo-ext")
-	e.eventually(mesKey, "mongo.svc.mesh.local=Available", "mongo-ro.ext.local=Available")
-	e.eventually(key(resource.MeshService, "mongo"), "mongo.svc.mesh.local=NotAvailable")
+	e.eventually(mesKey, "mongo.svc.mesh.local=NotAvailable", "mongo-ro.ext.local=Available")
+	e.eventually(key(resource.MeshService, "mongo"), "mongo.svc.mesh.local=Available")
 
 	want := []resource.Address{
-		{Hostname: "mongo.svc.mesh.local", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: "MeshExternalService", Name: "mongo-ext"},
-			Reason: "also claimed by MeshService default/mongo (from generator svc), which does not get it"},
+		{Hostname: "mongo.svc.mesh.local", Status: resource.AddressNotAvailable, Origin: resource.AddressOrigin{Kind: "MeshExternalService", Name: "mongo-ext"},
+			Reason: `hostname "mongo.svc.mesh.local" is already taken by MeshService default/mongo (from generator svc), which has precedence`},
 		{Hostname: "mongo-ro.ext.local", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: "MeshExternalService", Name: "mongo-ext"}},
 	}
 	if d := cmp.Diff(want, e.get(mesKey).Status.(resource.ServiceStatusOf).Service().Addresses); d != "" {
 		t.Errorf("external service addresses (-want +got):\n%s", d)
 	}
-	want = []resource.Address{{Hostname: "mongo.svc.mesh.local", Status: resource.AddressNotAvailable, Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "svc"},
-		Reason: `hostname "mongo.svc.mesh.local" is already taken by MeshExternalService default/mongo-ext (its InternalVIP match), which has precedence`}}
+	want = []resource.Address{{Hostname: "mongo.svc.mesh.local", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "svc"},
+		Reason: "also claimed by MeshExternalService default/mongo-ext (its InternalVIP match), which does not get it"}}
 	if d := cmp.Diff(want, e.get(key(resource.MeshService, "mongo")).Status.(resource.ServiceStatusOf).Service().Addresses); d != "" {
 		t.Errorf("MeshService addresses (-want +got):\n%s", d)
 	}
 
-	cur := e.get(mesKey)
-	cur.Spec.(*resource.MeshExternalServiceSpec).Match = cur.Spec.(*resource.MeshExternalServiceSpec).Match[1:]
-	e.update(cur)
-	e.eventually(mesKey, "mongo-ro.ext.local=Available")
-	e.eventually(key(resource.MeshService, "mongo"), "mongo.svc.mesh.local=Available")
+	if _, err := store.Delete(context.Background(), e.st, key(resource.MeshService, "mongo"), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(mesKey, "mongo.svc.mesh.local=Available", "mongo-ro.ext.local=Available")
 }
 
 func TestController_FollowsLabelAndGeneratorChanges(t *testing.T) {
@@ -270,12 +270,12 @@ func TestDefaults_ByMode(t *testing.T) {
 		want []string
 	}{
 		{resource.ModeStandalone, []string{
-			"local-universal-mesh-service:{{ .DisplayName }}.svc.mesh.local:zone",
+			"local-universal-mesh-service:{{ .Name }}.svc.mesh.local:zone",
 			"local-mesh-external-service:{{ .DisplayName }}.extsvc.mesh.local:zone",
 			"local-mesh-multi-zone-service:{{ .DisplayName }}.mzsvc.mesh.local:zone",
 		}},
 		{resource.ModeZone, []string{
-			"local-universal-mesh-service:{{ .DisplayName }}.svc.mesh.local:zone",
+			"local-universal-mesh-service:{{ .Name }}.svc.mesh.local:zone",
 			"local-mesh-external-service:{{ .DisplayName }}.extsvc.mesh.local:zone",
 		}},
 		{resource.ModeGlobal, []string{
@@ -321,5 +321,52 @@ func TestEnsureDefaults_CreatesOnceAndNeverOverwrites(t *testing.T) {
 	g, _ = st.Get(ctx, k)
 	if tmpl := g.Spec.(*resource.HostnameGeneratorSpec).Template; tmpl != "{{ .Name }}.custom.local" {
 		t.Errorf("EnsureDefaults overwrote an operator's change: template %q", tmpl)
+	}
+}
+
+// A default generator created by an earlier version with the template it
+// had then is brought to today's; one an operator changed is not.
+func TestEnsureDefaults_UpgradesFormerTemplates(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	k := resource.Key{Kind: resource.HostnameGenerator, Name: "local-universal-mesh-service"}
+	for _, tc := range []struct {
+		name, stored, want string
+		labels             map[string]string
+	}{
+		{"Former", "{{ .DisplayName }}.svc.mesh.local", "{{ .Name }}.svc.mesh.local", nil},
+		{"FormerButRelabelled", "{{ .DisplayName }}.svc.mesh.local", "{{ .DisplayName }}.svc.mesh.local", map[string]string{"team": "ops"}},
+		{"Changed", "{{ .Name }}.custom.local", "{{ .Name }}.custom.local", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := sqlite.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var g *resource.Object
+			for _, d := range Defaults(resource.ModeStandalone, "east") {
+				if d.Name == k.Name {
+					g = d
+				}
+			}
+			g.Spec.(*resource.HostnameGeneratorSpec).Template = tc.stored
+			for lk, lv := range tc.labels {
+				g.Labels[lk] = lv
+			}
+			if _, err := store.Create(ctx, st, g); err != nil {
+				t.Fatal(err)
+			}
+			if err := EnsureDefaults(ctx, st, resource.ModeStandalone, "east", log); err != nil {
+				t.Fatal(err)
+			}
+			got, err := st.Get(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tmpl := got.Spec.(*resource.HostnameGeneratorSpec).Template; tmpl != tc.want {
+				t.Errorf("template %q, want %q", tmpl, tc.want)
+			}
+		})
 	}
 }

@@ -23,8 +23,11 @@ type defaultGenerator struct {
 var (
 	// Created by a zone (standalone or federated) for what it owns.
 	zoneDefaults = []defaultGenerator{
+		// seed 001: "{{ .Name }}.svc.mesh.local" - the name is always a
+		// DNS label; a MeshService synthesised from a kuma.io/service tag
+		// such as frontend_default_svc_80 is named by its compliant form.
 		{"local-universal-mesh-service", resource.MeshService, map[string]string{resource.LabelOrigin: resource.OriginZone},
-			"{{ .DisplayName }}.svc.mesh.local"},
+			"{{ .Name }}.svc.mesh.local"},
 		{"local-mesh-external-service", resource.MeshExternalService, map[string]string{resource.LabelOrigin: resource.OriginZone},
 			"{{ .DisplayName }}.extsvc.mesh.local"},
 	}
@@ -114,9 +117,16 @@ func DefaultsFor(mode, zone, env string) []*resource.Object {
 	return out
 }
 
-// EnsureDefaults creates the default generators of a universal control
-// plane that do not exist. It never updates one: an operator may have
-// changed it on purpose.
+// formerTemplates are templates earlier versions gave default generators.
+// A stored default that still has one, unchanged by any operator, is
+// brought to today's template at start.
+var formerTemplates = map[string]string{
+	"local-universal-mesh-service": "{{ .DisplayName }}.svc.mesh.local",
+}
+
+// EnsureDefaults creates the default generators that do not exist. It never
+// overwrites one an operator changed; one that still has the template an
+// earlier version created it with gets today's.
 func EnsureDefaults(ctx context.Context, st store.Store, mode, zone string, log *slog.Logger) error {
 	return EnsureDefaultsFor(ctx, st, mode, zone, resource.EnvUniversal, log)
 }
@@ -124,8 +134,11 @@ func EnsureDefaults(ctx context.Context, st store.Store, mode, zone string, log 
 // EnsureDefaultsFor is EnsureDefaults for a control plane running in env.
 func EnsureDefaultsFor(ctx context.Context, st store.Store, mode, zone, env string, log *slog.Logger) error {
 	for _, g := range DefaultsFor(mode, zone, env) {
-		_, err := st.Get(ctx, g.Key())
+		cur, err := st.Get(ctx, g.Key())
 		if err == nil {
+			if err := upgrade(ctx, st, cur, g, log); err != nil {
+				return err
+			}
 			continue
 		}
 		if !errors.Is(err, store.ErrNotFound) {
@@ -140,6 +153,32 @@ func EnsureDefaultsFor(ctx context.Context, st store.Store, mode, zone, env stri
 		default:
 			return fmt.Errorf("default HostnameGenerator %s: %w", g.Name, err)
 		}
+	}
+	return nil
+}
+
+// upgrade gives cur, the stored default generator want, want's template
+// when cur is exactly what an earlier version created.
+func upgrade(ctx context.Context, st store.Store, cur, want *resource.Object, log *slog.Logger) error {
+	former, ok := formerTemplates[want.Name]
+	if !ok {
+		return nil
+	}
+	old := want.Clone()
+	old.Spec.(*resource.HostnameGeneratorSpec).Template = former
+	if !admission.SameIntent(cur, old) {
+		return nil // as created today, or changed by an operator
+	}
+	next := want.Clone()
+	next.Version = cur.Version
+	_, err := store.Update(ctx, st, next)
+	switch {
+	case err == nil:
+		log.Info("updated a default HostnameGenerator to today's template", "name", want.Name, "from", former, "template", want.Spec.(*resource.HostnameGeneratorSpec).Template)
+	case errors.Is(err, store.ErrConflict):
+		// another instance did it, or an operator changed it meanwhile
+	default:
+		return fmt.Errorf("default HostnameGenerator %s: %w", want.Name, err)
 	}
 	return nil
 }

@@ -142,7 +142,7 @@ func TestController_Lifecycle(t *testing.T) {
 	dp1 := dataplane("dp-1", 0, inbound{8080, "frontend_default_svc_80", "http"})
 	e.put(dp1)
 	ms := e.eventually("creation", exists, "frontend-default-svc-80")
-	if !Managed(ms) || identityTag(ms) != "frontend_default_svc_80" || ms.Labels[resource.LabelDisplayName] != "frontend_default_svc_80" {
+	if !Managed(ms) || identityTag(ms) != "frontend_default_svc_80" || ms.Labels[resource.LabelDisplayName] != "frontend-default-svc-80" {
 		t.Errorf("created %+v", ms)
 	}
 

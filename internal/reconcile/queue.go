@@ -100,6 +100,15 @@ func (q *Queue[K]) Take() []K {
 	return out
 }
 
+// Wake makes Ready receive once more even though nothing was added (a
+// waiter that must look at something else, such as a revision).
+func (q *Queue[K]) Wake() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
 // Ready returns a channel that receives when keys may have become pending
 // since the last Take; wait on it, then Take.
 func (q *Queue[K]) Ready() <-chan struct{} { return q.wake }

@@ -29,6 +29,18 @@ const (
 	ConditionUnknown = "Unknown"
 )
 
+// MeshMultiZoneService conditions, computed by every zone (seed 002;
+// internal/mzservice). MeshServicesMatched is always present; PortsConsistent
+// only while the ports of the matched MeshServices differ, so that a port
+// is left out of status.ports.
+const (
+	ConditionMeshServicesMatched = "MeshServicesMatched"
+	ReasonMatchesFound           = "MatchesFound"
+	ReasonNoMatchesFound         = "NoMatchesFound"
+	ConditionPortsConsistent     = "PortsConsistent"
+	ReasonPortsDiffer            = "PortsDiffer"
+)
+
 // ServiceStatus is the status of MeshService and MeshExternalService:
 // hostnames (hostnames controller), VIPs (vips controller) and conditions.
 type ServiceStatus struct {

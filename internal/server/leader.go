@@ -12,6 +12,7 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	kubestore "github.com/meshnames/meshnames/internal/store/kube"
+	"github.com/meshnames/meshnames/internal/store/postgres"
 )
 
 // newElector picks the election of the store: the embedded store's single
@@ -19,19 +20,17 @@ import (
 // cluster, hold a lease.
 func (s *Server) newElector(reg prometheus.Registerer, st store.Store) leader.Elector {
 	id := leader.NewHolderID(s.cfg.API.Addr)
-	if ks, ok := st.(*kubestore.Store); ok {
-		return ks.NewElector(kubestore.ElectorOptions{
-			Holder: id, Log: s.log.With("component", "leader"), Registerer: reg,
-			LeaseDuration: s.cfg.Leader.LeaseDuration.D(),
-			RenewInterval: s.cfg.Leader.RenewInterval.D(),
-			RetryInterval: s.cfg.Leader.RetryInterval.D(),
-		})
-	}
-	if !s.cfg.Postgres() {
+	var campaign leader.Campaign
+	switch st := st.(type) {
+	case *postgres.Store:
+		campaign = st.Election(leader.LeaseName, id)
+	case *kubestore.Store:
+		campaign = st.Election(leader.LeaseName, id)
+	default:
 		return &leader.Local{ID: id}
 	}
 	return leader.NewLease(leader.LeaseOptions{
-		URL: s.cfg.Store.URL, Holder: id, Log: s.log.With("component", "leader"), Registerer: reg,
+		Campaign: campaign, Log: s.log.With("component", "leader"), Registerer: reg,
 		LeaseDuration: s.cfg.Leader.LeaseDuration.D(),
 		RenewInterval: s.cfg.Leader.RenewInterval.D(),
 		RetryInterval: s.cfg.Leader.RetryInterval.D(),

@@ -18,6 +18,11 @@ const (
 	busyFreed  = 1000     // or resources frozen in a busy second
 	// loadLimit ends the eager collection of the load at the latest.
 	loadLimit = 5 * time.Minute
+	// eagerMin is the size of a store below which the load is too small
+	// to need eager collection: a small heap spreads over few spans
+	// anyway, and collecting four times as often during the writes that
+	// follow a start would cost a third of their CPU.
+	eagerMin = 10_000
 )
 
 // loadGCPercent is the garbage collector's target (GOGC) while a control
@@ -61,9 +66,17 @@ func collectEagerly() (restore func()) {
 // It also ends the eager collection of the load (collectEagerly): at the
 // first quiet second after the cache has frozen resources (past its bound
 // on decoded ones during the load, or 30 s after it), or after loadLimit.
-func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() uint64) {
+//
+// loaded reports whether the cache has listed the store, and how many
+// resources it holds: a load of fewer than eagerMin ends the eager
+// collection as soon as it is listed.
+func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() uint64, loaded func() (bool, int)) {
 	restore := collectEagerly()
 	defer restore()
+	small := func() bool {
+		synced, n := loaded()
+		return synced && n < eagerMin
+	}
 	loadDone := time.After(loadLimit)
 	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	read := func() uint64 {
@@ -81,6 +94,9 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() u
 			restore()
 			continue
 		case <-t.C:
+		}
+		if small() {
+			restore()
 		}
 		now, nowFreed := read(), freed()
 		switch d, f := now-prev, nowFreed-prevFreed; {

@@ -77,7 +77,7 @@ func TestMeshServices_FromDataplanes(t *testing.T) {
 	}
 	vip := waitVIP(t, p.api, "frontend-default-svc-80")
 	ms, _, err := getMeshService(p.api, "frontend-default-svc-80")
-	if err != nil || ms.Labels["kuma.io/managed-by"] != "meshservice-generator" || ms.Labels["kuma.io/display-name"] != "frontend_default_svc_80" ||
+	if err != nil || ms.Labels["kuma.io/managed-by"] != "meshservice-generator" || ms.Labels["kuma.io/display-name"] != "frontend-default-svc-80" ||
 		len(ms.Spec.Identities) != 1 || ms.Spec.Identities[0].Value != "frontend_default_svc_80" {
 		t.Fatalf("synthesised MeshService %+v, %v", ms, err)
 	}

@@ -84,11 +84,12 @@ func checkLeaseOp(op store.Op) error {
 	if err := checkLeaseName(l.Name); err != nil {
 		return fmt.Errorf("%s: %w", op.Type, err)
 	}
-	if op.Type == store.OpPutLease && len(l.Value) > store.MaxLeaseValueBytes {
+	put := op.Type == store.OpPutLease || op.Type == store.OpCreateLease
+	if put && len(l.Value) > store.MaxLeaseValueBytes {
 		return fmt.Errorf("%s %q: %w: value of %d bytes, at most %d", op.Type, l.Name, store.ErrTooLarge, len(l.Value), store.MaxLeaseValueBytes)
 	}
 	// The range of the SQL stores, which keep expiries in Unix nanoseconds.
-	if e := l.ExpiresAt; op.Type == store.OpPutLease && !e.IsZero() && (e.Year() < 1678 || e.Year() > 2261) {
+	if e := l.ExpiresAt; put && !e.IsZero() && (e.Year() < 1678 || e.Year() > 2261) {
 		return fmt.Errorf("%s %q: expiry %v is out of range (years 1678 to 2261)", op.Type, l.Name, e)
 	}
 	return nil
@@ -223,7 +224,7 @@ func (s *Store) leaseBody(l store.Lease) *leaseObject {
 }
 
 // writeLease makes a lease operation: a put creates or replaces the Lease
-// object, unconditionally.
+// object, unconditionally; a create only creates it.
 func (s *Store) writeLease(ctx context.Context, op store.Op) error {
 	l := op.Lease
 	name := leaseObjectName(l.Name)
@@ -238,6 +239,9 @@ func (s *Store) writeLease(ctx context.Context, op store.Op) error {
 	body := s.leaseBody(*l)
 	var out leaseObject
 	err := s.c.Create(ctx, kubeapi.Leases, s.o.SystemNamespace, body, &out)
+	if errors.Is(err, kubeapi.ErrAlreadyExists) && op.Type == store.OpCreateLease {
+		return fmt.Errorf("create lease %q: %w", l.Name, store.ErrAlreadyExists)
+	}
 	if errors.Is(err, kubeapi.ErrAlreadyExists) {
 		// Replace: the annotations and the spec, whatever they were.
 		ann := map[string]any{annLeaseName: l.Name, annLeaseValue: body.Metadata.Annotations[annLeaseValue], annLeaseExpires: nil}

@@ -134,7 +134,8 @@ type Store struct {
 	changed  chan struct{}
 	closed   bool
 
-	leases leaseCache
+	leases  leaseCache
+	records records
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

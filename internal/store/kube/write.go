@@ -50,18 +50,28 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 			return nil, err
 		}
 	}
+	for i, op := range ops {
+		for _, d := range op.DependsOn {
+			if results[i].Err == nil && (d < 0 || d >= i) {
+				results[i].Err = fmt.Errorf("%s: depends on operation %d, which does not come before it in the batch", op.Type, d)
+			}
+		}
+	}
+	// later: what runs after the rest, in order: operations that depend on
+	// others, and records (which record the writes before them).
+	later := func(op store.Op) bool { return len(op.DependsOn) > 0 || op.Type == store.OpAppendRecord }
 	// Leases first: a VIP's allocation lease is written before the status
 	// that shows the VIP, so that a crash between the two leaves a lease
 	// without a holder (quarantined on restart), never a VIP without one.
 	for i, op := range ops {
-		if results[i].Err == nil && (op.Type == store.OpPutLease || op.Type == store.OpDeleteLease) {
+		if results[i].Err == nil && plans[i] == nil && !later(op) {
 			results[i].Err = fz.do(func(ctx context.Context) error { return s.writeLease(ctx, op) })
 		}
 	}
 	groups := map[resource.Key][]int{}
 	var order []resource.Key
 	for i, p := range plans {
-		if p == nil || results[i].Err != nil {
+		if p == nil || results[i].Err != nil || later(ops[i]) {
 			continue
 		}
 		if _, ok := groups[p.key]; !ok {
@@ -84,6 +94,30 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 		})
 	}
 	wg.Wait()
+	for i, op := range ops {
+		if results[i].Err != nil || !later(op) {
+			continue
+		}
+		for _, d := range op.DependsOn {
+			if results[d].Err != nil && results[i].Err == nil {
+				results[i].Err = fmt.Errorf("%s: operation %d: %w", op.Type, d, store.ErrDependencyFailed)
+			}
+		}
+		if results[i].Err != nil {
+			continue
+		}
+		switch {
+		case op.Type == store.OpAppendRecord:
+			results[i].Err = fz.do(func(context.Context) error { return s.records.append(*op.Record, s.o.Now()) })
+		case plans[i] == nil:
+			results[i].Err = fz.do(func(ctx context.Context) error { return s.writeLease(ctx, op) })
+		default:
+			results[i].Err = fz.do(func(ctx context.Context) error {
+				results[i] = s.write(ctx, op, plans[i])
+				return results[i].Err
+			})
+		}
+	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -163,8 +197,16 @@ func (fz *fencing) failed() error {
 // checked and get no plan.
 func (s *Store) plan(op store.Op) (*plan, error) {
 	switch op.Type {
-	case store.OpPutLease, store.OpDeleteLease:
+	case store.OpPutLease, store.OpDeleteLease, store.OpCreateLease:
 		return nil, checkLeaseOp(op)
+	case store.OpAppendRecord:
+		if op.Record == nil {
+			return nil, fmt.Errorf("%s: no record", op.Type)
+		}
+		if err := sqlstore.CheckRecord(op.Record); err != nil {
+			return nil, fmt.Errorf("%s to %q: %w", op.Type, op.Record.Stream, err)
+		}
+		return nil, nil
 	case store.OpCreate, store.OpUpdate, store.OpUpdateStatus, store.OpPatchStatus:
 		if op.Object == nil {
 			return nil, fmt.Errorf("%s: no object", op.Type)
