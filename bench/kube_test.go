@@ -45,16 +45,24 @@ func BenchmarkKube(b *testing.B) {
 	b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) { benchKube(b, n) })
 }
 
-func benchKube(b *testing.B, n int) {
+// kubeCluster starts a real API server with the CRDs and RBAC installed,
+// stopped when b ends.
+func kubeCluster(b *testing.B) *kubetest.Cluster {
 	ctx := context.Background()
 	c, err := kubetest.Start(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Stop()
+	b.Cleanup(c.Stop)
 	if err := c.Setup(ctx); err != nil {
 		b.Fatal(err)
 	}
+	return c
+}
+
+func benchKube(b *testing.B, n int) {
+	ctx := context.Background()
+	c := kubeCluster(b)
 	hc := newClient()
 	args := []string{"--env", "kubernetes", "--kubeconfig", c.MeshnamesKubeconfig, "--zone", "east", "--log-level", "info"}
 
@@ -227,15 +235,7 @@ func BenchmarkKubeLiveHeap(b *testing.B) {
 		b.Skip(err)
 	}
 	n := *kubeServices
-	ctx := context.Background()
-	c, err := kubetest.Start(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Stop()
-	if err := c.Setup(ctx); err != nil {
-		b.Fatal(err)
-	}
+	c := kubeCluster(b)
 	seedKube(b, c, n, 100)
 	for range b.N {
 		base := liveHeap()
@@ -273,15 +273,24 @@ func BenchmarkKubeLiveHeap(b *testing.B) {
 		live := liveHeap()
 		b.ReportMetric(float64(live-base)/float64(n), "live-B/service")
 		b.ReportMetric(float64(live)/(1<<20), "live-MiB")
-		if *heapProfile != "" {
-			f, err := os.Create(*heapProfile)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := pprof.WriteHeapProfile(f); err != nil {
-				b.Fatal(err)
-			}
-			f.Close()
-		}
+		writeHeapProfile(b, *heapProfile)
+	}
+}
+
+// writeHeapProfile writes a heap profile of this process to path, when
+// path is not empty.
+func writeHeapProfile(b *testing.B, path string) {
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
 	}
 }
