@@ -25,7 +25,9 @@ type Info struct {
 // controllers) and whether this instance does.
 type LeaderStatus struct {
 	// Election is "lease" (instances sharing PostgreSQL elect a leader with
-	// a lease) or "local" (the embedded store's single process leads).
+	// a lease), "kubernetes" (instances on one Kubernetes cluster elect one
+	// with the Lease meshnames-leader) or "local" (the embedded store's
+	// single process leads).
 	Election string `json:"election"`
 	// Holder is the instance that holds the lease (empty when none has
 	// yet), Term the lease's term, which increases with every change of

@@ -266,9 +266,12 @@ process always leads. The last line says whether the server asked leads.`,
 func printLeader(env Env, l *api.LeaderStatus) {
 	tw := tabwriter.NewWriter(env.Out, 0, 8, 1, ' ', 0)
 	defer tw.Flush()
-	if l.Election == "local" {
+	switch l.Election {
+	case "local":
 		fmt.Fprintln(tw, "Election:\tlocal (embedded store: the one process leads)")
-	} else {
+	case "kubernetes":
+		fmt.Fprintln(tw, "Election:\tkubernetes (instances on one cluster: the Lease meshnames-leader)")
+	default:
 		fmt.Fprintln(tw, "Election:\tlease (instances sharing PostgreSQL)")
 	}
 	now := env.Now()

@@ -28,6 +28,12 @@ const (
 	ModeGlobal     = "global"
 )
 
+// Environments a control plane runs in.
+const (
+	EnvUniversal  = "universal"
+	EnvKubernetes = "kubernetes"
+)
+
 // Config is the whole configuration of `meshnames serve`.
 type Config struct {
 	// Mode is standalone (one zone, no global), zone (a zone of a
@@ -46,6 +52,23 @@ type Config struct {
 	Sync     SyncConfig     `json:"sync"`
 	Audit    AuditConfig    `json:"audit"`
 	History  HistoryConfig  `json:"history"`
+
+	// Env is universal (meshnames keeps its own store) or kubernetes (the
+	// Kubernetes API is the store: custom resources, and Services become
+	// MeshServices).
+	Env string `json:"env"`
+	// Kubernetes configures env kubernetes.
+	Kubernetes KubernetesConfig `json:"kubernetes"`
+}
+
+// KubernetesConfig configures the Kubernetes mode (env kubernetes).
+type KubernetesConfig struct {
+	// Kubeconfig is the kubeconfig file; when empty, $KUBECONFIG, then the
+	// in-cluster configuration of a Pod, then ~/.kube/config.
+	Kubeconfig string `json:"kubeconfig"`
+	// SystemNamespace holds HostnameGenerators, MeshExternalServices,
+	// resources synced from global and the leases.
+	SystemNamespace string `json:"systemNamespace"`
 }
 
 // AuditConfig configures the audit log of the API's writes
@@ -247,8 +270,14 @@ func Default() Config {
 		},
 		Log:  LogConfig{Level: "info", Format: "text"},
 		Sync: SyncConfig{Addr: "127.0.0.1:5685", Heartbeat: Duration(5 * time.Second)},
+
+		Env:        EnvUniversal,
+		Kubernetes: KubernetesConfig{SystemNamespace: "meshnames-system"},
 	}
 }
+
+// KubernetesEnv reports whether the Kubernetes API is the store.
+func (c *Config) KubernetesEnv() bool { return c.Env == EnvKubernetes }
 
 // Postgres reports whether the store is PostgreSQL.
 func (c *Config) Postgres() bool {
@@ -261,6 +290,13 @@ func (c *Config) Validate() validate.Errors {
 	errs.Check("mode", validate.OneOf(c.Mode, ModeStandalone, ModeZone, ModeGlobal))
 	if c.Mode != ModeGlobal {
 		errs.Check("zone", validate.DNS1123Label(c.Zone))
+	}
+	errs.Check("env", validate.OneOf(c.Env, EnvUniversal, EnvKubernetes))
+	if c.KubernetesEnv() {
+		if c.Store.URL != "" {
+			errs.Add("store.url", "must be empty with env kubernetes: the Kubernetes API is the store")
+		}
+		errs.Check("kubernetes.systemNamespace", validate.DNS1123Label(c.Kubernetes.SystemNamespace))
 	}
 	if c.Store.URL != "" && !c.Postgres() {
 		errs.Add("store.url", `must be empty (the embedded store) or a PostgreSQL URL starting with "postgres://"`)

@@ -86,7 +86,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	if !s.cfg.Defaults.SkipHostnameGenerators {
-		if err := hostnames.EnsureDefaults(ctx, st, s.cfg.Mode, s.cfg.Zone, s.log); err != nil {
+		if err := hostnames.EnsureDefaultsFor(ctx, st, s.cfg.Mode, s.cfg.Zone, s.cfg.Env, s.log); err != nil {
 			return err
 		}
 	}
@@ -119,7 +119,7 @@ func (s *Server) Run(ctx context.Context) error {
 	builder := dnsserver.NewBuilder(c, dnsSrv, tableOpts)
 	apiOpts := apiserver.Options{
 		// The API's writes carry their audit entries into the store.
-		Cache: c, Admission: admission.New(admission.Options{Store: apiserver.AuditingStore(st), Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone}),
+		Cache: c, Admission: admission.New(admission.Options{Store: apiserver.AuditingStore(st), Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone, DisplayName: displayName(st)}),
 		Store: st,
 		Log:   s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error {
@@ -244,6 +244,7 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,
 		Record: s.recordHistory,
 	}, cores...)
+	kube := s.kubeControllers(st, c, cores, runner.Kick, reg)
 	return s.elector.Run(ctx, func(ctx context.Context) {
 		if err := catchUp(ctx, st, c); err != nil {
 			s.log.Warn("leading: the cache cannot catch up with the store; stepping down", "err", err)
@@ -252,6 +253,9 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		s.log.Info("leading: starting controllers")
 		g, gctx := errgroup.WithContext(ctx)
 		g.Go(func() error { return runner.Run(gctx) })
+		for _, run := range kube {
+			g.Go(func() error { return run(gctx) })
+		}
 		if z := s.sync.zone; z != nil {
 			// One stream per zone: only the leading instance syncs.
 			g.Go(func() error { return z.Run(gctx) })

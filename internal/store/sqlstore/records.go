@@ -74,6 +74,13 @@ func dedupe(terms []string) []string {
 	return out
 }
 
+// CheckRecord enforces store.Record's rules, for stores that keep records
+// but are not SQL (the Kubernetes store).
+func CheckRecord(r *store.Record) error { return checkRecord(r) }
+
+// CheckStream checks a stream name as CheckRecord does.
+func CheckStream(s string) error { return checkStream(s) }
+
 // checkRecord enforces store.Record's rules.
 func checkRecord(r *store.Record) error {
 	if err := checkStream(r.Stream); err != nil {

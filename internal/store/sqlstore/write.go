@@ -555,6 +555,13 @@ func encode(obj *resource.Object, t store.OpType, d *resource.Descriptor) (row, 
 	return r, nil
 }
 
+// PatchStatusJSON applies p to the stored status cur, as OpPatchStatus
+// does: for stores that keep statuses as JSON but are not SQL (the
+// Kubernetes store).
+func PatchStatusJSON(cur, next string, p *store.StatusPatch) (string, error) {
+	return patchStatus(cur, next, p)
+}
+
 // patchStatus applies p to the stored status cur: the fields p names and
 // the conditions of the types it names come from next, the rest from cur.
 // Both are JSON objects, or "" for no status.
