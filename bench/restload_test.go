@@ -365,15 +365,9 @@ func existingService(i int) *resource.Object {
 	name := fmt.Sprintf("old-%06d", i)
 	return &resource.Object{
 		Kind: resource.MeshService, Mesh: "default", Name: name,
-		Labels: map[string]string{
-			resource.LabelOrigin:      resource.OriginZone,
-			resource.LabelZone:        "default",
-			resource.LabelDisplayName: name,
-			resource.LabelMesh:        "default",
-			"kuma.io/env":             "universal",
-			"bench":                   "true",
-			"ns":                      fmt.Sprintf("ns-%d", i%100),
-		},
+		Labels: systemLabels(name, map[string]string{
+			"kuma.io/env": "universal", "bench": "true", "ns": fmt.Sprintf("ns-%d", i%100),
+		}),
 		Spec: &resource.MeshServiceSpec{
 			Ports: []resource.Port{{Name: "main", Port: 80, TargetPort: &resource.IntOrString{Int: 8080}, AppProtocol: "http"}},
 		},

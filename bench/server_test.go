@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -466,18 +467,26 @@ func seedServices(tb testing.TB, dir string, n int) {
 		name := seededName(i)
 		return &resource.Object{
 			Kind: resource.MeshService, Mesh: "default", Name: name,
-			Labels: map[string]string{
-				resource.LabelOrigin:      resource.OriginZone,
-				resource.LabelZone:        "default",
-				resource.LabelDisplayName: name,
-				resource.LabelMesh:        "default",
-			},
+			Labels: systemLabels(name, nil),
 			Spec: &resource.MeshServiceSpec{
 				Selector: resource.MeshServiceSelector{DataplaneTags: map[string]string{"kuma.io/service": name}},
 				Ports:    []resource.Port{{Name: "http", Port: 80, TargetPort: &resource.IntOrString{Int: 8080}, AppProtocol: "http"}},
 			},
 		}
 	})
+}
+
+// systemLabels returns labels plus those the API sets on resource name of
+// mesh default in zone default.
+func systemLabels(name string, labels map[string]string) map[string]string {
+	out := map[string]string{
+		resource.LabelOrigin:      resource.OriginZone,
+		resource.LabelZone:        "default",
+		resource.LabelDisplayName: name,
+		resource.LabelMesh:        "default",
+	}
+	maps.Copy(out, labels)
+	return out
 }
 
 // seedObjects creates mesh "default" and the n objects obj(0..n-1) in the
