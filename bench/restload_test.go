@@ -176,9 +176,31 @@ func (v restLoad) prepare(b *testing.B, c *http.Client, p *serverProc) {
 	if v.existing == 0 {
 		return
 	}
+	// The runner decides services in key order: wait for the last one
+	// (single GETs, cheap), then confirm with a list of all.
 	t := time.Now()
+	deadline := t.Add(20 * time.Minute)
+	last := existingService(v.existing - 1).Name
+	for {
+		p.checkAlive()
+		code, body, err := restLoadDo(c, http.MethodGet, servicePath(p.api, last), nil)
+		if err != nil || code != http.StatusOK {
+			b.Fatalf("GET %s: HTTP %d %v %s", last, code, err, body)
+		}
+		var s restLoadView
+		if err := json.Unmarshal(body, &s); err != nil {
+			b.Fatal(err)
+		}
+		if s.ready() {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s has no VIP and hostname after 20 minutes", last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	done := map[int]int{}
-	for deadline := t.Add(20 * time.Minute); ; {
+	for {
 		p.checkAlive()
 		total, ready, err := scanReady(c, p.api, 0, done, nil)
 		if err != nil {
