@@ -8,6 +8,11 @@ package bench
 //	go test -run '^$' -bench RestLoad -benchtime 1x -count 3 -timeout 120m ./bench/
 //	go test -run '^$' -bench 'RestLoad/embedded/existing=0' -benchtime 1x ./bench/ -args -restload.profile /tmp/prof
 //
+// A profile covers the server's whole life: with existing services that
+// includes loading them. Profiles of the same runs with
+// -restload.setup-only, subtracted with go tool pprof -diff_base, leave the
+// load.
+//
 // One iteration is a whole measurement on a fresh server (run it with
 // -benchtime 1x and repeat with -count); every iteration's figures are also
 // logged (-v) so that runs can be told apart.
@@ -33,7 +38,10 @@ import (
 	"github.com/meshnames/meshnames/internal/store/postgres"
 )
 
-var restLoadProfile = flag.String("restload.profile", "", "directory BenchmarkRestLoad writes a CPU profile of each server into (MESHNAMES_CPU_PROFILE)")
+var (
+	restLoadProfile   = flag.String("restload.profile", "", "directory BenchmarkRestLoad writes a CPU profile of each server into (MESHNAMES_CPU_PROFILE)")
+	restLoadSetupOnly = flag.Bool("restload.setup-only", false, "BenchmarkRestLoad starts and settles each server, then stops it without any load: with -restload.profile, the base profile (go tool pprof -diff_base) that leaves the load alone")
+)
 
 // restLoad is one variant of BenchmarkRestLoad.
 type restLoad struct {
@@ -97,6 +105,12 @@ func (v restLoad) run(b *testing.B) {
 		}
 		c := restLoadClient()
 		p := v.server(b, c, env)
+		if *restLoadSetupOnly {
+			p.stop()
+			b.Logf("iteration %d: server started and settled, no load (-restload.setup-only)", iter)
+			b.StartTimer()
+			continue
+		}
 		b.StartTimer()
 		f := v.measure(b, c, p)
 		b.StopTimer()
@@ -106,6 +120,9 @@ func (v restLoad) run(b *testing.B) {
 			iter, f.createsPerS, ms(f.p50), ms(f.p99), ms(f.max), f.readyAfterLast.Seconds(), f.cpuPer1k, f.cpuPer1kAll, f.load1)
 		all = append(all, f)
 		b.StartTimer()
+	}
+	if len(all) == 0 {
+		return
 	}
 	avg := func(g func(restLoadFigures) float64) float64 {
 		s := 0.0
@@ -139,7 +156,7 @@ func (v restLoad) server(b *testing.B, c *http.Client, env []string) *serverProc
 			// hold: a profiled server is started again on the named store.
 			if env != nil {
 				p := startServerArgs(b, append(args, "--data-dir", dir)...)
-				v.prepare(b, c, p)
+				v.prepare(b, c, p, true)
 				p.stop()
 			}
 		}
@@ -153,14 +170,15 @@ func (v restLoad) server(b *testing.B, c *http.Client, env []string) *serverProc
 		b.Fatalf("unknown store %q", v.store)
 	}
 	p := startServerEnv(b, env, args...)
-	v.prepare(b, c, p)
+	v.prepare(b, c, p, env == nil)
 	return p
 }
 
 // prepare waits for p, creates what rest-load creates before its load (the
 // default mesh when missing, its HostnameGenerator) and, with existing
-// services, waits until the server has settled.
-func (v restLoad) prepare(b *testing.B, c *http.Client, p *serverProc) {
+// services, waits until the server has settled; list confirms that all
+// existing services are named with a list of them all.
+func (v restLoad) prepare(b *testing.B, c *http.Client, p *serverProc, list bool) {
 	p.waitReady(c, 10*time.Minute)
 	code, body, err := restLoadDo(c, http.MethodGet, p.api+"/meshes/default", nil)
 	if err == nil && code == http.StatusNotFound {
@@ -177,7 +195,7 @@ func (v restLoad) prepare(b *testing.B, c *http.Client, p *serverProc) {
 		return
 	}
 	// The runner decides services in key order: wait for the last one
-	// (single GETs, cheap), then confirm with a list of all.
+	// (single GETs, cheap), then, with list, confirm with a list of all.
 	t := time.Now()
 	deadline := t.Add(20 * time.Minute)
 	last := existingService(v.existing - 1).Name
@@ -200,7 +218,7 @@ func (v restLoad) prepare(b *testing.B, c *http.Client, p *serverProc) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	done := map[int]int{}
-	for {
+	for list {
 		p.checkAlive()
 		total, ready, err := scanReady(c, p.api, 0, done, nil)
 		if err != nil {
