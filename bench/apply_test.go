@@ -12,7 +12,7 @@ import (
 	"github.com/meshnames/meshnames/internal/cli"
 	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/server/servertest"
-	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 )
 
 // Services is how many MeshServices one iteration applies.
@@ -79,7 +79,7 @@ func BenchmarkApply10k(b *testing.B) {
 		b.Run(backend, func(b *testing.B) {
 			cfg := config.Default()
 			if backend == "postgres" {
-				cfg.Store.URL = postgres.TestURL(b)
+				cfg.Store.URL = pgtest.URL(b)
 			}
 			server := servertest.Start(b, cfg, servertest.Options{})
 			paths := make([]string, b.N)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 )
 
 // failoverRuns is how many leaders one benchmark iteration kills.
@@ -41,9 +41,10 @@ func BenchmarkFailover(b *testing.B) {
 				b.Fatal(err)
 			}
 			const n = 10_000
-			url := postgres.TestURL(b)
+			url := pgtest.URL(b)
 			args := []string{"--store", url, "--leader-lease-duration", lease.duration,
-				"--leader-renew-interval", lease.renew, "--leader-retry-interval", lease.retry}
+				"--leader-renew-interval", lease.renew, "--leader-retry-interval", lease.retry,
+				"--data-dir", b.TempDir()} // where the first start writes admin.token
 			c := newClient()
 			alive := []*serverProc{startServerArgs(b, args...), startServerArgs(b, args...)}
 			for _, p := range alive {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"flag"
-	"fmt"
 	"net/http"
 	"os"
 	"runtime"
@@ -41,7 +40,6 @@ func BenchmarkLiveHeap(b *testing.B) {
 		seedServices(b, dir, n)
 		base := liveHeap()
 		cfg := config.Default()
-		cfg.DNS.Addr = fmt.Sprintf("127.0.0.1:%d", freePort(b))
 		api := servertest.Start(b, cfg, servertest.Options{DataDir: dir})
 		c := newClient()
 		deadline := time.Now().Add(10 * time.Minute)

@@ -1,74 +1,112 @@
-// Package internal_test checks the dependency direction of STYLE.md:
-// validate -> resource -> store -> {cache, apiserver, ...} -> server -> cli
-// -> cmd, with hostname, decode and validate as leaves anyone may use.
+// Package internal_test checks the rules of STYLE.md that the compiler does
+// not: the layering of the module's packages (which may import which), that
+// nothing made for tests reaches the binary, and that every package says in
+// a doc comment what it is.
+//
+// Adding a package is one line: put it in its layer, or in testOnly.
 package internal_test
 
 import (
 	"encoding/json"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/meshnames/meshnames/"
 
-// allowed lists, for each package (by path below the module, with /...
-// for a subtree), the packages of this module it may import directly.
-var allowed = map[string][]string{
-	"internal/validate":          {},
-	"internal/decode":            {"internal/validate"},
-	"internal/hostname":          {"internal/validate"},
-	"internal/resource":          {"internal/validate", "internal/decode", "internal/hostname"},
-	"internal/config":            {"internal/validate", "internal/decode"},
-	"internal/store":             {"internal/resource"},
-	"internal/store/...":         {"internal/store", "internal/store/sqlstore", "internal/resource"},
-	"internal/cache":             {"internal/resource", "internal/store"},
-	"internal/api":               {"internal/resource", "internal/validate"},
-	"internal/admission":         {"internal/resource", "internal/store", "internal/cache", "internal/validate"},
-	"internal/apiserver":         {"internal/admission", "internal/api", "internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/hostname", "internal/meshservices"},
-	"internal/meshservices":      {"internal/api", "internal/resource", "internal/store", "internal/cache", "internal/validate", "internal/reconcile"},
-	"internal/client":            {"internal/api", "internal/resource", "internal/validate"},
-	"internal/kuma":              {"internal/api", "internal/decode", "internal/resource", "internal/validate"},
-	"internal/reconcile":         {"internal/resource", "internal/store", "internal/cache"},
-	"internal/leader":            {"internal/store", "internal/store/postgres"},
-	"internal/ipam":              {},
-	"internal/mzservice":         {"internal/resource", "internal/store", "internal/reconcile"},
-	"internal/vips":              {"internal/resource", "internal/store", "internal/ipam", "internal/reconcile"},
-	"internal/dnsserver":         {"internal/resource", "internal/cache", "internal/reconcile"},
-	"internal/extsvc":            {"internal/resource", "internal/store", "internal/reconcile"},
-	"internal/hostnames":         {"internal/admission", "internal/resource", "internal/store", "internal/hostname", "internal/reconcile"},
-	"internal/server":            {"internal/admission", "internal/reconcile", "internal/api", "internal/config", "internal/resource", "internal/store", "internal/store/sqlite", "internal/store/postgres", "internal/cache", "internal/apiserver", "internal/kuma", "internal/hostnames", "internal/leader", "internal/vips", "internal/dnsserver", "internal/meshservices", "internal/extsvc", "internal/mzservice"},
-	"internal/server/servertest": {"internal/config", "internal/server"},
-	"internal/cli":               {"internal/api", "internal/config", "internal/server", "internal/client", "internal/resource", "internal/validate"},
-	"cmd/meshnames":              {"internal/cli"},
+// layers, lowest first. The rule: a package imports, of this module, only
+// packages of lower layers, never of its own layer or above, except for the
+// named exceptions below. A layer's packages may use every layer beneath.
+var layers = []struct {
+	name string
+	pkgs []string
+}{
+	{"vocabulary: field paths and violations; generated wire formats", []string{"internal/validate", "api/zonesync/v1"}},
+	{"pure libraries anyone may use", []string{"internal/decode", "internal/hostname", "internal/ipam"}},
+	{"the model: kinds, documents, configuration", []string{"internal/resource", "internal/config"}},
+	{"contracts: the store, the API's bodies", []string{"internal/store", "internal/api"}},
+	{"over the contracts: the SQL store, the cache, the API client, Kuma's wire shapes, tokens, the audit log and history", []string{
+		"internal/store/sqlstore", "internal/cache", "internal/client", "internal/kuma", "internal/token", "internal/audit", "internal/history",
+	}},
+	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres"}},
+	{"what the parts share: admission of writes, the controller runner, authentication", []string{"internal/admission", "internal/reconcile", "internal/auth"}},
+	{"parts: election, controllers, DNS, REST, GUI", []string{
+		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice",
+		"internal/dnsserver", "internal/apiserver", "internal/gui", "internal/zonesync",
+	}},
+	{"wiring", []string{"internal/server"}},
+	{"the command line", []string{"internal/cli"}},
+	{"main", []string{"cmd/meshnames"}},
+}
+
+// private packages may be imported only by the packages listed (beside the
+// layer rule): the SQL store by its backends, the backends by the wiring.
+// Everything else reaches a backend through the store contract.
+var private = map[string][]string{
+	"internal/store/sqlstore": {"internal/store/sqlite", "internal/store/postgres"},
+	"internal/store/sqlite":   {"internal/server"},
+	"internal/store/postgres": {"internal/server"},
+}
+
+// exceptions are imports that break the layer rule, each with why. An
+// exception that is no longer used fails the test, so that it is removed.
+var exceptions = map[[2]string]string{
+	{"internal/apiserver", "internal/meshservices"}: "GET /_servicetags runs the Dataplane planner itself (issue 15: the API should read what the controller decided)",
+}
+
+// testOnly are packages for tests and benchmarks: they may import anything,
+// and the binary must not contain them. A path ending in /... is a tree.
+var testOnly = []string{
+	"internal", // this test
+	"internal/server/servertest",
+	"internal/store/storetest",
+	"internal/store/postgres/pgtest",
+	"internal/reconcile/reconciletest",
+	"test/...",
+	"bench/...",
+}
+
+// notInBinary are packages of other modules that only tests use.
+var notInBinary = []string{
+	"testing", "testing/...", "net/http/httptest",
+	"github.com/google/go-cmp/...", "golang.org/x/tools/...",
+}
+
+// in reports whether path is one of pats, where a pattern ending in /...
+// also matches its subtree.
+func in(path string, pats []string) bool {
+	for _, p := range pats {
+		if prefix, ok := strings.CutSuffix(p, "/..."); ok && (path == prefix || strings.HasPrefix(path, prefix+"/")) || path == p {
+			return true
+		}
+	}
+	return false
 }
 
 type pkg struct {
-	ImportPath string
-	Imports    []string
+	ImportPath   string
+	Dir          string
+	Name         string
+	Imports      []string
+	GoFiles      []string
+	TestGoFiles  []string
+	XTestGoFiles []string
 }
 
-func rulesFor(path string) ([]string, bool) {
-	if r, ok := allowed[path]; ok {
-		return r, true
-	}
-	for p, r := range allowed {
-		if prefix, ok := strings.CutSuffix(p, "/..."); ok && strings.HasPrefix(path, prefix+"/") {
-			return r, true
-		}
-	}
-	return nil, false
-}
-
-func TestLayering(t *testing.T) {
-	cmd := exec.Command("go", "list", "-json", module+"...")
-	out, err := cmd.Output()
+func goList(t *testing.T, args ...string) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-e", "-json"}, args...)...).Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		t.Fatalf("go list %v: %v", args, err)
 	}
+	var pkgs []pkg
 	dec := json.NewDecoder(strings.NewReader(string(out)))
-	checked := 0
 	for {
 		var p pkg
 		if err := dec.Decode(&p); err == io.EOF {
@@ -76,13 +114,37 @@ func TestLayering(t *testing.T) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		path := strings.TrimPrefix(p.ImportPath, module)
-		if path == "internal" || strings.HasPrefix(path, "test/") || path == "bench" || strings.HasSuffix(path, "/storetest") || strings.HasSuffix(path, "/reconciletest") {
-			continue // tests and benchmarks may use anything
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// layerOf returns the index of path's layer, or -1.
+func layerOf(path string) int {
+	for i, l := range layers {
+		if slices.Contains(l.pkgs, path) {
+			return i
 		}
-		rules, ok := rulesFor(path)
-		if !ok {
-			t.Errorf("package %s has no layering rule; add it to allowed in internal/layering_test.go", path)
+	}
+	return -1
+}
+
+// TestLayering checks every package of the module against layers, private
+// and exceptions, and that each is in a layer or in testOnly.
+func TestLayering(t *testing.T) {
+	used := map[[2]string]bool{}
+	checked := 0
+	for _, p := range goList(t, module+"...") {
+		path := strings.TrimPrefix(p.ImportPath, module)
+		if in(path, testOnly) {
+			if layerOf(path) >= 0 {
+				t.Errorf("%s is both in a layer and in testOnly", path)
+			}
+			continue
+		}
+		mine := layerOf(path)
+		if mine < 0 {
+			t.Errorf("package %s has no layer: add it to layers (or testOnly) in internal/layering_test.go", path)
 			continue
 		}
 		checked++
@@ -91,18 +153,75 @@ func TestLayering(t *testing.T) {
 			if !ours {
 				continue
 			}
-			ok := false
-			for _, a := range rules {
-				if dep == a {
-					ok = true
-				}
+			if in(dep, testOnly) {
+				t.Errorf("%s imports %s, which is for tests only", path, dep)
+				continue
 			}
-			if !ok {
-				t.Errorf("%s imports %s, which its layer may not (allowed: %v)", path, dep, rules)
+			if who, ok := private[dep]; ok && !slices.Contains(who, path) {
+				t.Errorf("%s imports %s, which only %v may import", path, dep, who)
 			}
+			theirs := layerOf(dep)
+			if theirs < 0 || theirs < mine {
+				continue // a missing layer is reported for dep itself
+			}
+			if _, ok := exceptions[[2]string{path, dep}]; ok {
+				used[[2]string{path, dep}] = true
+				continue
+			}
+			t.Errorf("%s (layer %q) imports %s (layer %q): a package imports only lower layers", path, layers[mine].name, dep, layers[theirs].name)
 		}
 	}
-	if checked < 10 {
+	for e, why := range exceptions {
+		if !used[e] {
+			t.Errorf("exception %s -> %s (%s) is not used any more: remove it", e[0], e[1], why)
+		}
+	}
+	if checked < 20 {
 		t.Errorf("checked only %d packages; is go list working?", checked)
+	}
+}
+
+// TestBinary_NoTestCode checks the meshnames binary's dependencies: no
+// testing package, no test helper of this module, no test-only library.
+func TestBinary_NoTestCode(t *testing.T) {
+	deps := goList(t, "-deps", module+"cmd/meshnames")
+	if len(deps) < 50 {
+		t.Fatalf("the binary has %d dependencies; is go list working?", len(deps))
+	}
+	for _, d := range deps {
+		path, ours := strings.CutPrefix(d.ImportPath, module)
+		switch {
+		case ours && in(path, testOnly):
+			t.Errorf("the binary contains %s, a package for tests", path)
+		case !ours && in(d.ImportPath, notInBinary):
+			t.Errorf("the binary contains %s, which only tests may use", d.ImportPath)
+		}
+	}
+}
+
+// TestPackages_HaveDocComments checks that every package of the module,
+// test-only packages included, has a package doc comment in one of its
+// files (STYLE.md: what it owns, what it must not import, its concurrency
+// rules).
+func TestPackages_HaveDocComments(t *testing.T) {
+	for _, p := range goList(t, module+"...") {
+		files := slices.Concat(p.GoFiles, p.TestGoFiles, p.XTestGoFiles)
+		if len(files) == 0 {
+			continue
+		}
+		documented := false
+		for _, f := range files {
+			ast, err := parser.ParseFile(token.NewFileSet(), filepath.Join(p.Dir, f), nil, parser.PackageClauseOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ast.Doc != nil && strings.TrimSpace(ast.Doc.Text()) != "" {
+				documented = true
+				break
+			}
+		}
+		if !documented {
+			t.Errorf("package %s has no doc comment", strings.TrimPrefix(p.ImportPath, module))
+		}
 	}
 }

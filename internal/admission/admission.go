@@ -248,6 +248,17 @@ func (a *Admitter) owns(cur *resource.Object, w Writer) *Error {
 	return nil
 }
 
+// Owns returns nil when w may change or delete cur, a stored resource, and
+// otherwise an *Error wrapping ErrReadOnly that says whose it is. Writers
+// that batch their own store writes (the sync streams) check each
+// resource with it, as Put and Delete do.
+func (a *Admitter) Owns(cur *resource.Object, w Writer) error {
+	if e := a.owns(cur, w); e != nil {
+		return e
+	}
+	return nil
+}
+
 // checkMesh reports a mesh-scoped object whose mesh does not exist.
 func (a *Admitter) checkMesh(obj *resource.Object) validate.Errors {
 	var errs validate.Errors

@@ -122,6 +122,9 @@ type ServiceTag struct {
 	Blocked string `json:"blocked,omitempty"`
 	// DeletionAt is when a MeshService without Dataplanes goes away.
 	DeletionAt time.Time `json:"deletionAt,omitzero"`
+	// Retiring says the MeshService has no Dataplane left; DeletionAt is
+	// zero until the leader has started its grace period.
+	Retiring bool `json:"retiring,omitempty"`
 }
 
 // Error is the body of every error response, on the native API and on the

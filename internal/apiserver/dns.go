@@ -6,20 +6,32 @@ import (
 	"slices"
 
 	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
 // dnsListing answers GET /meshes/{mesh}/_dns.
 func (s *Server) dnsListing(w http.ResponseWriter, mesh string) {
-	if _, ok := s.opts.Cache.Get(resource.Key{Kind: resource.Mesh, Name: mesh}); !ok {
-		writeError(w, notFound(resource.Key{Kind: resource.Mesh, Name: mesh}))
+	l, err := DNSListing(s.opts.Cache, s.opts.DNS, mesh)
+	if err != nil {
+		writeError(w, asError(err))
 		return
 	}
-	if s.opts.DNS == nil {
-		writeError(w, newError(http.StatusNotFound, "Not found", "this control plane serves no DNS"))
-		return
+	writeJSON(w, http.StatusOK, l)
+}
+
+// DNSListing is the body of GET /meshes/{mesh}/_dns, as the API answers it
+// (the GUI shows the same): what table (Options.DNS) answers in the mesh
+// and what it does not, with the reason, in order. The error is an *Error
+// (404 when the mesh does not exist or there is no DNS).
+func DNSListing(c *cache.Cache, table func(mesh string) api.DNSListing, mesh string) (api.DNSListing, error) {
+	if _, ok := c.Get(resource.Key{Kind: resource.Mesh, Name: mesh}); !ok {
+		return api.DNSListing{}, notFound(resource.Key{Kind: resource.Mesh, Name: mesh})
 	}
-	l := s.opts.DNS(mesh)
+	if table == nil {
+		return api.DNSListing{}, newError(http.StatusNotFound, "Not found", "this control plane serves no DNS")
+	}
+	l := table(mesh)
 	l.Mesh = mesh
 	slices.SortFunc(l.Names, func(a, b api.DNSName) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(l.NotAnswered, func(a, b api.DNSNotAnswer) int {
@@ -31,5 +43,5 @@ func (s *Server) dnsListing(w http.ResponseWriter, mesh string) {
 	if l.NotAnswered == nil {
 		l.NotAnswered = []api.DNSNotAnswer{}
 	}
-	writeJSON(w, http.StatusOK, l)
+	return l, nil
 }

@@ -22,6 +22,15 @@ func newError(status int, title, detail string) *Error {
 	return &Error{Status: status, Title: title, Detail: detail}
 }
 
+// asError returns err as an *Error, or a 500 when it is not one.
+func asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return newError(http.StatusInternalServerError, "Internal error", "see the control plane's log")
+}
+
 func invalid(errs validate.Errors) *Error {
 	return &Error{Status: http.StatusBadRequest, Title: "Invalid resource", Detail: "the resource breaks the rules listed in causes", Causes: errs}
 }

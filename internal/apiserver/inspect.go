@@ -10,22 +10,34 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
-// hostnames answers the _hostnames inspection. Rendering is computed here,
-// with the engine's own rules; whether a name is held or lost to another
-// service comes from the status the leader's controller wrote, because only
-// it sees every service of the mesh.
+// hostnames answers the _hostnames inspection.
 func (s *Server) hostnames(w http.ResponseWriter, r *http.Request, req request) {
 	if !req.d.ServiceKind {
 		writeError(w, newError(http.StatusBadRequest, "Invalid path",
 			"only meshservices, meshexternalservices and meshmultizoneservices have hostnames"))
 		return
 	}
-	obj, ok := s.opts.Cache.Get(req.key())
-	if !ok {
-		writeError(w, notFound(req.key()))
+	report, err := HostnamesReport(s.opts.Cache, s.opts.Admission.Zone(), req.key())
+	if err != nil {
+		writeError(w, asError(err))
 		return
 	}
-	objs, _ := s.opts.Cache.List(cache.Query{Kind: resource.HostnameGenerator})
+	writeJSON(w, http.StatusOK, report)
+}
+
+// HostnamesReport is the body of the _hostnames inspection of the service
+// k, as the API answers it (the GUI shows the same): what every
+// HostnameGenerator makes of it. Rendering is computed here, with the
+// engine's own rules; whether a name is held or lost to another service
+// comes from the status the leader's controller wrote, because only it sees
+// every service of the mesh. The error is an *Error (404 when k does not
+// exist).
+func HostnamesReport(c *cache.Cache, zone string, k resource.Key) (api.HostnamesReport, error) {
+	obj, ok := c.Get(k)
+	if !ok {
+		return api.HostnamesReport{}, notFound(k)
+	}
+	objs, _ := c.List(cache.Query{Kind: resource.HostnameGenerator})
 	var gens []hostname.Generator
 	var unusable []api.HostnameOutcome
 	for _, o := range objs {
@@ -41,11 +53,11 @@ func (s *Server) hostnames(w http.ResponseWriter, r *http.Request, req request) 
 		addrs = st.Service().Addresses
 	}
 	report := api.HostnamesReport{Kind: obj.Kind, Mesh: obj.Mesh, Name: obj.Name, Items: []api.HostnameOutcome{}}
-	for _, o := range hostname.Explain(gens, resource.HostnameServiceOf(obj), s.opts.Admission.Zone()) {
+	for _, o := range hostname.Explain(gens, resource.HostnameServiceOf(obj), zone) {
 		report.Items = append(report.Items, outcome(o, addrs))
 	}
 	report.Items = append(report.Items, unusable...)
-	writeJSON(w, http.StatusOK, report)
+	return report, nil
 }
 
 func outcome(o hostname.Outcome, addrs []resource.Address) api.HostnameOutcome {

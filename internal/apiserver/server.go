@@ -1,7 +1,8 @@
 // Package apiserver serves meshnames' REST API: Kuma-compatible resource
 // paths (GET, PUT and DELETE on /meshes/{mesh}/{collection}/{name},
 // /meshes/{name}, /hostnamegenerators/{name}, /zones/{name}, and paginated
-// lists), health and readiness probes and Prometheus metrics.
+// lists), health and readiness probes and Prometheus metrics. It mounts
+// the web GUI (Options.GUI) at /gui/ and sends browsers from / there.
 //
 // Reads are served from the cache; writes go through the admission layer
 // (internal/admission: defaults, validation with every violation at once,
@@ -10,13 +11,20 @@
 // client reads its own writes. errors.go holds the one mapping from store
 // and admission errors to statuses.
 //
-// It imports admission, resource, store, cache and validate; nothing
-// imports it but server. Handlers are safe for concurrent use.
+// Security (docs/security.md): guard.go runs every request but the public
+// ones through auth (401, 403, 429) and audits every write, in the same
+// transaction as the write when there is one; tokens.go serves /tokens,
+// /audit and /history.
+//
+// It imports admission, api, auth, audit, history, token, resource, store,
+// cache and validate; nothing imports it but server. Handlers are safe for
+// concurrent use.
 package apiserver
 
 import (
 	"context"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,9 +35,12 @@ import (
 
 	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/auth"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/meshservices"
 	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/token"
 )
 
 // MaxBodyBytes bounds a request body.
@@ -55,16 +66,41 @@ type Options struct {
 	// ServiceTags, when set, are the settings of MeshService synthesis, for
 	// GET /meshes/{mesh}/_servicetags.
 	ServiceTags *meshservices.Options
+	// ZoneInsight, when set (on a global control plane), reports a zone's
+	// sync stream for GET /zones/{name}/_insight.
+	ZoneInsight func(ctx context.Context, zone string) (api.ZoneInsight, error)
 	// Preview, when set, says what hostnames and VIPs services would gain
 	// or lose if objs (admitted) were written, for dry runs.
 	Preview func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error)
 	// Leader, when set, reports the leadership for GET /_leader.
 	Leader func(ctx context.Context) (api.LeaderStatus, error)
+	// GUI, when set, serves the web GUI under /gui/; GET / then redirects
+	// browsers (which accept text/html) there. GUIPrompt answers a
+	// browser's request for a GUI page that Auth refuses (401 or 403) with
+	// a page that asks for a token.
+	GUI       http.Handler
+	GUIPrompt func(w http.ResponseWriter, r *http.Request, status int, reason string)
+	// Security (guard.go, tokens.go). Auth, when set, authenticates,
+	// rate-limits and authorizes every request but the public ones, and
+	// every write is audited; without it every request is allowed. The
+	// Admission's store must be AuditingStore(Store) for the entry of a
+	// write to commit with it; refusals are appended to Store, and /audit
+	// and /history read it.
+	Auth  *auth.Guard
+	Store store.Store
+	// Keys serves the token endpoints; nil answers them 404.
+	Keys *token.Keys
+	// SyncPin, when set, gives the pin ("sha256:<hex>") of the global's
+	// sync certificate that zone tokens carry.
+	SyncPin func() (string, error)
 }
 
 // Server is the REST API.
 type Server struct {
-	opts     Options
+	opts Options
+	// recorder is the record streams of Options.Store, nil when it keeps
+	// none.
+	recorder store.Recorder
 	log      *slog.Logger
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -79,9 +115,11 @@ func New(o Options) *Server {
 	if o.Ready == nil {
 		o.Ready = func() error { return nil }
 	}
+	recorder, _ := o.Store.(store.Recorder)
 	s := &Server{
-		opts: o,
-		log:  o.Log,
+		opts:     o,
+		recorder: recorder,
+		log:      o.Log,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshnames_api_requests_total", Help: "REST API requests by route, method and status code.",
 		}, []string{"route", "method", "code"}),
@@ -125,7 +163,7 @@ func (r *statusRecorder) WriteHeader(code int) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	route := s.dispatch(rec, r)
+	route := s.guard(rec, r)
 	d := time.Since(start)
 	s.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.code)).Inc()
 	s.latency.WithLabelValues(route, r.Method).Observe(d.Seconds())
@@ -157,8 +195,15 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 		if !allow(w, r, http.MethodGet) {
 			return "/"
 		}
+		if s.opts.GUI != nil && acceptsHTML(r) {
+			http.Redirect(w, r, "/gui/", http.StatusSeeOther)
+			return "/"
+		}
 		s.index(w)
 		return "/"
+	case seg[0] == "gui" && s.opts.GUI != nil:
+		s.opts.GUI.ServeHTTP(w, r)
+		return "/gui"
 	case len(seg) == 1 && seg[0] == "healthz":
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return "/healthz"
@@ -173,6 +218,8 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 			s.leader(w, r)
 		}
 		return "/_leader"
+	case seg[0] == "tokens" || (len(seg) == 1 && (seg[0] == "audit" || seg[0] == "history")):
+		return s.security(w, r, seg)
 	}
 	// Everything below reads the cache: before it has loaded the store it
 	// would answer that nothing exists (a mesh just created at start
@@ -198,6 +245,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 			s.serviceTags(w, seg[1])
 		}
 		return "/meshes/{mesh}/_servicetags"
+	}
+	if len(seg) == 3 && seg[0] == "zones" && seg[2] == "_insight" {
+		if allow(w, r, http.MethodGet) {
+			s.zoneInsight(w, r, seg[1])
+		}
+		return "/zones/{name}/_insight"
 	}
 	if len(seg) == 5 && seg[4] == "_hostnames" {
 		req, ok := parsePath(seg[:4])
@@ -285,6 +338,19 @@ func byPlural(p string) *resource.Descriptor {
 		}
 	}
 	return nil
+}
+
+// acceptsHTML tells a browser's navigation (Accept: text/html, ...) from
+// an API client, which asks for JSON or anything (curl's */*).
+func acceptsHTML(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			if mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part)); mt == "text/html" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Server) index(w http.ResponseWriter) {

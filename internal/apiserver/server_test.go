@@ -655,7 +655,13 @@ func TestAPI_WaitsForTheFirstLoad(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := cache.New(st, log, nil) // not running yet
 	api := New(Options{Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: "standalone", Zone: "east"}), Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
-	srv := httptest.NewServer(api.Handler())
+	// arrived tells that a request reached the API, which cannot answer
+	// before the cache (not running) has loaded.
+	arrived := make(chan struct{}, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		api.Handler().ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 
 	get := func(ctx context.Context, path string) (*http.Response, error) {
@@ -678,6 +684,7 @@ func TestAPI_WaitsForTheFirstLoad(t *testing.T) {
 	if resp, err := get(context.Background(), "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthz before the load: %v %v", resp, err)
 	}
+	<-arrived // the /healthz request
 
 	// A request made while the cache loads is answered once it has.
 	ctx, stop := context.WithCancel(context.Background())
@@ -694,7 +701,7 @@ func TestAPI_WaitsForTheFirstLoad(t *testing.T) {
 		resp.Body.Close()
 		answered <- resp.StatusCode
 	}()
-	time.Sleep(100 * time.Millisecond)
+	<-arrived // the request waits in the API: only now does the load start
 	go func() { c.Run(ctx); close(done) }()
 	if code := <-answered; code != http.StatusOK {
 		t.Errorf("GET /meshes/default during the load = %d, want 200", code)

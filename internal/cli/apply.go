@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/client"
+	"github.com/meshnames/meshnames/internal/decode"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/validate"
 )
@@ -26,7 +31,7 @@ const applyWorkers = 16
 
 func newApplyCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command {
 	var file string
-	var dryRun bool
+	var dryRun, showProgress bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|-",
 		Short: "Create or update resources from YAML or JSON documents",
@@ -35,11 +40,16 @@ stream of YAML documents separated by "---" lines, or one JSON document.
 
 Every document is checked first - its syntax, every field rule, the labels the
 control plane owns, and that its mesh exists - and if any document is invalid
-nothing is applied and every problem is printed with its document and field.
-Then Meshes, Zones and HostnameGenerators are applied one at a time in the
-order of the input (a generator's creation time decides its precedence), and
-the rest in parallel; apply prints created, updated or unchanged for each
-resource, in the order of the input.
+nothing is applied and every problem is printed at its line of the file, with
+its document and field. Then Meshes, Zones and HostnameGenerators are applied
+one at a time in the order of the input (a generator's creation time decides
+its precedence), and the rest in parallel; apply prints created, updated or
+unchanged for each resource, in the order of the input, and for more than one
+resource a summary line (how many were created, updated and unchanged).
+
+While it writes, a line on standard error counts the resources written,
+when standard error is a terminal or with --progress (then a line at each
+tenth, for logs).
 
 With --dry-run nothing is written: apply prints what each write would do,
 and the hostnames and VIPs that services would gain, lose or be refused, as
@@ -60,11 +70,12 @@ the controllers would decide them now (see also "meshnames diff").`,
 			if err != nil {
 				return err
 			}
-			return apply(cmd.Context(), env, c, name, data, dryRun)
+			return apply(cmd.Context(), env, c, name, data, dryRun, showProgress)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "file to apply, or - for standard input")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check every document and show what would change, hostnames and VIPs included, without writing")
+	cmd.Flags().BoolVar(&showProgress, "progress", false, "report progress on standard error even when it is not a terminal")
 	return cmd
 }
 
@@ -93,15 +104,76 @@ func readInput(env Env, file string) ([]byte, string, error) {
 
 type applyDoc struct {
 	index int
-	line  int
+	part  resource.Document
 	obj   *resource.Object
+	lines *decode.Lines // found on first use: only problems need them
 }
 
-func (d applyDoc) where(file string) string {
-	return fmt.Sprintf("%s: document %d (line %d)", file, d.index+1, d.line)
+// where says where the field of a problem is: the file, the field's line,
+// the document and, once decoded, the resource.
+func (d *applyDoc) where(file string, field string) string {
+	w := fmt.Sprintf("%s:%d: document %d", file, d.line(field), d.index+1)
+	if d.obj != nil {
+		w += ", " + d.obj.Key().String()
+	}
+	return w
 }
 
-func apply(ctx context.Context, env Env, c *client.Client, file string, data []byte, dryRun bool) error {
+// line is the line of the stream that holds field, or the document's
+// first line when it cannot be found.
+func (d *applyDoc) line(field string) int {
+	if d.lines == nil {
+		l := decode.YAMLLines(d.part.Data)
+		d.lines = &l
+	}
+	n, whole := d.lines.Find(validate.Path(field))
+	if rest, ok := strings.CutPrefix(field, "spec."); ok && !whole {
+		// Dataplanes and Meshes may be written with their spec fields at
+		// the top level, as Kuma writes them, without a spec.
+		if _, hasSpec := d.lines.Find("spec"); !hasSpec {
+			if m, whole := d.lines.Find(validate.Path(rest)); whole {
+				n = m
+			}
+		}
+	}
+	if n == 0 {
+		return d.part.Line
+	}
+	return d.part.Line + n - 1
+}
+
+// yamlLine matches the line yaml.v2 gives in a syntax error, which counts
+// from the start of the document.
+var yamlLine = regexp.MustCompile(`^(.*)yaml: line ([0-9]+): (.*)$`)
+
+// report prints the problems of d in the order of their lines and returns
+// how many there were.
+func (d *applyDoc) report(w io.Writer, file string, errs validate.Errors) int {
+	errs = slices.Clone(errs)
+	slices.SortStableFunc(errs, func(a, b validate.Violation) int { return d.line(a.Field) - d.line(b.Field) })
+	for _, e := range errs {
+		where, msg := d.where(file, e.Field), e.Message
+		if e.Field == resource.DocumentField {
+			// A syntax error: the document as a whole, at the line the
+			// parser stopped.
+			if m := yamlLine.FindStringSubmatch(msg); m != nil {
+				n, _ := strconv.Atoi(m[2])
+				where = fmt.Sprintf("%s:%d: document %d", file, d.part.Line+n-1, d.index+1)
+				msg = m[1] + m[3]
+			}
+			fmt.Fprintf(w, "%s: %s\n", where, msg)
+			continue
+		}
+		if e.Field == "" {
+			fmt.Fprintf(w, "%s: %s\n", where, msg)
+		} else {
+			fmt.Fprintf(w, "%s: %s: %s\n", where, e.Field, msg)
+		}
+	}
+	return len(errs)
+}
+
+func apply(ctx context.Context, env Env, c *client.Client, file string, data []byte, dryRun, showProgress bool) error {
 	docs, checked, err := check(ctx, env, c, file, data, "applied")
 	if err != nil {
 		return err
@@ -113,30 +185,20 @@ func apply(ctx context.Context, env Env, c *client.Client, file string, data []b
 		printChanges(env, checked.Changes)
 		return nil
 	}
-	return write(ctx, env, c, docs)
+	return write(ctx, env, c, docs, showProgress)
 }
 
 // check decodes the documents of data (from file) and asks the server to
 // admit every one without writing; verb says what did not happen when
-// some cannot be ("applied"). It prints every problem, with its document
-// and field, and fails when there is one.
-func check(ctx context.Context, env Env, c *client.Client, file string, data []byte, verb string) ([]applyDoc, *api.ApplyReport, error) {
+// some cannot be ("applied"). It prints every problem, at its line of the
+// file with its document and field, and fails when there is one.
+func check(ctx context.Context, env Env, c *client.Client, file string, data []byte, verb string) ([]*applyDoc, *api.ApplyReport, error) {
 	parts := resource.SplitYAML(data)
 	if len(parts) == 0 {
 		return nil, nil, fmt.Errorf("%s holds no documents", file)
 	}
-	var docs []applyDoc
+	var docs []*applyDoc
 	problems := 0
-	report := func(where string, errs validate.Errors) {
-		for _, e := range errs {
-			problems++
-			if e.Field == "" {
-				fmt.Fprintf(env.Err, "%s: %s\n", where, e.Message)
-			} else {
-				fmt.Fprintf(env.Err, "%s: %s: %s\n", where, e.Field, e.Message)
-			}
-		}
-	}
 	// Decoding is local: it needs no server, and reports positions in the
 	// input. Everything else - defaults, validation, the rules of the
 	// server's mode, whether the mesh exists, whether a resource is
@@ -151,9 +213,11 @@ func check(ctx context.Context, env Env, c *client.Client, file string, data []b
 		obj, errs := resource.DecodePartial(parts[i].Data)
 		results[i] = decoded{obj: obj, errs: errs}
 	})
+	all := make([]*applyDoc, len(parts))
 	seen := map[resource.Key]int{}
 	for i, p := range parts {
-		d := applyDoc{index: i, line: p.Line, obj: results[i].obj}
+		d := &applyDoc{index: i, part: p, obj: results[i].obj}
+		all[i] = d
 		if d.obj == nil {
 			continue
 		}
@@ -172,12 +236,8 @@ func check(ctx context.Context, env Env, c *client.Client, file string, data []b
 			}
 		}
 	}
-	for i, p := range parts {
-		where := applyDoc{index: i, line: p.Line}.where(file)
-		if obj := results[i].obj; obj != nil {
-			where += ", " + obj.Key().String()
-		}
-		report(where, results[i].errs)
+	for i, d := range all {
+		problems += d.report(env.Err, file, results[i].errs)
 	}
 	if checkErr != nil {
 		if problems > 0 {
@@ -191,14 +251,18 @@ func check(ctx context.Context, env Env, c *client.Client, file string, data []b
 	return docs, checked, nil
 }
 
-// write applies docs, which the server admitted.
-func write(ctx context.Context, env Env, c *client.Client, docs []applyDoc) error {
+// write applies docs, which the server admitted, reporting progress on
+// standard error when it is a terminal or showProgress.
+func write(ctx context.Context, env Env, c *client.Client, docs []*applyDoc, showProgress bool) error {
 	lines := make([]string, len(docs))
 	failed := 0
+	outcomes := map[string]int{} // created, updated, unchanged
 	var mu sync.Mutex
+	prog := newProgress(env.Err, len(docs), showProgress)
 	put := func(i int) {
 		d := docs[i]
 		res, err := c.Put(ctx, d.obj, client.PutOptions{Minimal: true})
+		prog.add()
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -206,6 +270,7 @@ func write(ctx context.Context, env Env, c *client.Client, docs []applyDoc) erro
 			lines[i] = fmt.Sprintf("%s failed: %v", d.obj.Key(), err)
 			return
 		}
+		outcomes[res.Result]++
 		line := fmt.Sprintf("%s %s", d.obj.Key(), res.Result)
 		for _, w := range res.Warnings {
 			line += "\nWarning: " + w
@@ -226,8 +291,16 @@ func write(ctx context.Context, env Env, c *client.Client, docs []applyDoc) erro
 		}
 	}
 	forEach(len(rest), applyWorkers, func(j int) { put(rest[j]) })
+	prog.finish()
 	for _, l := range lines {
 		fmt.Fprintln(env.Out, l)
+	}
+	if len(docs) > 1 {
+		summary := fmt.Sprintf("%d resources: %d created, %d updated, %d unchanged", len(docs), outcomes["created"], outcomes["updated"], outcomes["unchanged"])
+		if failed > 0 {
+			summary += fmt.Sprintf(", %d failed", failed)
+		}
+		fmt.Fprintln(env.Out, summary)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d resources were not applied", failed, len(docs))
@@ -257,7 +330,7 @@ func forEach(n, workers int, f func(i int)) {
 }
 
 // objects returns the documents' resources.
-func objects(docs []applyDoc) []*resource.Object {
+func objects(docs []*applyDoc) []*resource.Object {
 	out := make([]*resource.Object, len(docs))
 	for i, d := range docs {
 		out[i] = d.obj

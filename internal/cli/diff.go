@@ -174,4 +174,3 @@ func exitCode(err error) (int, bool) {
 	}
 	return 1, true
 }
-

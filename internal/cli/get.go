@@ -29,10 +29,15 @@ func newGetCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command
 KIND is one of:
 ` + kindsHelp() + `
 Output formats: table (default), wide (more columns), yaml (documents that
-"meshnames apply" accepts), json.`,
+"meshnames apply" accepts), json.
+
+On a global control plane, "get zones" shows each zone's sync stream:
+online or offline, when the global last heard from it, the revisions sent,
+acknowledged and received, resources and bytes each way, and refusals.`,
 		Example: `  meshnames get meshservices
   meshnames get meshservice redis -m default -o yaml
-  meshnames get hostnamegenerators -o wide`,
+  meshnames get hostnamegenerators -o wide
+  meshnames get zones --server http://global:5681   # each zone's sync stream`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains([]string{"table", "wide", "yaml", "json"}, output) {
@@ -46,13 +51,20 @@ Output formats: table (default), wide (more columns), yaml (documents that
 			if len(args) == 2 {
 				obj, err := c.Get(ctx, d, m, args[1])
 				if err != nil {
-					return err
+					return meshMissing(ctx, c, d, m, err)
 				}
 				return printObjects(env, d, []*resource.Object{obj}, output, true)
 			}
 			objs, err := c.ListAll(ctx, d, m, nil)
 			if err != nil {
-				return err
+				return meshMissing(ctx, c, d, m, err)
+			}
+			if len(objs) == 0 && d.MeshScoped {
+				// An empty list of a mesh that does not exist is a typo
+				// in -m, not an empty mesh.
+				if err := meshMissing(ctx, c, d, m, nil); err != nil {
+					return err
+				}
 			}
 			if len(objs) == 0 && (output == "table" || output == "wide") {
 				where := ""
@@ -62,12 +74,35 @@ Output formats: table (default), wide (more columns), yaml (documents that
 				fmt.Fprintf(env.Err, "No %s found%s.\n", d.Plural, where)
 				return nil
 			}
+			if d.Kind == resource.Zone && (output == "table" || output == "wide") {
+				if info, err := c.Info(ctx); err == nil && info.Mode == resource.ModeGlobal {
+					return printZones(ctx, env, c, objs, output == "wide")
+				}
+			}
 			return printObjects(env, d, objs, output, false)
 		},
 	}
 	cmd.Flags().StringVarP(&mesh, "mesh", "m", defaultMesh, "mesh of mesh-scoped kinds")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, wide, yaml or json")
 	return cmd
+}
+
+// meshMissing returns an error saying that mesh does not exist when d is
+// mesh-scoped and the server has no such mesh; otherwise it returns err (a
+// failed read of the mesh itself is reported as err, or that failure when
+// err is nil).
+func meshMissing(ctx context.Context, c *client.Client, d *resource.Descriptor, mesh string, err error) error {
+	if !d.MeshScoped || (err != nil && !client.IsNotFound(err)) {
+		return err
+	}
+	_, merr := c.Get(ctx, resource.MustLookup(resource.Mesh), "", mesh)
+	switch {
+	case client.IsNotFound(merr):
+		return fmt.Errorf("mesh %q does not exist (meshnames get meshes lists the meshes)", mesh)
+	case err == nil:
+		return merr
+	}
+	return err
 }
 
 // target resolves a KIND argument and the -m flag (which only mesh-scoped
@@ -320,7 +355,7 @@ A mesh that still holds resources cannot be deleted: delete its resources first.
 				return err
 			}
 			if err := c.Delete(cmd.Context(), d, m, args[1]); err != nil {
-				return err
+				return meshMissing(cmd.Context(), c, d, m, err)
 			}
 			fmt.Fprintf(env.Out, "%s deleted\n", resource.Key{Kind: d.Kind, Mesh: m, Name: args[1]})
 			return nil

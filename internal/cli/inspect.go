@@ -66,7 +66,7 @@ order, including the generators that do not select it and why.`,
 		Short: "List every name the DNS server answers in a mesh",
 		Long: `List every name the server's DNS answers in the mesh: generated hostnames,
 MeshExternalService InternalVIP values, service-tag names and their
-DNS-compliant aliases (seed 004), with the record types, the addresses and the
+DNS-compliant aliases (the DNS-compliant names design record), with the record types, the addresses and the
 service each belongs to. Then list the names that are not answered and why: a
 hostname lost to another service, a service with no VIP yet, an alias that
 would collide with another service's name.`,
@@ -119,7 +119,7 @@ would collide with another service's name.`,
 		Use:     "externalservices",
 		Aliases: []string{"meshexternalservices", "extsvc"},
 		Short:   "List the clusters and conditions of the external services of a mesh",
-		Long: `List every MeshExternalService of the mesh by cluster: seed 003 makes one
+		Long: `List every MeshExternalService of the mesh by cluster: a MeshExternalService has one
 cluster per matched port, named <name>_<port>, with the port's protocol and the
 matches it captures. Then list the services' conditions, such as the IP ranges
 they share with another external service on a port (Overlapping) or a VIP pool
@@ -144,6 +144,7 @@ that is exhausted.`,
 	cmd.AddCommand(newInspectServiceTagsCmd(env, newClient))
 	cmd.AddCommand(newInspectMultiZoneCmd(env, newClient))
 	cmd.AddCommand(newInspectLeaderCmd(env, newClient))
+	cmd.AddCommand(newInspectHistoryCmd(env, newClient))
 	return cmd
 }
 
@@ -332,6 +333,8 @@ synthesised MeshServices without Dataplanes waiting for their deletion.`,
 					details = append(details, fmt.Sprintf("%s: %s", t.Tag, t.Blocked))
 				case !t.DeletionAt.IsZero():
 					state = "deleting at " + t.DeletionAt.UTC().Format(time.RFC3339)
+				case t.Retiring:
+					state = "no Dataplane: grace period starting"
 				case len(t.Conditions) > 0:
 					var reasons []string
 					for _, c := range t.Conditions {

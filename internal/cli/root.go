@@ -50,18 +50,22 @@ MeshService, MeshExternalService, MeshMultiZoneService, HostnameGenerator,
 Dataplane and Mesh resources (Kuma-compatible), gives services hostnames and
 virtual IPs, and answers their names over DNS.
 
-Run a control plane with "meshnames serve"; manage resources with apply, get
-and delete, which talk to the server named by --server or $MESHNAMES_SERVER
-(default ` + client.DefaultServer + `).`,
+"meshnames serve" runs a control plane; "meshnames config show" prints the
+configuration it would run with. The other commands are clients of a running
+control plane: apply, diff, get, delete, inspect, token, audit and version
+talk to the server named by their --server flag or $` + ServerEnv + ` (default
+` + client.DefaultServer + `), sending the token of --token-file or
+$` + TokenEnv + ` (without one, requests from the server's own host are
+admin).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetIn(env.In)
 	root.SetOut(env.Out)
 	root.SetErr(env.Err)
-	server := root.PersistentFlags().String("server", "", "URL of the meshnames server (default $"+ServerEnv+" or "+client.DefaultServer+")")
+	var server, tokenFile, caFile string
 	newClient := func() (*client.Client, error) {
-		s := *server
+		s := server
 		if s == "" {
 			if v, ok := env.Getenv(ServerEnv); ok && v != "" {
 				s = v
@@ -69,18 +73,32 @@ and delete, which talk to the server named by --server or $MESHNAMES_SERVER
 				s = client.DefaultServer
 			}
 		}
-		return client.New(s)
+		opts, err := clientOptions(env, tokenFile, caFile)
+		if err != nil {
+			return nil, err
+		}
+		return client.New(s, opts...)
 	}
-	root.AddCommand(
-		newServeCmd(env),
+	// The client commands take --server; serve and config have nothing
+	// to connect to.
+	serverUsage := "URL of the meshnames server (default $" + ServerEnv + " or " + client.DefaultServer + ")"
+	clients := []*cobra.Command{
 		newApplyCmd(env, newClient),
 		newDiffCmd(env, newClient),
 		newGetCmd(env, newClient),
 		newDeleteCmd(env, newClient),
 		newInspectCmd(env, newClient),
-		newConfigCmd(env),
 		newVersionCmd(env, newClient),
-	)
+		newTokenCmd(env, newClient),
+		newAuditCmd(env, newClient),
+	}
+	for _, c := range clients {
+		c.PersistentFlags().StringVar(&server, "server", "", serverUsage)
+		c.PersistentFlags().StringVar(&tokenFile, "token-file", "", "file holding the token to send (default $"+TokenEnv+"; none: admin on the server's host)")
+		c.PersistentFlags().StringVar(&caFile, "ca-file", "", "PEM CA certificate to trust for an https:// server (default $"+CAFileEnv+")")
+	}
+	root.AddCommand(newServeCmd(env), newConfigCmd(env))
+	root.AddCommand(clients...)
 	return root
 }
 
@@ -116,10 +134,16 @@ func kindArg(s string) (*resource.Descriptor, error) {
 	return nil, fmt.Errorf("unknown kind %q: use one of %s", s, strings.Join(names, ", "))
 }
 
+// kindsHelp lists the kinds by plural with the other names kindArg takes,
+// each once.
 func kindsHelp() string {
 	var b strings.Builder
 	for _, d := range resource.Descriptors() {
-		fmt.Fprintf(&b, "  %-22s (%s, %s)\n", d.Plural, strings.ToLower(string(d.Kind)), d.ShortName)
+		names := []string{strings.ToLower(string(d.Kind))}
+		if d.ShortName != "" && d.ShortName != names[0] && d.ShortName != d.Plural {
+			names = append(names, d.ShortName)
+		}
+		fmt.Fprintf(&b, "  %-22s (%s)\n", d.Plural, strings.Join(names, ", "))
 	}
 	return b.String()
 }

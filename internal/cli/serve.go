@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -24,9 +26,13 @@ var configFlags = []struct {
 }{
 	{"mode", "mode", "standalone, zone or global", false},
 	{"zone", "zone", "zone name of this control plane", false},
-	{"store", "store.url", `"embedded" (default) or a PostgreSQL URL: postgres://user@host:5432/db`, false},
+	{"store", "store.url", `"embedded" (the default) or a PostgreSQL URL: postgres://user@host:5432/db`, false},
 	{"data-dir", "store.dataDir", "directory of the embedded store", false},
-	{"api-addr", "api.addr", "address of the REST API", false},
+	{"api-addr", "api.addr", "address of the REST API (off loopback it needs --api-tls-cert and --api-tls-key, or --api-insecure)", false},
+	{"api-tls-cert", "api.tls.cert", "PEM certificate (chain) of the REST API: serve HTTPS", false},
+	{"api-tls-key", "api.tls.key", "PEM private key of --api-tls-cert", false},
+	{"api-insecure", "api.insecure", "allow a non-loopback --api-addr without TLS (tokens then cross the network in clear)", true},
+	{"api-loopback-admin", "api.auth.loopbackAdmin", "requests without a token on a loopback API address are admin (default true; --api-loopback-admin=false requires tokens there too)", true},
 	{"dns-addr", "dns.addr", "address of the DNS server (UDP and TCP)", false},
 	{"log-level", "log.level", "debug, info, warn or error", false},
 	{"log-format", "log.format", "text or json", false},
@@ -44,16 +50,32 @@ var configFlags = []struct {
 	{"leader-lease-duration", "leader.leaseDuration", "how long the leader lease lasts after each renewal (PostgreSQL store)", false},
 	{"leader-renew-interval", "leader.renewInterval", "how often the leader renews its lease", false},
 	{"leader-retry-interval", "leader.retryInterval", "how often other instances try to take the lease", false},
+	{"sync-addr", "sync.addr", "where a global serves its zones' sync streams (gRPC over TLS)", false},
+	{"sync-tls-cert", "sync.tlsCert", "certificate of the global's sync server, instead of the one it creates and keeps in its store", false},
+	{"sync-tls-key", "sync.tlsKey", "key of --sync-tls-cert", false},
+	{"global-address", "sync.globalAddress", "where a zone reaches its global: grpcs://HOST:PORT", false},
+	{"zone-token-file", "sync.zoneTokenFile", "file holding the zone token (meshnames token zone on the global)", false},
+	{"global-ca-file", "sync.globalCAFile", "CA to verify the global's sync certificate with, instead of the pin in the zone token", false},
+	{"sync-insecure", "sync.insecure", "let a zone use grpc:// without TLS (tokens and resources travel in the clear)", true},
+	{"sync-heartbeat", "sync.heartbeat", "how often an idle sync stream shows each side is there", false},
 }
 
+// addConfigFlags adds configFlags to fs. A flag has no default of its own
+// (only a flag that is set overrides the file and the environment); its
+// usage shows the configuration's default instead.
 func addConfigFlags(fs *pflag.FlagSet) *string {
+	defaults := configDefaults()
 	for _, f := range configFlags {
 		d := ""
 		for _, field := range config.Fields() {
 			if field.Path == f.path {
-				d = fmt.Sprintf(" (config %s, env %s)", f.path, field.Env)
+				d = fmt.Sprintf("config %s, env %s", f.path, field.Env)
 			}
 		}
+		if v := defaults[f.path]; v != "" && !f.boolean {
+			d = "default " + strconv.Quote(v) + "; " + d
+		}
+		d = " (" + d + ")"
 		if f.boolean {
 			fs.Bool(f.flag, false, f.usage+d)
 		} else {
@@ -61,6 +83,43 @@ func addConfigFlags(fs *pflag.FlagSet) *string {
 		}
 	}
 	return fs.String("config", "", "YAML configuration file (unknown keys are errors)")
+}
+
+// configDefaults returns the text of every non-empty leaf of
+// config.Default() by its path (api.addr: 127.0.0.1:5681).
+func configDefaults() map[string]string {
+	b, err := json.Marshal(config.Default())
+	if err != nil {
+		panic(err) // the configuration is plain data
+	}
+	var tree map[string]any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		panic(err)
+	}
+	out := map[string]string{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			for k, c := range t {
+				if prefix != "" {
+					k = prefix + "." + k
+				}
+				walk(k, c)
+			}
+		case []any:
+			var items []string
+			for _, i := range t {
+				items = append(items, fmt.Sprint(i))
+			}
+			out[prefix] = strings.Join(items, ",")
+		case nil:
+		default:
+			out[prefix] = fmt.Sprint(t)
+		}
+	}
+	walk("", tree)
+	return out
 }
 
 // loadConfig layers defaults, the file, the environment and the flags, and
@@ -120,19 +179,32 @@ func newServeCmd(env Env) *cobra.Command {
 		Short: "Run a control plane",
 		Long: `Run a meshnames control plane.
 
+It runs in the foreground, logging to standard error, until it is stopped.
 With no flags it runs a standalone zone named "default" on the embedded store
-in ./meshnames-data, with the REST API on 127.0.0.1:5681. Settings come from
+in ./meshnames-data (created in the current directory when missing), with the
+REST API on 127.0.0.1:5681 and DNS on 127.0.0.1:5653. Settings come from
 defaults, then the --config file, then MESHNAMES_* environment variables,
 then flags; "meshnames config show" prints the result.
+
+With --mode global it serves zones' sync streams on --sync-addr; with
+--mode zone --zone NAME it connects to its global at --global-address with
+the zone token in --zone-token-file (docs/multizone.md).
 
 Only one process may use a data directory at a time. With --store
 postgres://... several instances share one PostgreSQL database.
 
+Requests from this host to a loopback API address are admin without a
+token; others need one (docs/security.md). Off loopback the API needs
+--api-tls-cert and --api-tls-key (or --api-insecure). The first start writes
+an admin token to <data-dir>/admin.token.
+
 SIGINT or SIGTERM stops the server cleanly: requests in flight finish, then
 the store is closed.`,
 		Example: `  meshnames serve
-  meshnames serve --data-dir /var/lib/meshnames --api-addr 0.0.0.0:5681
-  meshnames serve --store postgres://meshnames@db:5432/meshnames`,
+  meshnames serve --data-dir /var/lib/meshnames --api-addr 0.0.0.0:5681 --api-tls-cert api.pem --api-tls-key api-key.pem
+  meshnames serve --store postgres://meshnames@db:5432/meshnames
+  meshnames serve --mode global --sync-addr 0.0.0.0:5685
+  meshnames serve --mode zone --zone east --global-address grpcs://global:5685 --zone-token-file east.token`,
 		Args: cobra.NoArgs,
 	}
 	file := addConfigFlags(cmd.Flags())

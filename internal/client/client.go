@@ -10,6 +10,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,12 +33,41 @@ const DefaultServer = "http://127.0.0.1:5681"
 
 // Client talks to one meshnames server.
 type Client struct {
-	base *url.URL
-	http *http.Client
+	base  *url.URL
+	http  *http.Client
+	token string
+	// maxWait bounds how long a request waits, in all, for the Retry-After
+	// of 429 answers before it gives up.
+	maxWait time.Duration
 }
 
-// New returns a client for the server at base (http://host:port).
-func New(base string) (*Client, error) {
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	token  string
+	caPEM  []byte
+	noWait bool
+}
+
+// WithToken makes the client send Authorization: Bearer token.
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
+
+// WithCA makes the client trust the PEM certificates in pem (besides the
+// system's) for an https:// server.
+func WithCA(pem []byte) Option { return func(o *options) { o.caPEM = pem } }
+
+// WithoutRetry makes a 429 answer an error at once instead of a wait for
+// its Retry-After.
+func WithoutRetry() Option { return func(o *options) { o.noWait = true } }
+
+// New returns a client for the server at base (http://host:port or
+// https://host:port).
+func New(base string, opts ...Option) (*Client, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
@@ -49,7 +80,21 @@ func New(base string) (*Client, error) {
 	// default of 2 per host makes concurrent requests dial anew each time.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	return &Client{base: u, http: &http.Client{Timeout: 60 * time.Second, Transport: tr}}, nil
+	if len(o.caPEM) > 0 {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(o.caPEM) {
+			return nil, fmt.Errorf("the CA file holds no PEM certificate")
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	c := &Client{base: u, http: &http.Client{Timeout: 60 * time.Second, Transport: tr}, token: o.token, maxWait: time.Minute}
+	if o.noWait {
+		c.maxWait = 0
+	}
+	return c, nil
 }
 
 // Server returns the server address.
@@ -74,6 +119,13 @@ func (e *APIError) Error() string {
 		fmt.Fprintf(&b, "\n  %s: %s", c.Field, c.Message)
 	}
 	return b.String()
+}
+
+// IsUnauthorized reports whether err is a 401 from the server: no token,
+// or one it does not accept.
+func IsUnauthorized(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Status == http.StatusUnauthorized
 }
 
 // IsNotFound reports whether err is a 404 from the server.
@@ -113,7 +165,34 @@ type response struct {
 	body   []byte
 }
 
+// do sends a request; a 429 answer is retried after its Retry-After while
+// the waits add up to less than maxWait.
 func (c *Client) do(ctx context.Context, method, pathAndQuery string, body []byte, header http.Header) (*response, error) {
+	waited := time.Duration(0)
+	for {
+		r, err := c.once(ctx, method, pathAndQuery, body, header)
+		if r == nil || r.status != http.StatusTooManyRequests {
+			return r, err
+		}
+		wait := time.Second
+		if s, perr := strconv.Atoi(r.header.Get("Retry-After")); perr == nil && s > 0 {
+			wait = time.Duration(s) * time.Second
+		}
+		if waited+wait > c.maxWait {
+			return r, err
+		}
+		waited += wait
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return r, err
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, pathAndQuery string, body []byte, header http.Header) (*response, error) {
 	u := c.base.String() + pathAndQuery
 	var rd io.Reader
 	if body != nil {
@@ -127,6 +206,9 @@ func (c *Client) do(ctx context.Context, method, pathAndQuery string, body []byt
 		req.Header[k] = vs
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var ne net.Error
@@ -400,4 +482,18 @@ func (c *Client) Check(ctx context.Context, objs []*resource.Object) (*api.Apply
 		return nil, fmt.Errorf("the server checked %d resources of %d", len(rep.Items), len(objs))
 	}
 	return &rep, nil
+}
+
+// ZoneInsight returns the state of a zone's sync stream, from a global
+// control plane.
+func (c *Client) ZoneInsight(ctx context.Context, zone string) (*api.ZoneInsight, error) {
+	r, err := c.do(ctx, http.MethodGet, "/zones/"+url.PathEscape(zone)+"/_insight", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var in api.ZoneInsight
+	if err := json.Unmarshal(r.body, &in); err != nil {
+		return nil, fmt.Errorf("decode zone insight: %w", err)
+	}
+	return &in, nil
 }

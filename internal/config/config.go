@@ -43,6 +43,49 @@ type Config struct {
 	VIPs     VIPsConfig     `json:"vips"`
 	Services ServicesConfig `json:"services"`
 	Leader   LeaderConfig   `json:"leader"`
+	Sync     SyncConfig     `json:"sync"`
+	Audit    AuditConfig    `json:"audit"`
+	History  HistoryConfig  `json:"history"`
+}
+
+// AuditConfig configures the audit log of the API's writes
+// (docs/security.md).
+type AuditConfig struct {
+	// Retention is how long audit entries are kept.
+	Retention Duration `json:"retention"`
+}
+
+// HistoryConfig configures the history of hostnames and VIPs.
+type HistoryConfig struct {
+	// Retention is how long history events are kept.
+	Retention Duration `json:"retention"`
+}
+
+// SyncConfig configures the sync between a global control plane and its
+// zones (ARCHITECTURE.md section 7; docs/multizone.md).
+type SyncConfig struct {
+	// Addr is where a global serves its zones' sync streams (gRPC over TLS).
+	Addr string `json:"addr"`
+	// TLSCert and TLSKey, when set, are the certificate and key the
+	// global's sync server presents instead of the ones it creates at first
+	// start and keeps in its store.
+	TLSCert string `json:"tlsCert"`
+	TLSKey  string `json:"tlsKey"`
+	// GlobalAddress is where a zone reaches its global:
+	// grpcs://HOST:PORT (grpc:// only with Insecure).
+	GlobalAddress string `json:"globalAddress"`
+	// ZoneTokenFile holds the zone's token, issued on the global with
+	// meshnames token zone; it carries the pin of the global's certificate.
+	ZoneTokenFile string `json:"zoneTokenFile"`
+	// GlobalCAFile, when set, verifies the global's certificate against
+	// this CA instead of the pin in the zone token.
+	GlobalCAFile string `json:"globalCAFile"`
+	// Insecure lets a zone use grpc:// (no TLS): tokens and resources
+	// travel in the clear.
+	Insecure bool `json:"insecure"`
+	// Heartbeat is how often the global and a zone show each other they
+	// are there on an idle stream; three missed ones end the stream.
+	Heartbeat Duration `json:"heartbeat"`
 }
 
 // LeaderConfig configures leader election among instances that share a
@@ -88,6 +131,35 @@ type APIConfig struct {
 	Addr string `json:"addr"`
 	// ShutdownTimeout bounds how long SIGTERM waits for in-flight requests.
 	ShutdownTimeout Duration `json:"shutdownTimeout"`
+	// TLS serves the API over HTTPS. An Addr that is not a loopback
+	// address needs it, unless Insecure.
+	TLS APITLSConfig `json:"tls"`
+	// Insecure allows a non-loopback Addr without TLS: tokens then cross
+	// the network in clear.
+	Insecure bool          `json:"insecure"`
+	Auth     APIAuthConfig `json:"auth"`
+}
+
+// APITLSConfig names the API's certificate and key (PEM files).
+type APITLSConfig struct {
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
+}
+
+// APIAuthConfig configures who may use the API (docs/security.md).
+type APIAuthConfig struct {
+	// LoopbackAdmin makes a request without a token on a loopback
+	// listener admin (Kuma's convention). A non-loopback listener always
+	// needs tokens.
+	LoopbackAdmin bool `json:"loopbackAdmin"`
+	// RateLimit is how many requests per second one token may make (0:
+	// no limit); RateBurst how many it may make at once.
+	RateLimit int `json:"rateLimit"`
+	RateBurst int `json:"rateBurst"`
+	// RefreshInterval is how often an instance reads the signing keys and
+	// revocations, so a token revoked on another instance sharing the
+	// store is refused here within it.
+	RefreshInterval Duration `json:"refreshInterval"`
 }
 
 // DNSConfig configures the DNS server.
@@ -154,7 +226,10 @@ func Default() Config {
 			DataDir:            "./meshnames-data",
 			TombstoneRetention: Duration(24 * time.Hour),
 		},
-		API: APIConfig{Addr: "127.0.0.1:5681", ShutdownTimeout: Duration(10 * time.Second)},
+		API: APIConfig{Addr: "127.0.0.1:5681", ShutdownTimeout: Duration(10 * time.Second),
+			Auth: APIAuthConfig{LoopbackAdmin: true, RateLimit: 1000, RateBurst: 2000, RefreshInterval: Duration(250 * time.Millisecond)}},
+		Audit:   AuditConfig{Retention: Duration(90 * 24 * time.Hour)},
+		History: HistoryConfig{Retention: Duration(365 * 24 * time.Hour)},
 		DNS: DNSConfig{
 			Addr: "127.0.0.1:5653", TTL: Duration(10 * time.Second),
 			Domains: []string{"mesh.local", "mesh"}, ServiceTagDomain: "mesh",
@@ -170,7 +245,8 @@ func Default() Config {
 		Leader: LeaderConfig{
 			LeaseDuration: Duration(15 * time.Second), RenewInterval: Duration(5 * time.Second), RetryInterval: Duration(time.Second),
 		},
-		Log: LogConfig{Level: "info", Format: "text"},
+		Log:  LogConfig{Level: "info", Format: "text"},
+		Sync: SyncConfig{Addr: "127.0.0.1:5685", Heartbeat: Duration(5 * time.Second)},
 	}
 }
 
@@ -200,6 +276,7 @@ func (c *Config) Validate() validate.Errors {
 	if c.API.ShutdownTimeout <= 0 {
 		errs.Add("api.shutdownTimeout", "must be positive")
 	}
+	c.validateSecurity(&errs)
 	if c.DNS.TTL < Duration(time.Second) || c.DNS.TTL > Duration(time.Hour) {
 		errs.Addf("dns.ttl", "must be between 1s and 1h, got %s", c.DNS.TTL)
 	}
@@ -225,13 +302,99 @@ func (c *Config) Validate() validate.Errors {
 		errs.Addf("services.deletionGracePeriod", "must not be negative, got %s", c.Services.DeletionGracePeriod)
 	}
 	c.validateLeader(&errs)
+	c.validateSync(&errs)
 	errs.Check("log.level", validate.OneOf(c.Log.Level, "debug", "info", "warn", "error"))
 	errs.Check("log.format", validate.OneOf(c.Log.Format, "text", "json"))
 	return errs
 }
 
-// validateLeader checks that the leader can renew, and retry a failed
-// renewal, well before its lease runs out.
+// validateSync checks what each mode needs to sync.
+func (c *Config) validateSync(errs *validate.Errors) {
+	s := c.Sync
+	if s.Heartbeat < Duration(100*time.Millisecond) || s.Heartbeat > Duration(time.Minute) {
+		errs.Addf("sync.heartbeat", "must be between 100ms and 1m, got %s", s.Heartbeat)
+	}
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		errs.Add("sync.tlsCert", "sync.tlsCert and sync.tlsKey must be given together")
+	}
+	switch c.Mode {
+	case ModeGlobal:
+		checkAddr(errs, "sync.addr", s.Addr)
+	case ModeZone:
+		if s.GlobalAddress == "" {
+			errs.Add("sync.globalAddress", "a zone needs its global's address, such as grpcs://global:5685 (a zone without a global is --mode standalone)")
+		} else if msg := checkGlobalAddress(s.GlobalAddress, s.Insecure); msg != "" {
+			errs.Add("sync.globalAddress", msg)
+		}
+		if s.ZoneTokenFile == "" {
+			errs.Add("sync.zoneTokenFile", "a zone needs its zone token (meshnames token zone --zone "+c.Zone+" on the global)")
+		}
+	}
+}
+
+// checkGlobalAddress checks grpcs://HOST:PORT (grpc:// when insecure).
+func checkGlobalAddress(addr string, insecure bool) string {
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Sprintf("must be grpcs://HOST:PORT, got %q", addr)
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
+		return fmt.Sprintf("must name a port: grpcs://HOST:PORT, got %q", addr)
+	}
+	switch {
+	case u.Scheme == "grpcs":
+	case u.Scheme == "grpc" && !insecure:
+		return "grpc:// sends the zone token and every synced resource in the clear: use grpcs://, or allow it with sync.insecure (--sync-insecure)"
+	case u.Scheme != "grpc":
+		return fmt.Sprintf("must start with grpcs:// (or grpc:// with --sync-insecure), got %q", addr)
+	}
+	return ""
+}
+
+// validateSecurity checks TLS, authentication and the retention of the
+// audit log and history.
+func (c *Config) validateSecurity(errs *validate.Errors) {
+	a := c.API
+	if (a.TLS.Cert == "") != (a.TLS.Key == "") {
+		errs.Add("api.tls", "set both cert and key (--api-tls-cert and --api-tls-key), or neither")
+	}
+	if a.TLS.Cert == "" && !a.Insecure && !LoopbackAddr(a.Addr) {
+		errs.Addf("api.addr", "%s is not a loopback address: off loopback the API needs TLS (--api-tls-cert and --api-tls-key) so that tokens do not cross the network in clear; --api-insecure serves plain HTTP anyway", a.Addr)
+	}
+	if a.Auth.RateLimit < 0 {
+		errs.Addf("api.auth.rateLimit", "must not be negative (0 means no limit), got %d", a.Auth.RateLimit)
+	}
+	if a.Auth.RateLimit > 0 && a.Auth.RateBurst < 1 {
+		errs.Addf("api.auth.rateBurst", "must be at least 1 when api.auth.rateLimit is set, got %d", a.Auth.RateBurst)
+	}
+	if r := a.Auth.RefreshInterval; r < Duration(10*time.Millisecond) || r > Duration(time.Second) {
+		errs.Addf("api.auth.refreshInterval", "must be between 10ms and 1s (a revocation must hold on every instance within a second), got %s", r)
+	}
+	if c.Audit.Retention < Duration(time.Hour) {
+		errs.Addf("audit.retention", "must be at least 1h, got %s", c.Audit.Retention)
+	}
+	if c.History.Retention < Duration(time.Hour) {
+		errs.Addf("history.retention", "must be at least 1h, got %s", c.History.Retention)
+	}
+}
+
+// LoopbackAddr reports whether addr (host:port) binds a loopback address
+// only: 127.0.0.0/8, ::1 or localhost. An empty host (every interface) is
+// not.
+func LoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return true // reported as a bad address elsewhere
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// validateLeader checks that the leader renews well before its lease (and
+// the election's session, silent between renewals) can run out.
 func (c *Config) validateLeader(errs *validate.Errors) {
 	l := c.Leader
 	if l.LeaseDuration < Duration(time.Second) || l.LeaseDuration > Duration(10*time.Minute) {
@@ -239,7 +402,7 @@ func (c *Config) validateLeader(errs *validate.Errors) {
 	}
 	half := l.LeaseDuration / 2
 	if l.RenewInterval <= 0 || l.RenewInterval > half {
-		errs.Addf("leader.renewInterval", "must be positive and at most half of leader.leaseDuration (%s), got %s: the leader must be able to retry a failed renewal before its lease runs out", half, l.RenewInterval)
+		errs.Addf("leader.renewInterval", "must be positive and at most half of leader.leaseDuration (%s), got %s: the lease, and the session that holds it, must not run out between two renewals", half, l.RenewInterval)
 	}
 	if l.RetryInterval <= 0 || l.RetryInterval > half {
 		errs.Addf("leader.retryInterval", "must be positive and at most half of leader.leaseDuration (%s), got %s", half, l.RetryInterval)

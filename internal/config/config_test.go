@@ -119,6 +119,39 @@ func TestValidate(t *testing.T) {
 		{name: "bad-dns-port", mutate: func(c *Config) { c.DNS.Addr = "127.0.0.1:99999" }, fields: []string{"dns.addr"}},
 		{name: "short-retention", mutate: func(c *Config) { c.Store.TombstoneRetention = Duration(time.Second) }, fields: []string{"store.tombstoneRetention"}},
 		{name: "bad-log", mutate: func(c *Config) { c.Log.Level, c.Log.Format = "loud", "xml" }, fields: []string{"log.level", "log.format"}},
+		{name: "off-loopback-needs-tls", mutate: func(c *Config) { c.API.Addr = "0.0.0.0:5681" }, fields: []string{"api.addr"}},
+		{name: "all-interfaces-needs-tls", mutate: func(c *Config) { c.API.Addr = ":5681" }, fields: []string{"api.addr"}},
+		{name: "lan-address-needs-tls", mutate: func(c *Config) { c.API.Addr = "10.1.2.3:5681" }, fields: []string{"api.addr"}},
+		{name: "off-loopback-with-tls", mutate: func(c *Config) { c.API.Addr, c.API.TLS = "0.0.0.0:5681", APITLSConfig{Cert: "c.pem", Key: "k.pem"} }},
+		{name: "off-loopback-insecure", mutate: func(c *Config) { c.API.Addr, c.API.Insecure = "0.0.0.0:5681", true }},
+		{name: "localhost", mutate: func(c *Config) { c.API.Addr = "localhost:5681" }},
+		{name: "ipv6-loopback", mutate: func(c *Config) { c.API.Addr = "[::1]:5681" }},
+		{name: "cert-without-key", mutate: func(c *Config) { c.API.TLS.Cert = "c.pem" }, fields: []string{"api.tls"}},
+		{name: "key-without-cert-off-loopback", mutate: func(c *Config) { c.API.Addr, c.API.TLS.Key = "0.0.0.0:1", "k.pem" }, fields: []string{"api.tls", "api.addr"}},
+		{name: "bad-rate", mutate: func(c *Config) { c.API.Auth.RateLimit, c.API.Auth.RateBurst = -1, 0 }, fields: []string{"api.auth.rateLimit"}},
+		{name: "rate-without-burst", mutate: func(c *Config) { c.API.Auth.RateBurst = 0 }, fields: []string{"api.auth.rateBurst"}},
+		{name: "no-rate-limit", mutate: func(c *Config) { c.API.Auth.RateLimit, c.API.Auth.RateBurst = 0, 0 }},
+		{name: "slow-refresh", mutate: func(c *Config) { c.API.Auth.RefreshInterval = Duration(2 * time.Second) }, fields: []string{"api.auth.refreshInterval"}},
+		{name: "short-audit", mutate: func(c *Config) { c.Audit.Retention, c.History.Retention = Duration(time.Minute), 0 }, fields: []string{"audit.retention", "history.retention"}},
+		{name: "zone-needs-global", mutate: func(c *Config) { c.Mode = ModeZone }, fields: []string{"sync.globalAddress", "sync.zoneTokenFile"}},
+		{name: "zone-with-global", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "grpcs://global:5685", "east.token"
+		}},
+		{name: "zone-plain-grpc", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "grpc://global:5685", "east.token"
+		}, fields: []string{"sync.globalAddress"}},
+		{name: "zone-plain-grpc-allowed", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile, c.Sync.Insecure = ModeZone, "grpc://global:5685", "east.token", true
+		}},
+		{name: "zone-https", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "https://global:5685", "east.token"
+		}, fields: []string{"sync.globalAddress"}},
+		{name: "zone-no-port", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "grpcs://global", "east.token"
+		}, fields: []string{"sync.globalAddress"}},
+		{name: "global-bad-sync-addr", mutate: func(c *Config) { c.Mode, c.Sync.Addr = ModeGlobal, "5685" }, fields: []string{"sync.addr"}},
+		{name: "sync-cert-without-key", mutate: func(c *Config) { c.Sync.TLSCert = "sync.pem" }, fields: []string{"sync.tlsCert"}},
+		{name: "bad-heartbeat", mutate: func(c *Config) { c.Sync.Heartbeat = Duration(time.Millisecond) }, fields: []string{"sync.heartbeat"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,6 +180,8 @@ func TestFields_EnvNames(t *testing.T) {
 		"dns.ttl":                      "MESHNAMES_DNS_TTL",
 		"services.deletionGracePeriod": "MESHNAMES_SERVICES_DELETION_GRACE_PERIOD",
 		"leader.leaseDuration":         "MESHNAMES_LEADER_LEASE_DURATION",
+		"api.auth.loopbackAdmin":       "MESHNAMES_API_AUTH_LOOPBACK_ADMIN",
+		"api.tls.cert":                 "MESHNAMES_API_TLS_CERT",
 	} {
 		if got[path] != want {
 			t.Errorf("env name of %s = %q, want %q", path, got[path], want)

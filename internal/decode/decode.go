@@ -8,7 +8,12 @@
 // of a control plane need to fix a file. Struct fields are matched by their
 // exact json tag name. Types that need their own rule implement Decoder.
 //
+// Lines (lines.go) finds the line of a field path in a YAML or JSON document
+// (through go.yaml.in/yaml/v3, which keeps positions), so that a problem is
+// reported where its field is.
+//
 // It imports the standard library, validate and the YAML libraries only.
+// Its functions are safe for concurrent use.
 package decode
 
 import (

@@ -20,9 +20,12 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/history"
 	"github.com/meshnames/meshnames/internal/hostname"
 	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -53,6 +56,8 @@ type Core struct {
 	// a status write by someone else, which must be compared again even if
 	// the engine saw no change.
 	changed []resource.Key
+	// ops are the history events of deleted services (Ops).
+	ops []reconcile.Write
 
 	sizes        *prometheus.GaugeVec
 	unavailable  prometheus.Gauge
@@ -88,7 +93,7 @@ func (c *Core) Watches(k resource.Kind) bool {
 // Start implements reconcile.Core: a new term starts from nothing.
 func (c *Core) Start(context.Context, reconcile.Env) error {
 	c.engine = hostname.NewEngine(c.o.Zone)
-	c.changed = nil
+	c.changed, c.ops = nil, nil
 	clear(c.unavailCount)
 	c.unavailable.Set(0)
 	return nil
@@ -105,7 +110,14 @@ func (c *Core) Observe(k resource.Key, obj *resource.Object) {
 		return
 	}
 	if obj == nil {
-		c.engine.DeleteService(resource.HostnameKey(k))
+		hk := resource.HostnameKey(k)
+		addrs, _ := c.engine.Addresses(hk)
+		for _, a := range addrs {
+			if a.Available {
+				c.record(history.Deleted(c.o.Zone, k, a.Hostname, ""))
+			}
+		}
+		c.engine.DeleteService(hk)
 		c.setUnavailable(k, 0)
 		return
 	}
@@ -123,6 +135,23 @@ func (c *Core) setGenerator(obj *resource.Object) {
 		return
 	}
 	c.engine.SetGenerator(g)
+}
+
+// record queues a history event.
+func (c *Core) record(e api.HistoryEvent) {
+	op, err := history.Op(e)
+	if err != nil {
+		c.o.Log.Warn("cannot record a history event", "err", err)
+		return
+	}
+	c.ops = append(c.ops, reconcile.Write{Op: op})
+}
+
+// Ops implements reconcile.Core: the history of deleted services' names.
+func (c *Core) Ops(time.Time) []reconcile.Write {
+	ops := c.ops
+	c.ops = nil
+	return ops
 }
 
 // Dirty implements reconcile.Core.

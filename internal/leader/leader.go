@@ -4,14 +4,15 @@
 //
 // Local is the elector of the embedded store, whose single process is always
 // the leader. Lease elects one of the instances sharing a PostgreSQL schema
-// with a lease row (holder, term, expiry) that the leader renews; see
-// lease.go. Lease hands its work a context carrying a store.Fence, so that
-// every write the work makes is checked against the lease in its own
-// transaction: a deposed leader that has not noticed yet cannot write.
+// through a Campaign (the store's lease row and a session that stands for
+// the leader being alive; see lease.go). Lease hands its work a context
+// carrying a store.Fence, so that every write the work makes is checked
+// against the lease in its own transaction: a deposed leader that has not
+// noticed yet cannot write.
 //
-// It imports store (for the fence) and store/postgres (for the database
-// clock the fence check uses); nothing above store. An elector's Run is
-// called once; its other methods are safe for concurrent use.
+// It imports store (for the fence) and nothing else of this module: the
+// SQL of the election lives with the store (store/postgres). An elector's
+// Run is called once; its other methods are safe for concurrent use.
 package leader
 
 import (

@@ -4,18 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshnames/meshnames/internal/store"
-	"github.com/meshnames/meshnames/internal/store/postgres"
 )
 
 // Defaults of LeaseOptions.
@@ -25,23 +22,45 @@ const (
 	DefaultRetryInterval = time.Second
 )
 
+// Campaign is this instance's part in the election of one fenced lease,
+// implemented by the PostgreSQL store (postgres.Store.Election): the lease
+// row, timed by the database's clock, and a session of the campaign's own
+// that stands for the holder being alive. Its methods are called from one
+// goroutine.
+type Campaign interface {
+	// Holder is this instance's identity as a lease holder.
+	Holder() string
+	// Acquire takes the lease for d when it is free, expired, or its
+	// holder's session has ended, and returns the new term's fence and
+	// the fence it took over from (zero when the lease was free).
+	// Otherwise it returns a zero fence and the current holder's.
+	Acquire(ctx context.Context, d time.Duration) (taken, previous store.Fence, err error)
+	// Renew extends the lease of f to d from now; false when it is no
+	// longer f's. An error ends the term.
+	Renew(ctx context.Context, f store.Fence, d time.Duration) (bool, error)
+	// Watch returns nil when ctx ends, or an error as soon as the
+	// session that holds the lease ends, which ends the term.
+	Watch(ctx context.Context) error
+	// Release expires the lease of f at once and ends the term.
+	Release(ctx context.Context, f store.Fence) error
+	// Close ends the session, and any term with it.
+	Close()
+}
+
 // LeaseOptions configures a Lease elector.
 type LeaseOptions struct {
-	// URL is the PostgreSQL URL of the store; its search_path selects the
-	// schema whose leases table holds the lease.
-	URL string
-	// Holder identifies this instance; NewLease makes one up (host, pid
-	// and a random suffix) when empty. It must be unique among the
-	// instances.
-	Holder string
-	Log    *slog.Logger
+	// Campaign is the election this instance takes part in; its Holder
+	// must be unique among the instances (NewHolderID makes one).
+	Campaign Campaign
+	Log      *slog.Logger
 	// LeaseDuration is how long the lease lasts after each renewal, by
-	// the database's clock: how long the instances wait for a silent
-	// leader before one takes over.
+	// the database's clock: how long the instances wait for a leader that
+	// went silent while its session looks alive to the database (a frozen
+	// process, a network partition). A leader whose process dies, or
+	// whose connection breaks, is replaced at the next RetryInterval.
 	LeaseDuration time.Duration
 	// RenewInterval is how often the leader renews; RetryInterval how
-	// often a follower tries to take the lease, and a leader whose renewal
-	// failed tries again.
+	// often a follower tries to take the lease.
 	RenewInterval, RetryInterval time.Duration
 	// Registerer receives the elector's metrics; nil for none.
 	Registerer prometheus.Registerer
@@ -49,28 +68,26 @@ type LeaseOptions struct {
 
 // Lease elects one leader among the instances sharing a PostgreSQL schema
 // with the row LeaseName of the leases table, holding the holder and term
-// (store.Fence.LeaseValue) and an expiry in Unix nanoseconds by the
-// database's clock, so that the instances' clocks do not matter.
+// (store.Fence.LeaseValue) and an expiry by the database's clock, so that
+// the instances' clocks do not matter, and with the session of the
+// leader's Campaign, which PostgreSQL ends when the leader's process dies.
 //
 // A follower tries every RetryInterval to take the lease: it succeeds when
-// there is none, or when it has expired, and then raises the term by one.
-// Every take is a transaction that locks the row (FOR UPDATE), so two
-// instances cannot both take it, and a takeover waits for fenced writes in
-// flight (which lock it FOR SHARE).
+// there is none, when it has expired, or when the leader's session has
+// ended, and then raises the term by one. Every take is a transaction that
+// locks the row (FOR UPDATE), so two instances cannot both take it, and a
+// takeover waits for fenced writes in flight (which lock it FOR SHARE).
 //
 // The leader renews every RenewInterval, pushing the expiry to the
-// database's now plus LeaseDuration; a renewal that fails is retried every
-// RetryInterval. The expiry can be no earlier than the start of the last
-// successful renewal plus LeaseDuration, as measured by this process's
-// monotonic clock; the leader stops its work when a fifth of LeaseDuration
-// is left of that (the safety margin), so that its work has ended before
-// another instance can take over, and writes fenced with its term fail
-// from then on anyway. When its context ends (shutdown) or its work
-// returns, the leader releases the lease so that another instance takes
-// over at its next try rather than after the expiry.
-//
-// The elector uses a connection of its own, outside the store's pool, so
-// that a busy pool cannot delay renewals.
+// database's now plus LeaseDuration. It stops its work, and its term ends,
+// as soon as its session ends (Watch) or a renewal fails or finds the
+// lease taken: another instance may take over at once, and writes fenced
+// with the old term fail from then on. It also stops when a fifth of
+// LeaseDuration is left of the lease as measured by this process's
+// monotonic clock from the start of the last successful renewal (the
+// safety margin), so that its work has ended before the lease can expire.
+// When its context ends (shutdown) or its work returns, the leader
+// releases the lease so that another instance takes over at its next try.
 type Lease struct {
 	o      LeaseOptions
 	margin time.Duration
@@ -82,8 +99,6 @@ type Lease struct {
 	term          prometheus.Gauge
 	changes       *prometheus.CounterVec
 	renewFailures prometheus.Counter
-
-	conn *pgx.Conn // owned by Run's goroutine
 }
 
 var _ Elector = (*Lease)(nil)
@@ -99,9 +114,6 @@ func NewLease(o LeaseOptions) *Lease {
 	if o.RetryInterval <= 0 {
 		o.RetryInterval = DefaultRetryInterval
 	}
-	if o.Holder == "" {
-		o.Holder = NewHolderID("")
-	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -116,7 +128,7 @@ func NewLease(o LeaseOptions) *Lease {
 		}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshnames_leader_changes_total",
-			Help: "Changes of this instance's leadership: acquired, released (shutdown), lost (another instance holds the lease) or expired (renewals failed until the safety margin).",
+			Help: "Changes of this instance's leadership: acquired, released (shutdown), lost (the session ended, a renewal failed or another instance holds the lease) or expired (no renewal succeeded until the safety margin).",
 		}, []string{"change"}),
 		renewFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meshnames_leader_renew_failures_total", Help: "Renewals of the leader lease that failed (database unreachable or slow).",
@@ -148,7 +160,7 @@ func NewHolderID(detail string) string {
 }
 
 // Self returns the holder identity of this instance.
-func (l *Lease) Self() string { return l.o.Holder }
+func (l *Lease) Self() string { return l.o.Campaign.Holder() }
 
 // Leading reports whether this instance leads (its work is running).
 func (l *Lease) Leading() bool {
@@ -167,7 +179,7 @@ func (l *Lease) setLeading(v bool, term int64) {
 
 // Run implements Elector.
 func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) error {
-	defer l.closeConn()
+	defer l.o.Campaign.Close()
 	lastHolder := ""
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -176,6 +188,9 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) error {
 		case err != nil && ctx.Err() == nil:
 			l.o.Log.Warn("leader election: cannot reach the database; will retry", "err", err)
 		case err == nil && fence.Term != 0:
+			if cur.Holder != "" {
+				l.o.Log.Info("leader election: took over the lease; its holder's session had ended", "holder", cur.Holder, "term", cur.Term)
+			}
 			l.hold(ctx, fence, start, lead)
 			lastHolder = ""
 		case err == nil && cur.Holder != lastHolder:
@@ -191,69 +206,14 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	return nil
 }
 
-// The lease's SQL. $1 is the lease name, $2 its value, $3 the duration in
-// nanoseconds; expiries are Unix nanoseconds by the database's clock.
-const (
-	selectLease = `SELECT value, expires_at, ` + postgres.NowNanos + ` FROM leases WHERE name = $1 FOR UPDATE`
-	insertLease = `INSERT INTO leases (name, value, expires_at) VALUES ($1, $2, ` + postgres.NowNanos + ` + $3)
-		ON CONFLICT (name) DO NOTHING`
-	takeLease  = `UPDATE leases SET value = $2, expires_at = ` + postgres.NowNanos + ` + $3 WHERE name = $1`
-	renewLease = `UPDATE leases SET expires_at = ` + postgres.NowNanos + ` + $3
-		WHERE name = $1 AND value = $2 AND expires_at > ` + postgres.NowNanos
-	// releaseLease expires the lease now, so that it is free at once.
-	releaseLease = `UPDATE leases SET expires_at = ` + postgres.NowNanos + ` WHERE name = $1 AND value = $2`
-)
-
-// acquire tries to take the lease. It returns the fence of the term it
-// took, or a zero fence and the current holder's when another instance
-// holds a lease that has not expired.
-func (l *Lease) acquire(ctx context.Context) (store.Fence, store.Fence, error) {
+func (l *Lease) acquire(ctx context.Context) (taken, previous store.Fence, err error) {
 	ctx, cancel := context.WithTimeout(ctx, l.o.LeaseDuration)
 	defer cancel()
-	conn, err := l.connect(ctx)
-	if err != nil {
-		return store.Fence{}, store.Fence{}, err
-	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return store.Fence{}, store.Fence{}, l.connErr(err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
-	var value []byte
-	var expires, now int64
-	err = tx.QueryRow(ctx, selectLease, LeaseName).Scan(&value, &expires, &now)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return store.Fence{}, store.Fence{}, l.connErr(err)
-	}
-	exists := err == nil
-	var cur store.Fence
-	if exists {
-		// An unreadable value counts as term 0: whoever takes it starts at 1.
-		cur, _ = store.ParseFence(store.Lease{Name: LeaseName, Value: value})
-		if (expires == 0 || expires > now) && cur.Holder != l.o.Holder {
-			return store.Fence{}, cur, tx.Commit(ctx)
-		}
-	}
-	next := store.Fence{Lease: LeaseName, Holder: l.o.Holder, Term: cur.Term + 1}
-	query := takeLease
-	if !exists {
-		query = insertLease
-	}
-	tag, err := tx.Exec(ctx, query, LeaseName, next.LeaseValue(), l.o.LeaseDuration.Nanoseconds())
-	if err != nil {
-		return store.Fence{}, store.Fence{}, l.connErr(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return store.Fence{}, store.Fence{}, l.connErr(err)
-	}
-	if tag.RowsAffected() != 1 {
-		return store.Fence{}, cur, nil // another instance inserted it first
-	}
-	return next, store.Fence{}, nil
+	return l.o.Campaign.Acquire(ctx, l.o.LeaseDuration)
 }
 
-// hold runs lead while the lease is renewed. acquired is when the
-// transaction that took the lease started.
+// hold runs lead while the lease is renewed and the session lives.
+// acquired is when the transaction that took the lease started.
 func (l *Lease) hold(ctx context.Context, fence store.Fence, acquired time.Time, lead func(ctx context.Context)) {
 	l.o.Log.Info("leader election: this instance leads", "term", fence.Term)
 	l.changes.WithLabelValues("acquired").Inc()
@@ -273,11 +233,15 @@ func (l *Lease) hold(ctx context.Context, fence store.Fence, acquired time.Time,
 	// stopBy is when the work must have been told to stop: the lease
 	// expires no earlier than a renewal's start plus LeaseDuration.
 	stopBy := acquired.Add(l.o.LeaseDuration - l.margin)
-	deadline := time.NewTimer(time.Until(stopBy))
-	defer deadline.Stop()
-	renew := time.NewTimer(time.Until(acquired.Add(l.o.RenewInterval)))
-	defer renew.Stop()
+	renewAt := acquired.Add(l.o.RenewInterval)
 	for {
+		// Between renewals, watch the session: when it ends, another
+		// instance may take over at once.
+		wake := renewAt
+		if stopBy.Before(wake) {
+			wake = stopBy
+		}
+		err := l.watch(ctx, done, wake)
 		select {
 		case <-ctx.Done():
 			stepDown("released")
@@ -288,103 +252,76 @@ func (l *Lease) hold(ctx context.Context, fence store.Fence, acquired time.Time,
 			stepDown("released")
 			l.release(fence)
 			return
-		case <-deadline.C:
+		default:
+		}
+		switch {
+		case err != nil:
+			l.o.Log.Error("leader election: the session that holds the lease ended; stopping the controllers", "term", fence.Term, "err", err)
+			stepDown("lost")
+			l.o.Campaign.Close()
+			return
+		case !time.Now().Before(stopBy):
 			l.o.Log.Error("leader election: could not renew the lease in time; stopping the controllers before it expires", "term", fence.Term)
 			stepDown("expired")
+			l.o.Campaign.Close()
 			return
-		case <-renew.C:
-			start := time.Now()
-			held, err := l.renew(ctx, fence, stopBy)
-			switch {
-			case err != nil:
-				if ctx.Err() != nil {
-					continue // the next loop releases
-				}
-				l.renewFailures.Inc()
-				l.o.Log.Warn("leader election: renewing the lease failed; will retry", "term", fence.Term, "err", err)
-				renew.Reset(l.o.RetryInterval)
-			case !held:
-				l.o.Log.Error("leader election: the lease was lost; stopping the controllers", "term", fence.Term)
-				stepDown("lost")
-				return
-			default:
-				stopBy = start.Add(l.o.LeaseDuration - l.margin)
-				deadline.Reset(time.Until(stopBy))
-				renew.Reset(time.Until(start.Add(l.o.RenewInterval)))
-			}
 		}
+		start := time.Now()
+		held, err := l.renew(ctx, fence, stopBy)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			continue // the next round releases
+		case err != nil:
+			l.renewFailures.Inc()
+			l.o.Log.Error("leader election: renewing the lease failed; stopping the controllers", "term", fence.Term, "err", err)
+			stepDown("lost")
+			l.o.Campaign.Close()
+			return
+		case !held:
+			l.o.Log.Error("leader election: the lease was lost; stopping the controllers", "term", fence.Term)
+			stepDown("lost")
+			l.o.Campaign.Close()
+			return
+		}
+		stopBy = start.Add(l.o.LeaseDuration - l.margin)
+		renewAt = start.Add(l.o.RenewInterval)
 	}
 }
 
-// renew extends the lease held by fence. It reports false when the lease
-// is no longer ours (taken or expired). It gives up at by, or after
+// watch watches the session until wake, ctx's end or done, whichever comes
+// first, and returns an error if the session ended.
+func (l *Lease) watch(ctx context.Context, done <-chan struct{}, wake time.Time) error {
+	wctx, cancel := context.WithDeadline(ctx, wake)
+	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	return l.o.Campaign.Watch(wctx)
+}
+
+// renew extends the lease held by fence. It gives up at by, or after
 // RenewInterval, whichever comes first.
 func (l *Lease) renew(ctx context.Context, fence store.Fence, by time.Time) (bool, error) {
 	ctx, cancel := context.WithDeadline(ctx, by)
 	defer cancel()
 	ctx, cancel2 := context.WithTimeout(ctx, l.o.RenewInterval)
 	defer cancel2()
-	conn, err := l.connect(ctx)
-	if err != nil {
-		return false, err
-	}
-	tag, err := conn.Exec(ctx, renewLease, LeaseName, fence.LeaseValue(), l.o.LeaseDuration.Nanoseconds())
-	if err != nil {
-		return false, l.connErr(err)
-	}
-	return tag.RowsAffected() == 1, nil
+	return l.o.Campaign.Renew(ctx, fence, l.o.LeaseDuration)
 }
 
 // release expires the lease held by fence, if it still is, so that another
 // instance need not wait for the expiry. It is best effort: on failure the
-// lease expires on its own.
+// session's end frees the lease for the others.
 func (l *Lease) release(fence store.Fence) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(l.o.RetryInterval, 2*time.Second))
 	defer cancel()
-	conn, err := l.connect(ctx)
-	if err == nil {
-		_, err = conn.Exec(ctx, releaseLease, LeaseName, fence.LeaseValue())
-		err = l.connErr(err)
-	}
-	if err != nil {
-		l.o.Log.Warn("leader election: could not release the lease; it expires on its own", "err", err)
+	if err := l.o.Campaign.Release(ctx, fence); err != nil {
+		l.o.Log.Warn("leader election: could not release the lease; its session's end frees it", "err", err)
 		return
 	}
 	l.o.Log.Info("leader election: released the lease", "term", fence.Term)
-}
-
-// connect returns the elector's connection, opening it when needed.
-func (l *Lease) connect(ctx context.Context) (*pgx.Conn, error) {
-	if l.conn != nil && !l.conn.IsClosed() {
-		return l.conn, nil
-	}
-	l.closeConn()
-	cfg, err := postgres.ParseConfig(l.o.URL)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	l.conn = conn
-	return conn, nil
-}
-
-// connErr passes err on, dropping the connection when it failed: after a
-// timeout or a network error its state is unknown.
-func (l *Lease) connErr(err error) error {
-	if err != nil {
-		l.closeConn()
-	}
-	return err
-}
-
-func (l *Lease) closeConn() {
-	if l.conn != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = l.conn.Close(ctx)
-		l.conn = nil
-	}
 }

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 )
 
 // Short settings so that the tests take seconds: the leader stops its work
@@ -25,20 +27,52 @@ const (
 	testRetry = 50 * time.Millisecond
 )
 
-// openStore migrates a fresh schema (the elector needs the leases table)
+// openStore migrates a fresh schema (the election needs the leases table)
 // and returns its URL and the store.
 func openStore(t *testing.T) (string, *postgres.Store) {
 	t.Helper()
-	url := postgres.TestURL(t)
+	url := pgtest.URL(t)
+	return url, openAt(t, url)
+}
+
+// openAt opens the store at url (an instance's own, such as through a
+// proxy) and closes it when the test ends.
+func openAt(t *testing.T, url string) *postgres.Store {
+	t.Helper()
 	st, err := postgres.Open(t.Context(), url, postgres.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	return url, st
+	return st
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// counted counts the calls an elector makes of its campaign, so that a test
+// can wait for renewals and tries instead of sleeping. Once dead is set, it
+// takes no lease any more, as an instance whose process died.
+type counted struct {
+	Campaign
+	acquires, renewals atomic.Int64
+	dead               atomic.Bool
+}
+
+func (c *counted) Acquire(ctx context.Context, d time.Duration) (store.Fence, store.Fence, error) {
+	defer c.acquires.Add(1)
+	if c.dead.Load() {
+		return store.Fence{}, store.Fence{}, errors.New("this instance is dead")
+	}
+	return c.Campaign.Acquire(ctx, d)
+}
+
+func (c *counted) Renew(ctx context.Context, f store.Fence, d time.Duration) (bool, error) {
+	held, err := c.Campaign.Renew(ctx, f, d)
+	if held && err == nil {
+		c.renewals.Add(1)
+	}
+	return held, err
+}
 
 // term is one period of leadership as the work saw it.
 type term struct {
@@ -57,10 +91,12 @@ type cluster struct {
 	maxLeading atomic.Int32
 }
 
-// run starts an elector named name on url; stop cancels it and waits.
-func (c *cluster) run(name, url string) (stop func()) {
+// run starts an elector named name on a store of its own at url; stop
+// cancels it and waits.
+func (c *cluster) run(name, url string) (campaign *counted, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	e := NewLease(LeaseOptions{URL: url, Holder: name, Log: quiet(), LeaseDuration: testLease, RenewInterval: testRenew, RetryInterval: testRetry})
+	campaign = &counted{Campaign: openAt(c.t, url).Election(LeaseName, name)}
+	e := NewLease(LeaseOptions{Campaign: campaign, Log: quiet(), LeaseDuration: testLease, RenewInterval: testRenew, RetryInterval: testRetry})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -83,7 +119,7 @@ func (c *cluster) run(name, url string) (stop func()) {
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	c.t.Cleanup(stop)
-	return stop
+	return campaign, stop
 }
 
 // waitTerms waits until n terms have started and returns them.
@@ -111,16 +147,33 @@ func (c *cluster) checkOneLeader() {
 	}
 }
 
+// eventually polls cond until it holds, failing the test after within.
+func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestLease_OneLeaderAndHandoverOnStop runs two electors: exactly one leads
-// at a time, the other takes over as soon as the leader stops (it releases
+// while the other tries to take the lease again and again and the leader
+// renews it, the other takes over as soon as the leader stops (it releases
 // the lease rather than letting it expire), and the term increases.
 func TestLease_OneLeaderAndHandoverOnStop(t *testing.T) {
 	url, _ := openStore(t)
 	c := &cluster{t: t}
-	stopA := c.run("a", url)
+	a, stopA := c.run("a", url)
 	c.waitTerms(1, 10*time.Second)
-	c.run("b", url)
-	time.Sleep(3 * testLease) // b tries many times; a renews many times
+	b, _ := c.run("b", url)
+	// Enough tries by b, each refused, and renewals by a, each held, that
+	// b would have taken over had any of them gone wrong.
+	eventually(t, "b tries 10 times, a renews 5 times", 30*time.Second, func() bool {
+		return b.acquires.Load() >= 10 && a.renewals.Load() >= 5
+	})
 	c.checkOneLeader()
 	if got := c.waitTerms(1, 0); len(got) != 1 || !got[0].end.IsZero() {
 		t.Fatalf("a lost the lease while renewing it: %+v", got)
@@ -142,38 +195,88 @@ func TestLease_OneLeaderAndHandoverOnStop(t *testing.T) {
 }
 
 // TestLease_HandoverWhenConnectionCut cuts the leader off from PostgreSQL
-// with a proxy: it must stop its work before its lease can expire, and the
-// other instance takes over once the lease has expired, not before.
+// with a proxy, which closes its connections: PostgreSQL ends its sessions,
+// so the leader stops its work at once (its session ended) and the other
+// instance takes over at its next try, long before the lease expires.
 func TestLease_HandoverWhenConnectionCut(t *testing.T) {
 	url, _ := openStore(t)
-	proxy := postgres.StartTestProxy(t, url)
+	proxy := pgtest.StartProxy(t, url)
 	c := &cluster{t: t}
 	c.run("a", proxy.URL)
 	c.waitTerms(1, 10*time.Second)
-	c.run("b", url)
-	time.Sleep(2 * testLease)
+	b, _ := c.run("b", url)
+	eventually(t, "b tries", 10*time.Second, func() bool { return b.acquires.Load() >= 2 })
 	cut := time.Now()
 	proxy.Cut()
 	terms := c.waitTerms(2, 10*time.Second)
-	a, b := terms[0], terms[1]
-	if a.holder != "a" || b.holder != "b" || b.fence.Term != a.fence.Term+1 {
+	a, bt := terms[0], terms[1]
+	if a.holder != "a" || bt.holder != "b" || bt.fence.Term != a.fence.Term+1 {
 		t.Fatalf("terms %+v, want a then b with the next term", terms)
 	}
-	// a's last renewal started before the cut; its lease expires no later
-	// than a lease duration after the cut, and no earlier than the safety
-	// margin after it stopped.
-	if a.end.IsZero() || a.end.After(cut.Add(testLease)) {
-		t.Errorf("a stopped %s after the cut, later than its lease (%s)", a.end.Sub(cut), testLease)
+	eventually(t, "a stops", 10*time.Second, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.terms[0].end.IsZero()
+	})
+	c.mu.Lock()
+	a = c.terms[0]
+	c.mu.Unlock()
+	t.Logf("a stopped %s after the cut; b led %s after the cut", a.end.Sub(cut), bt.start.Sub(cut))
+	// Neither waits for the lease (1 s) to run out: a sees its session
+	// end, b finds no session holding the lease. (b may start before a has
+	// stopped: a's writes are fenced from b's takeover on, see
+	// TestLease_DeposedLeaderIsFenced.)
+	if d := a.end.Sub(cut); d > testLease/2 {
+		t.Errorf("a stopped %s after the cut, want well within its lease (%s)", d, testLease)
 	}
-	if gap := b.start.Sub(a.end); gap < 0 {
-		t.Errorf("b started %s before a stopped", -gap)
-	} else {
-		t.Logf("a stopped %s after the cut; b led %s after that, %s after the cut", a.end.Sub(cut), gap, b.start.Sub(cut))
+	if d := bt.start.Sub(cut); d > testLease/2 {
+		t.Errorf("b took over %s after the cut, want well within the lease (%s)", d, testLease)
 	}
-	if d := b.start.Sub(cut); d > testLease+time.Second {
-		t.Errorf("b took over %s after the cut, want within the lease (%s) and a second", d, testLease)
+}
+
+// TestLease_TakeoverWhenLeaderSessionEnds plays the leader's death: the
+// leader takes no lease any more, and its session ends from the database
+// side (pg_terminate_backend, what PostgreSQL does when the leader's
+// process dies). The other instance takes over at its next try, though the
+// lease has most of its time left.
+func TestLease_TakeoverWhenLeaderSessionEnds(t *testing.T) {
+	url, st := openStore(t)
+	c := &cluster{t: t}
+	a, _ := c.run("a", url)
+	c.waitTerms(1, 10*time.Second)
+	c.run("b", url)
+	a.dead.Store(true)
+	db, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c.checkOneLeader()
+	defer db.Close(t.Context())
+	// The session holding the election's lock is a's election session.
+	var n int
+	// Only this test's election: other tests (and other packages' tests)
+	// elect in other schemas of the same database at the same time.
+	err = db.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND classid = $1
+		AND objid::bigint = (hashtext(current_schema() || '/' || $2)::bigint & 4294967295)`,
+		postgres.ElectionLockKey, LeaseName).Scan(&n)
+	if err != nil || n != 1 {
+		t.Fatalf("terminated %d sessions holding the election lock, %v; want 1", n, err)
+	}
+	ended := time.Now()
+	terms := c.waitTerms(2, 10*time.Second)
+	if terms[1].holder != "b" || terms[1].fence.Term != 2 {
+		t.Fatalf("terms %+v, want b's term 2 second", terms)
+	}
+	if d := terms[1].start.Sub(ended); d > testLease/2 {
+		t.Errorf("b took over %s after a's session ended, want at its next try (%s), not the lease's end (%s)", d, testRetry, testLease)
+	}
+	ls, err := st.Leases(t.Context(), LeaseName)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("leases %v, %v", ls, err)
+	}
+	if f, err := store.ParseFence(ls[0]); err != nil || f.Holder != "b" {
+		t.Errorf("the lease holds %+v, %v; want b", f, err)
+	}
 }
 
 // TestLease_DeposedLeaderIsFenced shows fencing: a leader cut off from the
@@ -187,7 +290,7 @@ func TestLease_DeposedLeaderIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := postgres.StartTestProxy(t, url)
+	proxy := pgtest.StartProxy(t, url)
 	c := &cluster{t: t}
 	c.run("a", proxy.URL)
 	old := c.waitTerms(1, 10*time.Second)[0].fence

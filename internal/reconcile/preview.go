@@ -123,4 +123,3 @@ func Preview(ctx context.Context, env Env, cores []Core, changes []*resource.Obj
 	}
 	return out, nil
 }
-

@@ -129,7 +129,7 @@ type Options struct {
 	Settled func(rev int64)
 	// Record, when set, returns writes to commit with a status patch that
 	// replaces the owned parts of old's status with next (the history of
-	// names and addresses).
+	// names and addresses); each depends on the patch (store.Op.DependsOn).
 	Record func(old *resource.Object, next resource.Status, patch store.StatusPatch) []store.Op
 }
 
@@ -468,7 +468,9 @@ func (t *term) decide(ctx context.Context, k resource.Key, p patch) error {
 	op := store.Op{Type: store.OpPatchStatus, Object: &resource.Object{Kind: k.Kind, Mesh: k.Mesh, Name: k.Name, Status: st}, Patch: &sp, DiscardObject: true}
 	t.batch = append(t.batch, pendingWrite{Write: Write{Op: op}, key: k, status: true})
 	if t.r.o.Record != nil {
+		at := len(t.batch) - 1
 		for _, op := range t.r.o.Record(obj, st, sp) {
+			op.DependsOn = []int{at} // written with the status, only with it
 			t.batch = append(t.batch, pendingWrite{Write: Write{Op: op}})
 		}
 	}
@@ -536,7 +538,7 @@ func (t *term) flush(ctx context.Context) error {
 			t.r.o.Log.Warn("writing a status failed; will retry", "kind", w.key.Kind, "mesh", w.key.Mesh, "name", w.key.Name, "err", res.Err)
 			t.q.AddAfter(retryDelay, w.key)
 		default:
-			if !errors.Is(res.Err, store.ErrNotFound) && !errors.Is(res.Err, store.ErrConflict) && !errors.Is(res.Err, store.ErrAlreadyExists) {
+			if !errors.Is(res.Err, store.ErrNotFound) && !errors.Is(res.Err, store.ErrConflict) && !errors.Is(res.Err, store.ErrAlreadyExists) && !errors.Is(res.Err, store.ErrDependencyFailed) {
 				t.r.writes.WithLabelValues(what, "error").Inc()
 			}
 		}

@@ -114,7 +114,7 @@ func checkSelector(errs *validate.Errors, p validate.Path, s *LabelSelector) {
 	checkLabels(errs, p.Field("labels"), s.Labels)
 	for _, k := range sortedKeys(s.Labels) {
 		if v, ok := s.MatchLabels[k]; ok && v != s.Labels[k] {
-			errs.Addf(p.Field("labels").Key(k), "conflicts with matchLabels[%q]: %q is not %q (labels is seed 000's spelling of matchLabels)", k, s.Labels[k], v)
+			errs.Addf(p.Field("labels").Key(k), "conflicts with matchLabels[%q]: %q is not %q (labels is the spelling of matchLabels in the hostnames and VIPs design record)", k, s.Labels[k], v)
 		}
 	}
 }
@@ -344,7 +344,7 @@ func (s *MeshServiceSpec) Validate(p validate.Path) validate.Errors {
 		set = append(set, "dataplane")
 	}
 	if len(set) > 1 {
-		errs.Addf(sp, "must set at most one of dataplaneTags, dataplaneRef, dataplaneLabels or dataplane (seed 002 spelling of dataplaneTags), got %s", strings.Join(set, " and "))
+		errs.Addf(sp, "must set at most one of dataplaneTags, dataplaneRef, dataplaneLabels or dataplane (the spelling of dataplaneTags in the MeshService multizone design record), got %s", strings.Join(set, " and "))
 	}
 	checkLabels(&errs, sp.Field("dataplaneTags"), sel.DataplaneTags)
 	if r := sel.DataplaneRef; r != nil {
@@ -555,7 +555,7 @@ func checkMatchesTogether(errs *validate.Errors, p validate.Path, ms []ExternalM
 		if !ok {
 			portProto[m.Port] = i
 		} else if ms[j].Protocol != m.Protocol {
-			errs.Addf(p.Index(i).Field("protocol"), "must be %s like %s, which uses the same port: seed 003 makes one cluster per port (<name>_%d), with one protocol",
+			errs.Addf(p.Index(i).Field("protocol"), "must be %s like %s, which uses the same port: a MeshExternalService has one cluster per port (<name>_%d), with one protocol",
 				ms[j].Protocol, p.Index(j), m.Port)
 		}
 	}

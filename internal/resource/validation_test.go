@@ -437,7 +437,7 @@ func TestMeshExternalService_Match(t *testing.T) {
 		// One cluster per port (seed 003 <name>_<port>), so one protocol per port.
 		{"SamePortSameProtocol", extsvc("match:\n- {type: Domain, value: a.com, port: 443, protocol: tls}\n- {type: IP, value: 1.1.1.1, port: 443, protocol: TLS}\n"), nil},
 		{"SamePortTwoProtocols", extsvc("match:\n- {type: Domain, value: a.com, port: 443, protocol: tls}\n- {type: IP, value: 1.1.1.1, port: 80, protocol: http}\n- {type: IP, value: 1.1.1.2, port: 443, protocol: http2}\n"),
-			[]v{{"spec.match[2].protocol", "must be tls like spec.match[0], which uses the same port: seed 003 makes one cluster per port (<name>_443)"}}},
+			[]v{{"spec.match[2].protocol", "must be tls like spec.match[0], which uses the same port: a MeshExternalService has one cluster per port (<name>_443)"}}},
 		{"SamePortDefaultTCPAndTLS", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 9092}\n- {type: Domain, value: a.com, port: 9092, protocol: tls}\n"),
 			[]v{{"spec.match[1].protocol", "must be tcp like spec.match[0]"}}},
 		{"SamePortBadProtocolReportedOnce", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 80, protocol: http}\n- {type: IP, value: 1.1.1.2, port: 80, protocol: udp}\n"),

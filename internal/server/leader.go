@@ -11,17 +11,19 @@ import (
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/postgres"
 )
 
 // newElector picks the election of the store: the embedded store's single
 // process always leads; instances sharing PostgreSQL hold a lease.
-func (s *Server) newElector(reg prometheus.Registerer) leader.Elector {
+func (s *Server) newElector(reg prometheus.Registerer, st store.Store) leader.Elector {
 	id := leader.NewHolderID(s.cfg.API.Addr)
-	if !s.cfg.Postgres() {
+	pg, ok := st.(*postgres.Store)
+	if !ok {
 		return &leader.Local{ID: id}
 	}
 	return leader.NewLease(leader.LeaseOptions{
-		URL: s.cfg.Store.URL, Holder: id, Log: s.log.With("component", "leader"), Registerer: reg,
+		Campaign: pg.Election(leader.LeaseName, id), Log: s.log.With("component", "leader"), Registerer: reg,
 		LeaseDuration: s.cfg.Leader.LeaseDuration.D(),
 		RenewInterval: s.cfg.Leader.RenewInterval.D(),
 		RetryInterval: s.cfg.Leader.RetryInterval.D(),

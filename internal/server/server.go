@@ -1,8 +1,8 @@
 // Package server wires a control plane together from its configuration:
-// it opens the store, fills the cache, serves the REST API, creates the
-// default resources, and on shutdown stops them in reverse order - stop
-// accepting requests (finishing those in flight), stop the cache, close the
-// store.
+// it opens the store, fills the cache, serves the REST API and the web
+// GUI, creates the default resources, and on shutdown stops them in
+// reverse order - stop accepting requests (finishing those in flight), stop
+// the cache, close the store.
 //
 // It is the only package that imports every part; nothing imports it but cli.
 package server
@@ -29,6 +29,8 @@ import (
 	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/extsvc"
+	"github.com/meshnames/meshnames/internal/gui"
+	"github.com/meshnames/meshnames/internal/history"
 	"github.com/meshnames/meshnames/internal/hostnames"
 	"github.com/meshnames/meshnames/internal/kuma"
 	"github.com/meshnames/meshnames/internal/leader"
@@ -53,8 +55,12 @@ type Server struct {
 	// NoControllers keeps the controllers from running, so that tests of
 	// the API and the command line see no asynchronous status writes.
 	NoControllers bool
+	// SyncListening, when set, is called with a global's sync address once
+	// it accepts connections.
+	SyncListening func(syncAddr string)
 
 	elector leader.Elector // set by Run
+	sync    *syncParts     // set by Run
 }
 
 // New returns a server for cfg; cfg must be valid. It does no I/O.
@@ -85,22 +91,37 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 
+	keys, err := s.loadKeys(ctx, st)
+	if err != nil {
+		return err
+	}
+	apiTLS, err := apiTLS(s.cfg.API.TLS)
+	if err != nil {
+		return err
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s.elector = s.newElector(reg)
+	s.elector = s.newElector(reg, st)
 	c := cache.New(st, s.log.With("component", "cache"), reg)
+	if s.sync, err = s.newSync(ctx, st, c, keys, reg); err != nil {
+		return err
+	}
 	// Every instance answers DNS from its own table, leader or not.
 	dnsSrv := dnsserver.New(dnsserver.Options{
 		Addr: s.cfg.DNS.Addr, DefaultMesh: s.cfg.DNS.DefaultMesh, Upstreams: s.cfg.DNS.Upstreams,
 		UpstreamTimeout: s.cfg.DNS.UpstreamTimeout.D(), Log: s.log.With("component", "dns"), Registerer: reg,
 	})
-	builder := dnsserver.NewBuilder(c, dnsSrv, dnsserver.TableOptions{
+	tableOpts := dnsserver.TableOptions{
 		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain,
 		Global: s.cfg.Mode == config.ModeGlobal,
-	})
+	}
+	builder := dnsserver.NewBuilder(c, dnsSrv, tableOpts)
 	apiOpts := apiserver.Options{
-		Cache: c, Admission: admission.New(admission.Options{Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone}),
-		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
+		// The API's writes carry their audit entries into the store.
+		Cache: c, Admission: admission.New(admission.Options{Store: apiserver.AuditingStore(st), Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone}),
+		Store: st,
+		Log:   s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error {
 			if err := ready(c); err != nil {
 				return err
@@ -116,16 +137,28 @@ func (s *Server) Run(ctx context.Context) error {
 			return s.preview(ctx, st, c, objs)
 		},
 	}
+	if s.sync.global != nil {
+		apiOpts.ZoneInsight = s.sync.global.Insight
+		pin := s.sync.pin
+		apiOpts.SyncPin = func() (string, error) { return pin, nil }
+	}
 	if s.cfg.Mode != config.ModeGlobal {
 		o := s.serviceOptions()
 		apiOpts.ServiceTags = &o
 	}
-	api := apiserver.New(apiOpts)
+	webGUI, err := s.newGUI(st, c, dnsSrv, tableOpts, apiOpts, reg)
+	if err != nil {
+		return err
+	}
+	apiOpts.GUI, apiOpts.GUIPrompt = webGUI.Handler(), gui.TokenPrompt
 	ln, err := net.Listen("tcp", s.cfg.API.Addr)
 	if err != nil {
 		return fmt.Errorf("api.addr: cannot listen on %s: %w", s.cfg.API.Addr, err)
 	}
+	apiOpts.Auth, apiOpts.Keys = s.newGuard(keys, ln.Addr().String(), reg), keys
+	api := apiserver.New(apiOpts)
 	httpSrv := &http.Server{
+		TLSConfig:         apiTLS,
 		Handler:           kuma.Mount(api.Handler()), // Kuma 3.x shapes at /kuma, translated to the native API
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -140,19 +173,27 @@ func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.Run(cacheCtx) })
 	g.Go(func() error {
-		s.log.Info("serving the REST API", "addr", "http://"+ln.Addr().String())
+		scheme, serve := "http://", httpSrv.Serve
+		if apiTLS != nil {
+			scheme, serve = "https://", func(ln net.Listener) error { return httpSrv.ServeTLS(ln, "", "") }
+		}
+		s.log.Info("serving the REST API", "addr", scheme+ln.Addr().String())
 		if s.Listening != nil {
 			s.Listening(ln.Addr().String())
 		}
-		if err := httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("api server: %w", err)
 		}
 		return nil
 	})
 	g.Go(func() error { return compactLoop(gctx, st, s.cfg.Store.TombstoneRetention.D(), s.log) })
+	g.Go(func() error { return compactRecordsLoop(gctx, st, s.cfg, s.log) })
+	g.Go(func() error { return keys.Run(gctx, s.log.With("component", "tokens")) })
 	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
+	g.Go(func() error { return s.sync.run(gctx) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
+	g.Go(func() error { return webGUI.Run(gctx) })
 	g.Go(func() error {
 		returnMemoryWhenQuiet(gctx, s.log, c.Frozen, func() (bool, int) {
 			synced, _ := c.Status()
@@ -201,6 +242,7 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	}
 	runner := reconcile.NewRunner(reconcile.Options{
 		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,
+		Record: s.recordHistory,
 	}, cores...)
 	return s.elector.Run(ctx, func(ctx context.Context) {
 		if err := catchUp(ctx, st, c); err != nil {
@@ -208,10 +250,31 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 			return
 		}
 		s.log.Info("leading: starting controllers")
-		if err := runner.Run(ctx); err != nil {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return runner.Run(gctx) })
+		if z := s.sync.zone; z != nil {
+			// One stream per zone: only the leading instance syncs.
+			g.Go(func() error { return z.Run(gctx) })
+		}
+		if err := g.Wait(); err != nil {
 			s.log.Error("the controllers stopped", "err", err)
 		}
 	})
+}
+
+// recordHistory returns the history events of a status write that
+// replaces the parts patch names of old's status with next.
+func (s *Server) recordHistory(old *resource.Object, next resource.Status, patch store.StatusPatch) []store.Op {
+	var ops []store.Op
+	for _, e := range history.Diff(s.cfg.Zone, old.Key(), old.Status, next, patch) {
+		op, err := history.Op(e)
+		if err != nil {
+			s.log.Warn("cannot record a history event", "err", err)
+			continue
+		}
+		ops = append(ops, op)
+	}
+	return ops
 }
 
 // cores returns new cores of the controllers, reporting metrics to reg
@@ -223,7 +286,7 @@ func (s *Server) cores(reg prometheus.Registerer, log *slog.Logger) ([]reconcile
 	}
 	return []reconcile.Core{
 		hostnames.New(hostnames.Options{Zone: s.cfg.Zone, Log: log.With("component", "hostnames"), Registerer: reg}),
-		vips.New(vips.Options{Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: log.With("component", "vips"), Registerer: reg}),
+		vips.New(vips.Options{Zone: s.cfg.Zone, Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: log.With("component", "vips"), Registerer: reg}),
 		meshservices.New(meshservices.CoreOptions{Options: s.serviceOptions(), Log: log.With("component", "meshservices"), Registerer: reg}),
 		extsvc.New(extsvc.Options{Log: log.With("component", "extsvc"), Registerer: reg}),
 		mzservice.New(mzservice.Options{Zone: s.cfg.Zone, Log: log.With("component", "mzservice"), Registerer: reg}),
@@ -270,44 +333,11 @@ func (s *Server) serviceOptions() meshservices.Options {
 
 // dnsListing converts the DNS table's view of mesh for the API.
 func dnsListing(srv *dnsserver.Server, mesh string) api.DNSListing {
-	var l api.DNSListing
-	if srv == nil {
-		return l
-	}
-	t := srv.Table()
-	if t == nil {
-		return l // still loading
-	}
-	v := t.Views[mesh]
-	if v == nil {
-		return l
-	}
-	for e := range v.Entries() {
-		n := api.DNSName{Name: e.Name, Kind: e.Service.Kind, Service: e.Service.Name, Source: e.Source}
-		for _, ip := range e.A {
-			n.A = append(n.A, ip.String())
+	l := dnsRejections(srv, mesh)
+	if v := tableView(srv, mesh); v != nil {
+		for e := range v.Entries() {
+			l.Names = append(l.Names, dnsName(e))
 		}
-		for _, ip := range e.AAAA {
-			n.AAAA = append(n.AAAA, ip.String())
-		}
-		for _, r := range e.SRV {
-			n.SRV = append(n.SRV, fmt.Sprintf("%d %s", r.Port, r.Target))
-		}
-		switch {
-		case len(n.SRV) > 0:
-			n.Types = []string{"SRV"}
-		default:
-			if len(n.A) > 0 {
-				n.Types = append(n.Types, "A")
-			}
-			if len(n.AAAA) > 0 {
-				n.Types = append(n.Types, "AAAA")
-			}
-		}
-		l.Names = append(l.Names, n)
-	}
-	for _, r := range v.Rejections() {
-		l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason})
 	}
 	return l
 }

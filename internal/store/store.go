@@ -28,6 +28,15 @@
 // revision older than the oldest dropped tombstone gets ErrCompacted and
 // must List again. Changed wakes readers when new revisions may exist.
 //
+// # Leases and records
+//
+// Beside the resources the store keeps leases (Lease: small named records
+// that are replaced, for the control plane's bookkeeping) and record
+// streams (Record: append-only logs such as the audit log, queried by
+// terms and time through Recorder). Neither has a revision or is in the
+// change feed. Both are written by Apply, so a write and its record commit
+// together (Op.DependsOn).
+//
 // # Fencing
 //
 // Controllers write only while their instance leads (ARCHITECTURE.md
@@ -67,6 +76,9 @@ var (
 	// ErrUnavailable wraps failures to reach the backing database; the
 	// operation may succeed later.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrDependencyFailed means an operation named in Op.DependsOn failed,
+	// so the operation that depends on it was not written.
+	ErrDependencyFailed = errors.New("an operation it depends on failed")
 	// ErrFenced means the batch carried a Fence that is no longer current:
 	// another instance leads, or the lease expired. Nothing was written;
 	// the writer must stop, it is not the leader.
@@ -93,6 +105,11 @@ const (
 	// OpPatchStatus replaces the parts of a status that one controller
 	// owns (see StatusPatch).
 	OpPatchStatus
+	// OpCreateLease creates Lease only if no lease of its name exists
+	// (expired ones included); otherwise it fails with ErrAlreadyExists.
+	OpCreateLease
+	// OpAppendRecord appends Record to its stream (see Record).
+	OpAppendRecord
 )
 
 func (t OpType) String() string {
@@ -111,6 +128,10 @@ func (t OpType) String() string {
 		return "delete lease"
 	case OpPatchStatus:
 		return "patch status"
+	case OpCreateLease:
+		return "create lease"
+	case OpAppendRecord:
+		return "append record"
 	}
 	return fmt.Sprintf("OpType(%d)", int(t))
 }
@@ -125,6 +146,17 @@ func (t OpType) String() string {
 //     must equal the stored version.
 //   - OpDelete removes Key; Version, when not 0, must equal the stored version.
 //   - OpPutLease and OpDeleteLease write Lease (see Lease).
+//   - OpCreateLease writes Lease only when no lease of its name exists,
+//     expired or not, and fails with ErrAlreadyExists otherwise: instances
+//     that start together agree on one value (a signing key created at
+//     first start) without a read-then-write race.
+//   - OpAppendRecord appends Record to its stream (see Record).
+//
+// DependsOn, on any operation, lists the indexes of earlier operations of
+// the same Apply call that must have succeeded for this one to run; when
+// one failed, this one writes nothing and fails with ErrDependencyFailed.
+// It lets a record of a write (an audit entry, a history event) commit
+// with the write and only with it.
 //   - OpPatchStatus replaces, in the stored status of Object's key, only
 //     the parts Patch names, taking them from Object.Status; labels, spec
 //     and the rest of the status stay as stored. Object.Version is not
@@ -143,6 +175,8 @@ type Op struct {
 	Key           resource.Key
 	Version       int64
 	Lease         *Lease
+	Record        *Record
+	DependsOn     []int
 }
 
 // StatusPatch names the parts of a status one controller owns: top-level
@@ -175,6 +209,71 @@ type Lease struct {
 
 // MaxLeaseValueBytes bounds Lease.Value.
 const MaxLeaseValueBytes = 4096
+
+// Record is one entry of an append-only record stream kept beside the
+// resources: the audit log of the API's writes, the history of hostnames
+// and VIPs. Like leases, records have no revision and are not in the
+// change feed; unlike them, they are never replaced, only appended and,
+// past a retention, compacted away (Recorder).
+type Record struct {
+	// Stream names the log, such as "audit" or "history": 1 to 63 lower
+	// case letters, digits and '-'.
+	Stream string
+	// Seq is given by the store at append: it increases with every record
+	// (of any stream) in commit order, so a reader that has seen Seq N has
+	// seen every record below it. Ignored on append.
+	Seq int64
+	// Time is when the recorded event happened; the zero time means the
+	// store's clock at the append.
+	Time time.Time
+	// Terms are what the record can be found by (RecordQuery.Terms), such
+	// as "name=redis" or "vip=241.0.0.7": at most MaxRecordTerms, each 1
+	// to MaxRecordTermBytes bytes of UTF-8 without control characters.
+	Terms []string
+	// Data is opaque to the store; at most MaxRecordBytes.
+	Data []byte
+}
+
+// Limits of a Record.
+const (
+	MaxRecordBytes     = 16 << 10
+	MaxRecordTerms     = 16
+	MaxRecordTermBytes = 512
+)
+
+// RecordQuery selects the records of one stream.
+type RecordQuery struct {
+	Stream string
+	// Terms, when not empty, keep the records that carry every one.
+	Terms []string
+	// Since and Until, when not zero, keep Since <= Time < Until.
+	Since, Until time.Time
+	// After and Before, when not 0, keep After < Seq < Before: the
+	// cursors of paging.
+	After, Before int64
+	// Limit bounds the result: at most MaxRecordLimit, DefaultRecordLimit
+	// when 0 or less.
+	Limit int
+	// Descending returns the newest records first.
+	Descending bool
+}
+
+// Limits of a RecordQuery.
+const (
+	DefaultRecordLimit = 1000
+	MaxRecordLimit     = 10000
+)
+
+// Recorder is implemented by stores that keep record streams (both
+// backends; OpAppendRecord fails on a store that does not).
+type Recorder interface {
+	// Records returns the records q selects in Seq order (newest first
+	// when q.Descending), each the caller's to keep.
+	Records(ctx context.Context, q RecordQuery) ([]Record, error)
+	// CompactRecords deletes the records of stream older than before and
+	// returns how many it deleted.
+	CompactRecords(ctx context.Context, stream string, before time.Time) (int, error)
+}
 
 // Fence is a leader's claim on a lease: writes made under it are valid
 // only while the lease named Lease holds LeaseValue (the same holder and

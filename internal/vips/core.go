@@ -42,6 +42,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/history"
 	"github.com/meshnames/meshnames/internal/ipam"
 	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -71,6 +72,8 @@ type Prefixes struct {
 
 // Options configures a Core.
 type Options struct {
+	// Zone is this control plane's, for the history of addresses.
+	Zone string
 	// Pools by kind; every service kind must have a V4 pool.
 	Pools      map[resource.Kind]Prefixes
 	Quarantine time.Duration
@@ -190,6 +193,9 @@ func (c *Core) Observe(k resource.Key, obj *resource.Object) {
 		// Deleted: quarantine everything it held.
 		for _, v := range c.st.owned[k] {
 			if op, ok := c.releaseOp(k, v, c.now()); ok {
+				c.ops = append(c.ops, reconcile.Write{Op: op})
+			}
+			if op, err := history.Op(history.Deleted(c.o.Zone, k, "", v.ip.String())); err == nil {
 				c.ops = append(c.ops, reconcile.Write{Op: op})
 			}
 		}

@@ -56,6 +56,7 @@ func getServicePort(api, name string) (int, int, error) {
 // created services exist, and each updated service holds at least the last
 // acknowledged value (a write in flight at the kill may have landed too).
 func TestEmbedded_AcknowledgedWritesSurviveKill9(t *testing.T) {
+	t.Parallel() // no timing bound that other processes could break
 	dir := t.TempDir()
 	first := start(t, "first", "--data-dir", dir)
 	first.waitReady(30 * time.Second)
@@ -136,6 +137,7 @@ func TestEmbedded_AcknowledgedWritesSurviveKill9(t *testing.T) {
 // data directory is refused with a clear message, and that the directory is
 // usable again after a clean SIGTERM shutdown.
 func TestEmbedded_DataDirIsExclusive(t *testing.T) {
+	t.Parallel() // no timing bound that other processes could break
 	dir := t.TempDir()
 	first := start(t, "first", "--data-dir", dir)
 	first.waitReady(30 * time.Second)
@@ -161,6 +163,7 @@ func TestEmbedded_DataDirIsExclusive(t *testing.T) {
 // TestServe_RejectsBadConfig checks that configuration errors name the
 // field and stop the process before it binds anything.
 func TestServe_RejectsBadConfig(t *testing.T) {
+	t.Parallel() // no timing bound that other processes could break
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, stderr, err := run(t, ctx, nil, "serve", "--api-addr", "nonsense", "--mode", "hybrid", "--data-dir", t.TempDir())
@@ -177,6 +180,7 @@ func TestServe_RejectsBadConfig(t *testing.T) {
 // TestCLI_UnreachableServer checks the message a client command prints
 // when nothing listens at the server address.
 func TestCLI_UnreachableServer(t *testing.T) {
+	t.Parallel() // no timing bound that other processes could break
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	addr := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))

@@ -113,6 +113,7 @@ func waitAddresses(t *testing.T, api, collection, name string, want ...string) [
 // `meshnames apply` against a real server and reads the hostnames, the
 // collision and its resolution back through the API and the CLI.
 func TestHostnames_ApplyThenReadStatus(t *testing.T) {
+	t.Parallel() // no timing bound that other processes could break
 	p := start(t, "server", "--data-dir", t.TempDir())
 	p.waitReady(30 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -26,12 +26,15 @@ type Options struct {
 	DataDir string
 }
 
-// Start runs `serve` in-process with cfg, on a free loopback API port and,
-// unless cfg names a store, a fresh embedded store in a temporary
-// directory. It returns the API's URL and stops the server when tb ends.
+// Start runs `serve` in-process with cfg, on free loopback API and DNS
+// ports (whatever cfg says: tests must pass beside a server running on the
+// default ports) and, unless cfg names a store, a fresh embedded store in a
+// temporary directory. It returns the API's URL and stops the server when
+// tb ends.
 func Start(tb testing.TB, cfg config.Config, o Options) string {
 	tb.Helper()
 	cfg.API.Addr = "127.0.0.1:0"
+	cfg.DNS.Addr = "127.0.0.1:0"
 	if cfg.Store.URL == "" {
 		cfg.Store.DataDir = o.DataDir
 		if cfg.Store.DataDir == "" {

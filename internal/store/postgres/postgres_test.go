@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 	"github.com/meshnames/meshnames/internal/store/storetest"
 )
 
@@ -45,7 +46,7 @@ func openAt(tb testing.TB, url string, opts ...Option) *Store {
 
 func open(tb testing.TB, now func() time.Time) (store.Store, func() store.Store) {
 	tb.Helper()
-	url := TestURL(tb)
+	url := pgtest.URL(tb)
 	reopen := func() store.Store { return openAt(tb, url, WithClock(now)) }
 	return reopen(), reopen
 }
@@ -72,7 +73,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 // through one wakes the other's Changed (through NOTIFY, as the safety poll
 // is off) and shows in its change feed.
 func TestTwoStores_WriteWakesTheOther(t *testing.T) {
-	url := TestURL(t)
+	url := pgtest.URL(t)
 	a := openAt(t, url, WithPollInterval(0))
 	b := openAt(t, url, WithPollInterval(0))
 	ctx := t.Context()
@@ -112,7 +113,7 @@ func TestTwoStores_WriteWakesTheOther(t *testing.T) {
 // instances at once and checks that each instance's change feed holds every
 // write exactly once, in increasing revision order.
 func TestTwoStores_ConcurrentWritersKeepRevisionOrder(t *testing.T) {
-	url := TestURL(t)
+	url := pgtest.URL(t)
 	stores := []*Store{openAt(t, url), openAt(t, url)}
 	ctx := t.Context()
 	const each = 50
@@ -146,7 +147,7 @@ func TestTwoStores_ConcurrentWritersKeepRevisionOrder(t *testing.T) {
 // TestOpen_ConcurrentMigrations opens several stores on one fresh schema
 // at once: the advisory lock makes exactly one of them migrate.
 func TestOpen_ConcurrentMigrations(t *testing.T) {
-	url := TestURL(t)
+	url := pgtest.URL(t)
 	const n = 4
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -197,7 +198,7 @@ func TestOpen_ConcurrentMigrations(t *testing.T) {
 // bytewise, and a range query on it, with the parameters typed as
 // sqlstore's are, is served by the primary key index in name order.
 func TestLeases_CollationAndIndex(t *testing.T) {
-	url := TestURL(t)
+	url := pgtest.URL(t)
 	s := openAt(t, url)
 	ops := make([]store.Op, 0, 200)
 	for i := range 200 {
@@ -239,7 +240,7 @@ func TestLeases_CollationAndIndex(t *testing.T) {
 // checks that the listener comes back: it wakes waiters once after
 // reconnecting, and later notifications arrive again.
 func TestListener_ReconnectsAndWakes(t *testing.T) {
-	url := TestURL(t)
+	url := pgtest.URL(t)
 	a := openAt(t, url, WithPollInterval(0))
 	b := openAt(t, url, WithPollInterval(0))
 	ctx := t.Context()
@@ -294,7 +295,7 @@ func TestListener_IgnoresOwnAndOtherSchemas(t *testing.T) {
 // a transaction left idle by an instance that was cut off, unless the URL
 // says otherwise.
 func TestParseConfig_IdleInTransactionTimeout(t *testing.T) {
-	url := TestURL(t)
+	url := pgtest.URL(t)
 	for _, tc := range []struct{ url, want string }{
 		{url, "10s"},
 		{url + "&idle_in_transaction_session_timeout=2500", "2500ms"},
@@ -326,21 +327,25 @@ func TestOpen_UnreachableIsUnavailable(t *testing.T) {
 }
 
 func BenchmarkApplyCreate(b *testing.B) {
-	storetest.BenchApplyCreate(b, openAt(b, TestURL(b)))
+	storetest.BenchApplyCreate(b, openAt(b, pgtest.URL(b)))
 }
 
 func BenchmarkApplyCreateParallel(b *testing.B) {
-	storetest.BenchApplyCreateParallel(b, openAt(b, TestURL(b)))
+	storetest.BenchApplyCreateParallel(b, openAt(b, pgtest.URL(b)))
+}
+
+func BenchmarkApplyCreateWithRecord(b *testing.B) {
+	storetest.BenchApplyCreateWithRecord(b, openAt(b, pgtest.URL(b)))
 }
 
 func BenchmarkChanges(b *testing.B) {
-	storetest.BenchChanges(b, openAt(b, TestURL(b)))
+	storetest.BenchChanges(b, openAt(b, pgtest.URL(b)))
 }
 
 func BenchmarkApplyPutLease(b *testing.B) {
-	storetest.BenchApplyPutLease(b, openAt(b, TestURL(b)))
+	storetest.BenchApplyPutLease(b, openAt(b, pgtest.URL(b)))
 }
 
 func BenchmarkLeasesPrefix(b *testing.B) {
-	storetest.BenchLeasesPrefix(b, openAt(b, TestURL(b)))
+	storetest.BenchLeasesPrefix(b, openAt(b, pgtest.URL(b)))
 }

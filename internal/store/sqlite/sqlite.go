@@ -138,6 +138,7 @@ func open(dir string, o *options) (*sqlstore.Store, *sql.DB, error) {
 	read.SetMaxIdleConns(readers)
 	read.SetConnMaxLifetime(0)
 	s, err := sqlstore.Open(context.Background(), sqlstore.Config{
+		Exclusive: true, // the lock on the data directory
 		Dialect: sqlstore.Dialect{
 			Name:       "sqlite",
 			Migrations: migrations,

@@ -167,6 +167,10 @@ func BenchmarkApplyCreateParallel(b *testing.B) {
 	storetest.BenchApplyCreateParallel(b, openIn(b, b.TempDir()))
 }
 
+func BenchmarkApplyCreateWithRecord(b *testing.B) {
+	storetest.BenchApplyCreateWithRecord(b, openIn(b, b.TempDir()))
+}
+
 func BenchmarkChanges(b *testing.B) {
 	storetest.BenchChanges(b, openIn(b, b.TempDir()))
 }

@@ -42,12 +42,27 @@
 // revision. Checks made after taking the lock see every earlier commit, so
 // the version checks cannot race.
 //
-// Lease operations (store.OpPutLease, store.OpDeleteLease) run in the same
-// transaction, in queue order with the resource operations, and follow the
-// same rules: each is validated before it writes (name, value size,
-// expiry) and fails alone. They take no revision, so a transaction that
+// Lease operations (store.OpPutLease, store.OpCreateLease,
+// store.OpDeleteLease) run in the same transaction, in queue order with the
+// resource operations, and follow the same rules: each is validated before
+// it writes (name, value size, expiry) and fails alone. OpCreateLease is an
+// INSERT ... ON CONFLICT DO NOTHING; no row inserted is ErrAlreadyExists.
+// Writers are serialized by the meta row lock, so two instances creating one
+// name find exactly one winner. They take no revision, so a transaction that
 // wrote only leases leaves meta.revision as it was, sends no notification
 // and does not wake Changed: leases are not in the change feed.
+//
+// Records (store.OpAppendRecord, migration 0003) go to table records, keyed
+// by (stream, seq), their terms to record_terms, keyed by (stream, term,
+// seq), so that a query by term is a primary key lookup. seq comes from
+// meta.records, read at the first record of a transaction (the meta row is
+// locked already) and stored before commit: it follows commit order, across
+// PostgreSQL instances too. Records take no revision and wake nothing.
+// Records builds its SELECT for the filters given; CompactRecords deletes a
+// stream's records older than a time, with their terms, in one transaction.
+//
+// Op.DependsOn is checked before an operation runs: when an operation it
+// names failed, it fails with store.ErrDependencyFailed and writes nothing.
 //
 // Fencing (store.WithFence): a request whose context carries a fence is
 // checked first in the transaction with one statement that reads the fence's

@@ -41,6 +41,20 @@ func (w *writeTx) applyLease(op store.Op) (store.Result, error) {
 	if value == nil {
 		value = []byte{} // the column is NOT NULL; a nil []byte binds as NULL
 	}
+	if op.Type == store.OpCreateLease {
+		res, err := w.leaseStmt(&w.createLeaseStmt, w.s.stmts.createLease).ExecContext(w.ctx, l.Name, value, expires)
+		if err != nil {
+			return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("create lease %q: %w", l.Name, err))
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("create lease %q: %w", l.Name, err))
+		}
+		if n == 0 {
+			return store.Result{Err: fmt.Errorf("%s %q: %w", op.Type, l.Name, store.ErrAlreadyExists)}, nil
+		}
+		return store.Result{}, nil
+	}
 	if _, err := w.leaseStmt(&w.putLeaseStmt, w.s.stmts.putLease).ExecContext(w.ctx, l.Name, value, expires); err != nil {
 		return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("put lease %q: %w", l.Name, err))
 	}
@@ -48,8 +62,9 @@ func (w *writeTx) applyLease(op store.Op) (store.Result, error) {
 }
 
 // leaseStmt returns the Store statement shared bound to the transaction,
-// binding it on first use: most transactions hold no lease operation and
-// need not pay for binding it. A failure to bind shows when it is run.
+// binding it on first use: most transactions hold no lease or record
+// operation and need not pay for binding it. A failure to bind shows when
+// it is run.
 func (w *writeTx) leaseStmt(bound **sql.Stmt, shared *sql.Stmt) *sql.Stmt {
 	if *bound == nil {
 		*bound = w.tx.StmtContext(w.ctx, shared)

@@ -29,12 +29,16 @@ type queries struct {
 	setCompacted     string
 
 	putLease     string // upsert by name
+	createLease  string // insert unless the name exists
 	deleteLease  string
 	leasesAll    string
 	leasesPrefix string // name >= prefix AND name < prefixEnd(prefix): a primary key range scan
 	// fence returns a row when the lease named holds the value given and
 	// has not expired by the database's clock (0 is never).
 	fence string
+
+	// Records (records.go).
+	recordSeq, setRecordSeq, insertRecord, insertRecordTerm, deleteRecordTerms, deleteRecords string
 }
 
 func newQueries(d *Dialect) queries {
@@ -59,16 +63,19 @@ func newQueries(d *Dialect) queries {
 
 		putLease: `INSERT INTO leases (` + leaseColumns + `) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`,
+		createLease:  `INSERT INTO leases (` + leaseColumns + `) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`,
 		deleteLease:  `DELETE FROM leases WHERE name = ?`,
 		leasesAll:    `SELECT ` + leaseColumns + ` FROM leases ORDER BY name`,
 		leasesPrefix: `SELECT ` + leaseColumns + ` FROM leases WHERE name >= ? AND name < ? ORDER BY name`,
 		fence: `SELECT 1 FROM leases WHERE name = ? AND value = ? AND (expires_at = 0 OR expires_at > ` + d.NowNanos + `)` +
 			d.LockShared,
 	}
+	recordQueries(&q)
 	for _, p := range []*string{
+		&q.recordSeq, &q.setRecordSeq, &q.insertRecord, &q.insertRecordTerm, &q.deleteRecordTerms, &q.deleteRecords,
 		&q.lockMeta, &q.setRevision, &q.revision, &q.compacted, &q.load, &q.get, &q.listAll, &q.listKind, &q.changes,
 		&q.insert, &q.update, &q.tombstones, &q.deleteTombstones, &q.setCompacted,
-		&q.putLease, &q.deleteLease, &q.leasesAll, &q.leasesPrefix, &q.fence,
+		&q.putLease, &q.createLease, &q.deleteLease, &q.leasesAll, &q.leasesPrefix, &q.fence,
 	} {
 		*p = d.rebind(*p)
 	}

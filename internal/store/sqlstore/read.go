@@ -78,6 +78,31 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 	if limit <= 0 {
 		limit = math.MaxInt32
 	}
+	if s.isClosed() {
+		return nil, fmt.Errorf("changes after %d: %w", after, store.ErrClosed)
+	}
+	if s.exclusive {
+		if evs, ok := s.recent.changes(after, limit); ok {
+			return evs, nil
+		}
+	} else if last := s.recent.last(); last > after {
+		// Other processes write too: this one's writes are the latest only
+		// if the database has none after them.
+		var revision int64
+		if err := s.reads.revision.QueryRowContext(ctx).Scan(&revision); err != nil {
+			return nil, fmt.Errorf("changes after %d: %w", after, s.dbErr(ctx, err))
+		}
+		if revision == last {
+			if evs, ok := s.recent.changes(after, limit); ok {
+				return evs, nil
+			}
+		}
+	}
+	return s.changesFromDB(ctx, after, limit)
+}
+
+// changesFromDB is Changes read from the database.
+func (s *Store) changesFromDB(ctx context.Context, after int64, limit int) ([]store.Event, error) {
 	var events []store.Event
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		var compacted int64
@@ -180,6 +205,9 @@ func (s *Store) compact(ctx context.Context, before int64) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
+	// Readers resuming below the new horizon must get ErrCompacted, which
+	// only the database tells.
+	s.recent.clear()
 	if _, err := tx.ExecContext(ctx, s.q.deleteTombstones, before); err != nil {
 		return 0, s.dbErr(ctx, err)
 	}

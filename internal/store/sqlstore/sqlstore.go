@@ -30,6 +30,10 @@ type Config struct {
 	Notifier *store.Notifier
 	// WriteTimeout bounds one write transaction (default DefaultWriteTimeout).
 	WriteTimeout time.Duration
+	// Exclusive says no other process writes the database (the embedded
+	// store holds a lock on its directory): Changes may then trust the
+	// writes of this process alone to be the latest (see recent).
+	Exclusive bool
 }
 
 // Store implements store.Store over database/sql. See the package doc.
@@ -39,12 +43,19 @@ type Store struct {
 	read, write *sql.DB
 	// stmts are the writer's per-operation statements, prepared once:
 	// parsing them for every operation costs more than running them.
-	stmts struct{ load, insert, update, putLease, deleteLease, fence *sql.Stmt }
+	stmts struct {
+		load, insert, update, putLease, createLease, deleteLease, fence *sql.Stmt
+		recordSeq, setRecordSeq, insertRecord, insertRecordTerm         *sql.Stmt
+	}
 	// reads are the read statements, prepared once on the read pool for
 	// the same reason (SQLite spends most of a point read parsing SQL).
-	reads        struct{ get, revision, compacted, changes, listAll, listKind, leasesAll, leasesPrefix *sql.Stmt }
-	now          func() time.Time
-	notifier     *store.Notifier
+	reads    struct{ get, revision, compacted, changes, listAll, listKind, leasesAll, leasesPrefix *sql.Stmt }
+	now      func() time.Time
+	notifier *store.Notifier
+	// recent serves Changes to readers that are nearly caught up;
+	// exclusive is Config.Exclusive.
+	recent       recent
+	exclusive    bool
 	writeTimeout time.Duration
 
 	mu     sync.Mutex
@@ -67,6 +78,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		now:          cfg.Now,
 		notifier:     cfg.Notifier,
 		writeTimeout: cfg.WriteTimeout,
+		exclusive:    cfg.Exclusive,
 		writerDone:   make(chan struct{}),
 	}
 	if s.now == nil {
@@ -87,7 +99,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		stmt  **sql.Stmt
 		query string
 	}{{&s.stmts.load, s.q.load}, {&s.stmts.insert, s.q.insert}, {&s.stmts.update, s.q.update},
-		{&s.stmts.putLease, s.q.putLease}, {&s.stmts.deleteLease, s.q.deleteLease}, {&s.stmts.fence, s.q.fence}} {
+		{&s.stmts.putLease, s.q.putLease}, {&s.stmts.createLease, s.q.createLease}, {&s.stmts.deleteLease, s.q.deleteLease},
+		{&s.stmts.fence, s.q.fence}, {&s.stmts.recordSeq, s.q.recordSeq}, {&s.stmts.setRecordSeq, s.q.setRecordSeq},
+		{&s.stmts.insertRecord, s.q.insertRecord}, {&s.stmts.insertRecordTerm, s.q.insertRecordTerm}} {
 		var err error
 		if *p.stmt, err = s.write.PrepareContext(ctx, p.query); err != nil {
 			_ = s.closeDBs() // closes the statements prepared so far
@@ -137,7 +151,8 @@ func (s *Store) Close() error {
 
 func (s *Store) closeDBs() error {
 	var err error
-	for _, stmt := range []*sql.Stmt{s.stmts.load, s.stmts.insert, s.stmts.update, s.stmts.putLease, s.stmts.deleteLease, s.stmts.fence,
+	for _, stmt := range []*sql.Stmt{s.stmts.load, s.stmts.insert, s.stmts.update, s.stmts.putLease, s.stmts.createLease, s.stmts.deleteLease, s.stmts.fence,
+		s.stmts.recordSeq, s.stmts.setRecordSeq, s.stmts.insertRecord, s.stmts.insertRecordTerm,
 		s.reads.get, s.reads.revision, s.reads.compacted, s.reads.changes, s.reads.listAll, s.reads.listKind,
 		s.reads.leasesAll, s.reads.leasesPrefix} {
 		if stmt != nil {

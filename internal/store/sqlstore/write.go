@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -34,6 +35,10 @@ const (
 // request is one Apply call waiting for the writer.
 type request struct {
 	ops []store.Op
+	// prep are the ops checked and encoded by the caller, so that the
+	// writer, which runs one transaction at a time, does only what needs
+	// the transaction.
+	prep []prepared
 	// fence, when not nil, must be current for ops to be written.
 	fence *store.Fence
 	state atomic.Int32
@@ -55,7 +60,7 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
-	r := &request{ops: ops, done: make(chan outcome, 1)}
+	r := &request{ops: ops, prep: prepare(ops), done: make(chan outcome, 1)}
 	if f, ok := store.FenceFrom(ctx); ok {
 		if err := checkLeaseName(f.Lease); err != nil {
 			return nil, fmt.Errorf("apply: fence %q: %w", f.Lease, err)
@@ -193,11 +198,20 @@ func (s *Store) runTx(group []*request) (outcomes []outcome, last int64, culprit
 		}
 		results := make([]store.Result, len(r.ops))
 		for j, op := range r.ops {
-			if results[j], err = w.apply(op); err != nil {
+			if err := dependencies(op, j, results); err != nil {
+				results[j] = store.Result{Err: err}
+				continue
+			}
+			if results[j], err = w.apply(op, r.prepared(j)); err != nil {
 				return nil, 0, i, err
 			}
 		}
 		outcomes[i].results = results
+	}
+	if w.records > w.recordsBase {
+		if _, err := tx.StmtContext(ctx, s.stmts.setRecordSeq).ExecContext(ctx, w.records); err != nil {
+			return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("store record sequence: %w", err))
+		}
 	}
 	if w.revision > base {
 		if _, err := tx.ExecContext(ctx, s.q.setRevision, w.revision); err != nil {
@@ -212,6 +226,7 @@ func (s *Store) runTx(group []*request) (outcomes []outcome, last int64, culprit
 	if err := tx.Commit(); err != nil {
 		return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("commit: %w", err))
 	}
+	s.recent.add(w.events)
 	if w.revision == base {
 		return outcomes, 0, -1, nil
 	}
@@ -234,6 +249,20 @@ func (w *writeTx) fenced(f *store.Fence) (bool, error) {
 	return true, nil
 }
 
+// dependencies checks op's DependsOn against the results of the earlier
+// operations of its batch: nil when op may run.
+func dependencies(op store.Op, index int, results []store.Result) error {
+	for _, d := range op.DependsOn {
+		switch {
+		case d < 0 || d >= index:
+			return fmt.Errorf("%s: DependsOn names op %d, which does not come before it (op %d)", op.Type, d, index)
+		case results[d].Err != nil:
+			return fmt.Errorf("%s: %w: op %d: %v", op.Type, store.ErrDependencyFailed, d, results[d].Err)
+		}
+	}
+	return nil
+}
+
 // writeTx is one write transaction in progress.
 type writeTx struct {
 	s        *Store
@@ -243,18 +272,73 @@ type writeTx struct {
 	revision int64 // the last revision given out
 
 	loadStmt, insertStmt, updateStmt *sql.Stmt // Store.stmts bound to tx
-	// putLeaseStmt, deleteLeaseStmt and fenceStmt are bound on first use
-	// (leaseStmt).
-	putLeaseStmt, deleteLeaseStmt, fenceStmt *sql.Stmt
+	// putLeaseStmt, createLeaseStmt, deleteLeaseStmt and fenceStmt are
+	// bound on first use (leaseStmt).
+	putLeaseStmt, createLeaseStmt, deleteLeaseStmt, fenceStmt *sql.Stmt
+
+	// records is the last record sequence number given out, read from
+	// meta at the first record of the transaction (recordsRead), and
+	// recordsBase its value then. The record statements are bound on
+	// first use.
+	records, recordsBase                   int64
+	recordsRead                            bool
+	insertRecordStmt, insertRecordTermStmt *sql.Stmt
+	// events are the changes of this transaction, for Store.recent once
+	// it commits.
+	events []recentEvent
 }
 
-// apply executes one operation. A failure of the operation is in the
-// Result; an error is a failure of the transaction.
-func (w *writeTx) apply(op store.Op) (store.Result, error) {
-	if op.Type == store.OpPutLease || op.Type == store.OpDeleteLease {
-		return w.applyLease(op)
+// prepared is an operation on a resource checked and encoded.
+type prepared struct {
+	key resource.Key
+	row row   // what the operation writes (not for deletes)
+	err error // the operation fails with it
+	// encodeErr is an encoding failure, reported with the operation.
+	encodeErr error
+}
+
+// prepare checks and encodes the resource operations of ops.
+func prepare(ops []store.Op) []prepared {
+	var out []prepared
+	for i, op := range ops {
+		switch op.Type {
+		case store.OpPutLease, store.OpDeleteLease, store.OpCreateLease, store.OpAppendRecord:
+			continue
+		}
+		if out == nil {
+			out = make([]prepared, len(ops))
+		}
+		p := &out[i]
+		var d *resource.Descriptor
+		if p.key, d, p.err = check(op); p.err != nil || op.Type == store.OpDelete {
+			continue
+		}
+		p.row, p.encodeErr = encode(op.Object, op.Type, d)
 	}
-	key, d, err := check(op)
+	return out
+}
+
+// prepared returns the preparation of the request's op i.
+func (r *request) prepared(i int) *prepared {
+	if r.prep == nil {
+		return nil
+	}
+	return &r.prep[i]
+}
+
+// apply executes one operation, prepared by prepare. A failure of the
+// operation is in the Result; an error is a failure of the transaction.
+func (w *writeTx) apply(op store.Op, p *prepared) (store.Result, error) {
+	switch op.Type {
+	case store.OpPutLease, store.OpDeleteLease, store.OpCreateLease:
+		return w.applyLease(op)
+	case store.OpAppendRecord:
+		return w.appendRecord(op)
+	}
+	if p == nil {
+		p = &prepare([]store.Op{op})[0]
+	}
+	key, err := p.key, p.err
 	if err != nil {
 		return store.Result{Err: err}, nil
 	}
@@ -262,11 +346,9 @@ func (w *writeTx) apply(op store.Op) (store.Result, error) {
 		return store.Result{Err: fmt.Errorf("%s %s: %w%s", op.Type, key, err, detail)}, nil
 	}
 
-	var next row
-	if op.Type != store.OpDelete {
-		if next, err = encode(op.Object, op.Type, d); err != nil {
-			return fail(err, "")
-		}
+	next := p.row
+	if p.encodeErr != nil {
+		return fail(p.encodeErr, "")
 	}
 	cur, err := w.load(key)
 	if err != nil {
@@ -318,14 +400,58 @@ func (w *writeTx) apply(op store.Op) (store.Result, error) {
 		return store.Result{}, err
 	}
 	w.revision = next.revision
-	if next.deleted || op.DiscardObject {
+	if next.deleted {
+		w.events = append(w.events, recentEvent{rev: next.revision, key: key})
 		return store.Result{Revision: next.revision}, nil
 	}
-	obj, err := next.object()
+	obj, err := w.stored(op, &next, cur)
 	if err != nil {
 		return store.Result{}, err
 	}
-	return store.Result{Object: obj, Revision: next.revision}, nil
+	w.events = append(w.events, recentEvent{rev: next.revision, key: key, obj: obj})
+	if op.DiscardObject {
+		return store.Result{Revision: next.revision}, nil
+	}
+	return store.Result{Object: obj.Clone(), Revision: next.revision}, nil
+}
+
+// stored returns the resource op wrote as next over cur, for readers only
+// (Store.recent; callers get a clone). Nothing of it is decoded that the
+// writer already has, since the writer runs one transaction at a time: a
+// create or an update wrote op.Object's labels and spec as they are, and
+// a status write kept those of the previous write of the resource, which
+// recent usually still holds; only a status is decoded then.
+func (w *writeTx) stored(op store.Op, next, cur *row) (*resource.Object, error) {
+	var obj *resource.Object
+	switch op.Type {
+	case store.OpCreate, store.OpUpdate:
+		obj = op.Object.Clone()
+		if len(obj.Labels) == 0 {
+			obj.Labels = nil
+		}
+		if op.Type == store.OpCreate {
+			return w.stamp(obj, next), nil
+		}
+	default:
+		prev := w.s.recent.objectBefore(next.key)
+		if prev == nil || cur == nil || prev.Revision != cur.revision {
+			return next.object()
+		}
+		c := *prev // labels and spec are read-only and shared
+		obj = &c
+	}
+	var err error
+	if obj.Status, err = resource.UnmarshalStatus(next.key.Kind, []byte(next.status)); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", next.key, err)
+	}
+	return w.stamp(obj, next), nil
+}
+
+// stamp sets the metadata of next on obj.
+func (w *writeTx) stamp(obj *resource.Object, next *row) *resource.Object {
+	obj.Version, obj.Revision = next.version, next.revision
+	obj.CreationTime, obj.ModificationTime = time.Unix(0, next.created).UTC(), time.Unix(0, next.modified).UTC()
+	return obj
 }
 
 // load returns the row of key, live or tombstone, or nil.

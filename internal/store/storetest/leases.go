@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -506,5 +507,83 @@ func leaseUseAfterClose(t *testing.T, e *env) {
 		if ls != nil {
 			t.Errorf("Leases(%q) after Close returned %v", prefix, ls)
 		}
+	}
+}
+
+func createLease(l store.Lease) store.Op { return store.Op{Type: store.OpCreateLease, Lease: &l} }
+
+// testCreateLease checks that OpCreateLease writes only a name that is
+// free, expired leases counting as taken, and leaves the existing lease as
+// it was when it fails.
+func testCreateLease(t *testing.T, e *env) {
+	now := e.clock.Now()
+	first := store.Lease{Name: "key/1", Value: []byte("first"), ExpiresAt: now.Add(time.Hour)}
+	expired := store.Lease{Name: "expired", Value: []byte("old"), ExpiresAt: now.Add(-time.Hour)}
+	ops := []store.Op{createLease(first), putLease(expired)}
+	wantLeaseResults(t, ops, e.applyOK(t, ops...))
+
+	ops = []store.Op{
+		createLease(store.Lease{Name: "key/1", Value: []byte("second")}),
+		createLease(store.Lease{Name: "expired", Value: []byte("new")}),
+		createLease(store.Lease{Name: "key/2", Value: []byte("two")}),
+		// Within one batch the second create of a name sees the first.
+		createLease(store.Lease{Name: "key/2", Value: []byte("again")}),
+		createLease(store.Lease{Name: "", Value: []byte("x")}),
+		createLease(store.Lease{Name: "big", Value: make([]byte, store.MaxLeaseValueBytes+1)}),
+		{Type: store.OpCreateLease},
+	}
+	rs := e.apply(t, ops...)
+	wantLeaseResults(t, ops, rs)
+	for _, i := range []int{0, 1, 3} {
+		wantErr(t, fmt.Sprintf("op %d (create of a taken name)", i), rs[i].Err, store.ErrAlreadyExists)
+	}
+	if rs[2].Err != nil {
+		t.Errorf("create of a free name: %v", rs[2].Err)
+	}
+	for _, i := range []int{4, 5, 6} {
+		if rs[i].Err == nil || errors.Is(rs[i].Err, store.ErrAlreadyExists) {
+			t.Errorf("op %d (invalid create): Err = %v, want a validation error", i, rs[i].Err)
+		}
+	}
+	wantErr(t, "op 5", rs[5].Err, store.ErrTooLarge)
+	want := []store.Lease{expired, first, {Name: "key/2", Value: []byte("two")}}
+	if diff := cmp.Diff(want, e.leases(t, ""), leaseOpts); diff != "" {
+		t.Errorf("Leases after creates (-want +got):\n%s", diff)
+	}
+
+	// After a delete the name is free again.
+	e.applyOK(t, deleteLease("key/1"), createLease(store.Lease{Name: "key/1", Value: []byte("third")}))
+	if got := e.leases(t, "key/1"); len(got) != 1 || string(got[0].Value) != "third" {
+		t.Errorf("Leases(key/1) after delete and create = %v", got)
+	}
+
+	// Concurrent creates of one name: exactly one wins, and the stored
+	// value is the winner's.
+	const writers = 16
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var winners []byte
+	for w := range writers {
+		wg.Go(func() {
+			rs, err := e.s.Apply(e.ctx, createLease(store.Lease{Name: "race", Value: []byte{byte(w)}}))
+			switch {
+			case err != nil:
+				t.Error(err)
+			case rs[0].Err == nil:
+				mu.Lock()
+				winners = append(winners, byte(w))
+				mu.Unlock()
+			case !errors.Is(rs[0].Err, store.ErrAlreadyExists):
+				t.Errorf("writer %d: %v", w, rs[0].Err)
+			}
+		})
+	}
+	wg.Wait()
+	got := e.leases(t, "race")
+	if len(winners) != 1 || len(got) != 1 || !bytes.Equal(got[0].Value, winners) {
+		t.Errorf("concurrent creates: winners %v, stored %v; want one winner whose value is stored", winners, got)
+	}
+	if _, rev, err := e.s.List(e.ctx, ""); err != nil || rev != 0 {
+		t.Errorf("List revision = %d, %v; want 0: lease ops take no revision", rev, err)
 	}
 }

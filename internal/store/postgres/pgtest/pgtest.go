@@ -1,4 +1,12 @@
-package postgres
+// Package pgtest gives tests a PostgreSQL schema of their own and a TCP
+// proxy that cuts connections to it. It is for tests and benchmarks only:
+// it imports testing, so production code must not import it (the layering
+// test checks that the binary does not).
+//
+// It imports pgx and the standard library only, not the store, so that the
+// store's own tests can use it. Its functions are safe for concurrent use
+// by parallel tests; a Proxy's methods are safe for concurrent use.
+package pgtest
 
 import (
 	"context"
@@ -15,29 +23,29 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestDatabaseEnv names the environment variable holding the URL of the
-// database tests use; DefaultTestDatabase is used when it is unset.
+// DatabaseEnv names the environment variable holding the URL of the
+// database tests use; DefaultDatabase is used when it is unset.
 const (
-	TestDatabaseEnv     = "MESHNAMES_TEST_POSTGRES"
-	DefaultTestDatabase = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	DatabaseEnv     = "MESHNAMES_TEST_POSTGRES"
+	DefaultDatabase = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 )
 
-// TestURL creates a fresh schema test_<random> in the test database and
+// URL creates a fresh schema test_<random> in the test database and
 // returns a URL whose search_path selects it, so that each test has its
 // own tables and may run in parallel with others. The schema is dropped
 // when tb ends, after the cleanups registered later (closing stores) ran.
 //
 // When the database cannot be reached the test is skipped, unless CI=true,
 // where it fails: CI must not pass by skipping the PostgreSQL tests.
-func TestURL(tb testing.TB) string {
+func URL(tb testing.TB) string {
 	tb.Helper()
-	base := os.Getenv(TestDatabaseEnv)
+	base := os.Getenv(DatabaseEnv)
 	if base == "" {
-		base = DefaultTestDatabase
+		base = DefaultDatabase
 	}
 	u, err := url.Parse(base)
 	if err != nil {
-		tb.Fatalf("%s: %v", TestDatabaseEnv, err)
+		tb.Fatalf("%s: %v", DatabaseEnv, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -47,7 +55,7 @@ func TestURL(tb testing.TB) string {
 			"Start one that trusts local connections and has a database named test, for example:\n" +
 			"\tsudo apt-get install -y postgresql && sudo service postgresql start\n" +
 			"\tsudo -u postgres createdb test   # and set local host auth to trust in pg_hba.conf\n" +
-			"or point " + TestDatabaseEnv + " at another server."
+			"or point " + DatabaseEnv + " at another server."
 		if os.Getenv("CI") == "true" {
 			tb.Fatal(msg)
 		}
@@ -80,9 +88,9 @@ func TestURL(tb testing.TB) string {
 	return u.String()
 }
 
-// TestProxy forwards TCP connections to the database of a test URL, so that
-// a test can cut an instance off from PostgreSQL without stopping it.
-type TestProxy struct {
+// Proxy forwards TCP connections to the database of a test URL, so that a
+// test can cut an instance off from PostgreSQL without stopping it.
+type Proxy struct {
 	// URL is the test URL with the proxy in place of the database's address.
 	URL string
 
@@ -94,9 +102,9 @@ type TestProxy struct {
 	done   sync.WaitGroup
 }
 
-// StartTestProxy starts a proxy on a free loopback port to the database of
-// url (a URL from TestURL) and stops it when tb ends.
-func StartTestProxy(tb testing.TB, rawURL string) *TestProxy {
+// StartProxy starts a proxy on a free loopback port to the database of url
+// (a URL from URL) and stops it when tb ends.
+func StartProxy(tb testing.TB, rawURL string) *Proxy {
 	tb.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -106,7 +114,7 @@ func StartTestProxy(tb testing.TB, rawURL string) *TestProxy {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &TestProxy{ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}}
 	u.Host = ln.Addr().String()
 	p.URL = u.String()
 	p.done.Go(p.accept)
@@ -119,7 +127,7 @@ func StartTestProxy(tb testing.TB, rawURL string) *TestProxy {
 }
 
 // Cut closes every connection and closes new ones at once, until Restore.
-func (p *TestProxy) Cut() {
+func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
@@ -129,13 +137,13 @@ func (p *TestProxy) Cut() {
 }
 
 // Restore lets connections through again.
-func (p *TestProxy) Restore() {
+func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
 }
 
-func (p *TestProxy) accept() {
+func (p *Proxy) accept() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {

@@ -1,0 +1,114 @@
+// Package audit owns the audit log: the record stream "audit" in the store
+// where every write through the API (create, update, delete, token issue
+// and revoke) and every refusal is kept with who asked, from where, and
+// what came of it; how an entry is encoded and found (by kind, mesh, name
+// and subject terms), and its structured log line.
+//
+// It imports api, resource and store only; apiserver writes entries, the multizone
+// sync may too (VerbSync refusals). Its functions are safe for concurrent
+// use.
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// Stream is the record stream of the audit log.
+const Stream = "audit"
+
+// Term prefixes: an entry can be found by its kind, mesh, name and subject.
+const (
+	TermKind    = "kind="
+	TermMesh    = "mesh="
+	TermName    = "name="
+	TermSubject = "subject="
+)
+
+// Op returns the store operation that appends e, to be applied with the
+// write it records; dependsOn names the ops of the same Apply that must
+// succeed for the entry to be written (see store.Op.DependsOn). e.Seq is
+// ignored; a zero e.Time is the store's clock.
+func Op(e api.AuditEntry, dependsOn ...int) store.Op {
+	e.Seq = 0
+	data, _ := json.Marshal(e) // plain strings and numbers: cannot fail
+	return store.Op{Type: store.OpAppendRecord, Record: &store.Record{
+		Stream: Stream, Time: e.Time, Terms: terms(e), Data: data,
+	}, DependsOn: dependsOn}
+}
+
+func terms(e api.AuditEntry) []string {
+	var ts []string
+	for _, t := range []struct{ prefix, value string }{
+		{TermKind, string(e.Kind)}, {TermMesh, e.Mesh}, {TermName, e.Name}, {TermSubject, e.Subject},
+	} {
+		// A term longer than the store allows is left out rather than
+		// failing the entry: the entry matters more than finding it.
+		if t.value != "" && len(t.prefix)+len(t.value) <= store.MaxRecordTermBytes {
+			ts = append(ts, t.prefix+t.value)
+		}
+	}
+	return ts
+}
+
+// Append writes e on its own (for refusals and failures, which have no
+// write to go with).
+func Append(ctx context.Context, st store.Store, e api.AuditEntry) error {
+	rs, err := st.Apply(ctx, Op(e))
+	if err == nil {
+		err = rs[0].Err
+	}
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	return nil
+}
+
+// Query selects audit entries: every field set must match.
+type Query struct {
+	Kind                resource.Kind
+	Mesh, Name, Subject string
+	Since, Until        time.Time
+	// Before, when not 0, keeps entries older than this Seq (paging).
+	Before int64
+	Limit  int
+}
+
+// Find returns the entries q selects, newest first.
+func Find(ctx context.Context, rec store.Recorder, q Query) ([]api.AuditEntry, error) {
+	rq := store.RecordQuery{Stream: Stream, Terms: terms(api.AuditEntry{Kind: q.Kind, Mesh: q.Mesh, Name: q.Name, Subject: q.Subject}),
+		Since: q.Since, Until: q.Until, Before: q.Before, Limit: q.Limit, Descending: true}
+	rs, err := rec.Records(ctx, rq)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	out := make([]api.AuditEntry, 0, len(rs))
+	for _, r := range rs {
+		var e api.AuditEntry
+		if err := json.Unmarshal(r.Data, &e); err != nil {
+			return nil, fmt.Errorf("audit: entry %d: %w", r.Seq, err)
+		}
+		e.Seq, e.Time = r.Seq, r.Time
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Log writes e as one structured log line, at info for successes and
+// warn for refusals and failures.
+func Log(log *slog.Logger, e api.AuditEntry) {
+	level := slog.LevelInfo
+	if e.Result == api.ResultRefused || e.Result == api.ResultFailed {
+		level = slog.LevelWarn
+	}
+	log.Log(context.Background(), level, "audit",
+		"subject", e.Subject, "role", e.Role, "token", e.TokenID, "source", e.Source, "verb", e.Verb,
+		"kind", e.Kind, "mesh", e.Mesh, "name", e.Name, "result", e.Result, "code", e.Code, "reason", e.Reason)
+}

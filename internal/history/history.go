@@ -1,0 +1,272 @@
+// Package history owns the history of hostnames and VIPs: the record
+// stream "history" in the store where every assignment of a hostname or
+// VIP to a service, and its release or loss, is kept (by any controller,
+// in any zone), and the answer to "who held this, from when to when".
+//
+// Controllers call Op to append an event in the same Apply as the status
+// write that makes it true, depending on it (store.Op.DependsOn), so the
+// history never claims what the status does not hold. Find and Holdings
+// are the query side (GET /history, meshnames inspect history).
+//
+// It imports api, resource and store only. Its functions are pure or safe
+// for concurrent use.
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// Stream is the record stream of the history.
+const Stream = "history"
+
+// Term prefixes: an event can be found by its VIP, its hostname and its
+// service.
+const (
+	TermVIP      = "vip="
+	TermHostname = "hostname="
+	TermService  = "service="
+)
+
+// Op returns the store operation that appends e; dependsOn names the ops
+// of the same Apply that must succeed for it to be written (the status
+// write that assigns or releases the value). e.Seq is ignored; a zero
+// e.Time is the store's clock. It fails unless exactly one of e.Hostname
+// and e.VIP is set, e.Event is one of api.HistoryAssigned,
+// HistoryReleased and HistoryLost, and e.Kind and e.Name are set.
+func Op(e api.HistoryEvent, dependsOn ...int) (store.Op, error) {
+	e.Seq = 0
+	e.Hostname, e.VIP = Hostname(e.Hostname), VIP(e.VIP)
+	if err := check(e); err != nil {
+		return store.Op{}, fmt.Errorf("history event of %s: %w", service(e.Kind, e.Mesh, e.Name), err)
+	}
+	data, _ := json.Marshal(e) // plain strings: cannot fail
+	return store.Op{Type: store.OpAppendRecord, Record: &store.Record{Stream: Stream, Time: e.Time, Terms: terms(e), Data: data},
+		DependsOn: dependsOn}, nil
+}
+
+func check(e api.HistoryEvent) error {
+	switch {
+	case (e.Hostname == "") == (e.VIP == ""):
+		return fmt.Errorf("set exactly one of hostname and vip")
+	case e.Event != api.HistoryAssigned && e.Event != api.HistoryReleased && e.Event != api.HistoryLost:
+		return fmt.Errorf("event %q is not assigned, released or lost", e.Event)
+	case e.Kind == "" || e.Name == "":
+		return fmt.Errorf("kind and name are required")
+	}
+	return nil
+}
+
+func terms(e api.HistoryEvent) []string {
+	var ts []string
+	if e.VIP != "" {
+		ts = append(ts, TermVIP+e.VIP)
+	}
+	if e.Hostname != "" {
+		ts = append(ts, TermHostname+e.Hostname)
+	}
+	ts = append(ts, TermService+service(e.Kind, e.Mesh, e.Name))
+	for i, t := range ts {
+		if len(t) > store.MaxRecordTermBytes {
+			ts[i] = t[:store.MaxRecordTermBytes]
+		}
+	}
+	return ts
+}
+
+func service(k resource.Kind, mesh, name string) string {
+	return string(k) + "/" + mesh + "/" + name
+}
+
+// Hostname is the form hostnames are kept and found in: lower case,
+// without a trailing dot.
+func Hostname(h string) string { return strings.ToLower(strings.TrimSuffix(h, ".")) }
+
+// VIP is the form VIPs are kept and found in: the address's canonical
+// text (an unparsable one is kept as given).
+func VIP(ip string) string {
+	if a, err := netip.ParseAddr(ip); err == nil {
+		return a.Unmap().String()
+	}
+	return ip
+}
+
+// Query selects history events by one hostname or one VIP.
+type Query struct {
+	VIP, Hostname string
+	Since         time.Time
+	Limit         int
+}
+
+// Find returns the events of q.VIP or q.Hostname, oldest first, and
+// whether there were more than q.Limit (the oldest are then left out).
+func Find(ctx context.Context, rec store.Recorder, q Query) ([]api.HistoryEvent, bool, error) {
+	var term string
+	switch {
+	case (q.VIP == "") == (q.Hostname == ""):
+		return nil, false, fmt.Errorf("history: give exactly one of a VIP and a hostname")
+	case q.VIP != "":
+		term = TermVIP + VIP(q.VIP)
+	default:
+		term = TermHostname + Hostname(q.Hostname)
+	}
+	limit := q.Limit
+	if limit <= 0 || limit > store.MaxRecordLimit-1 {
+		limit = store.MaxRecordLimit - 1
+	}
+	// Newest first, one more than asked, to tell whether older ones were
+	// left out; then oldest first for the reader.
+	rs, err := rec.Records(ctx, store.RecordQuery{Stream: Stream, Terms: []string{term}, Since: q.Since, Limit: limit + 1, Descending: true})
+	if err != nil {
+		return nil, false, fmt.Errorf("history: %w", err)
+	}
+	truncated := len(rs) > limit
+	if truncated {
+		rs = rs[:limit]
+	}
+	out := make([]api.HistoryEvent, 0, len(rs))
+	for i := len(rs) - 1; i >= 0; i-- {
+		var e api.HistoryEvent
+		if err := json.Unmarshal(rs[i].Data, &e); err != nil {
+			return nil, false, fmt.Errorf("history: event %d: %w", rs[i].Seq, err)
+		}
+		e.Seq, e.Time = rs[i].Seq, rs[i].Time
+		out = append(out, e)
+	}
+	return out, truncated, nil
+}
+
+// Holdings turns events (oldest first, as Find returns them) into who held
+// each value from when to when, ordered by start (an open start first).
+// An assignment opens a holding of the service (in its zone) and value; a
+// release or loss closes it. A second assignment of an open holding
+// changes nothing; a close without an assignment (which happened before
+// the history kept begins) is a holding with no start.
+func Holdings(events []api.HistoryEvent) []api.HistoryHolding {
+	type key struct {
+		zone, mesh, name, hostname, vip string
+		kind                            resource.Kind
+	}
+	open := map[key]int{} // index in out of the open holding
+	var out []api.HistoryHolding
+	for _, e := range events {
+		k := key{e.Zone, e.Mesh, e.Name, e.Hostname, e.VIP, e.Kind}
+		i, isOpen := open[k]
+		switch e.Event {
+		case api.HistoryAssigned:
+			if !isOpen {
+				open[k] = len(out)
+				out = append(out, api.HistoryHolding{Zone: e.Zone, Mesh: e.Mesh, Kind: e.Kind, Name: e.Name,
+					Hostname: e.Hostname, VIP: e.VIP, From: e.Time})
+			}
+		case api.HistoryReleased, api.HistoryLost:
+			if !isOpen {
+				i = len(out)
+				out = append(out, api.HistoryHolding{Zone: e.Zone, Mesh: e.Mesh, Kind: e.Kind, Name: e.Name,
+					Hostname: e.Hostname, VIP: e.VIP})
+			}
+			out[i].Until, out[i].End, out[i].Reason = e.Time, e.Event, e.Reason
+			delete(open, k)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b api.HistoryHolding) int {
+		return a.From.Compare(b.From) // the zero time (an unknown start) first
+	})
+	if out == nil {
+		out = []api.HistoryHolding{}
+	}
+	return out
+}
+
+// Diff returns the events of a status write that replaces before (nil for
+// a service that had none) with after, for the service key in zone: a
+// hostname that becomes Available is assigned; one that was Available and
+// is now NotAvailable is lost, with the reason; one that goes from the
+// status is released; a VIP that appears is assigned, one that goes is
+// released. Only the parts after holds are compared: a write of some
+// parts of a status says nothing of the others.
+func Diff(zone string, key resource.Key, before, after resource.Status, owned store.StatusPatch) []api.HistoryEvent {
+	svc := func(st resource.Status) *resource.ServiceStatus {
+		if s, ok := st.(resource.ServiceStatusOf); ok && s != nil {
+			return s.Service()
+		}
+		return &resource.ServiceStatus{}
+	}
+	b, a := svc(before), svc(after)
+	ev := func(host, vip, event, reason string) api.HistoryEvent {
+		return api.HistoryEvent{Zone: zone, Mesh: key.Mesh, Kind: key.Kind, Name: key.Name, Hostname: host, VIP: vip, Event: event, Reason: reason}
+	}
+	var out []api.HistoryEvent
+	if slices.Contains(owned.Fields, "addresses") {
+		was := map[string]bool{}
+		for _, addr := range b.Addresses {
+			if addr.Status == resource.AddressAvailable {
+				was[Hostname(addr.Hostname)] = true
+			}
+		}
+		now := map[string]resource.Address{}
+		for _, addr := range a.Addresses {
+			h := Hostname(addr.Hostname)
+			now[h] = addr
+			if addr.Status == resource.AddressAvailable && !was[h] && h != "" {
+				out = append(out, ev(h, "", api.HistoryAssigned, ""))
+			}
+		}
+		for _, addr := range b.Addresses {
+			h := Hostname(addr.Hostname)
+			if addr.Status != resource.AddressAvailable || h == "" {
+				continue
+			}
+			switch cur, ok := now[h]; {
+			case !ok:
+				out = append(out, ev(h, "", api.HistoryReleased, "no longer generated for the service"))
+			case cur.Status != resource.AddressAvailable:
+				out = append(out, ev(h, "", api.HistoryLost, cur.Reason))
+			}
+		}
+	}
+	if slices.Contains(owned.Fields, "vips") {
+		had := map[string]bool{}
+		for _, v := range b.VIPs {
+			had[VIP(v.IP)] = true
+		}
+		has := map[string]bool{}
+		for _, v := range a.VIPs {
+			ip := VIP(v.IP)
+			has[ip] = true
+			if !had[ip] {
+				out = append(out, ev("", ip, api.HistoryAssigned, forValue(v.Hostname)))
+			}
+		}
+		for _, v := range b.VIPs {
+			if ip := VIP(v.IP); !has[ip] {
+				out = append(out, ev("", ip, api.HistoryReleased, "no longer needed by the service"))
+			}
+		}
+	}
+	return out
+}
+
+// forValue says which InternalVIP value a VIP is for, if any.
+func forValue(host string) string {
+	if host == "" {
+		return ""
+	}
+	return "for the InternalVIP value " + Hostname(host)
+}
+
+// Deleted returns the event of a deleted service giving up a hostname
+// (host set) or a VIP (ip set).
+func Deleted(zone string, key resource.Key, host, ip string) api.HistoryEvent {
+	return api.HistoryEvent{Zone: zone, Mesh: key.Mesh, Kind: key.Kind, Name: key.Name, Hostname: host, VIP: ip,
+		Event: api.HistoryReleased, Reason: "the service was deleted"}
+}

@@ -1,0 +1,215 @@
+package history_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/history"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/sqlite"
+)
+
+var t0 = time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+
+func at(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+
+func ev(m int, name, event string) api.HistoryEvent {
+	return api.HistoryEvent{Time: at(m), Zone: "east", Mesh: "default", Kind: resource.MeshService, Name: name, VIP: "241.0.0.7", Event: event}
+}
+
+func TestHoldings(t *testing.T) {
+	hold := func(name string, from, until int, end string) api.HistoryHolding {
+		h := api.HistoryHolding{Zone: "east", Mesh: "default", Kind: resource.MeshService, Name: name, VIP: "241.0.0.7", End: end}
+		if from >= 0 {
+			h.From = at(from)
+		}
+		if until >= 0 {
+			h.Until = at(until)
+		}
+		return h
+	}
+	lostTo := func(h api.HistoryHolding) api.HistoryHolding { h.Reason = "collision"; return h }
+	tests := []struct {
+		name   string
+		events []api.HistoryEvent
+		want   []api.HistoryHolding
+	}{
+		{"None", nil, []api.HistoryHolding{}},
+		{"HeldStill", []api.HistoryEvent{ev(1, "redis", api.HistoryAssigned)}, []api.HistoryHolding{hold("redis", 1, -1, "")}},
+		{"OneAfterAnother", []api.HistoryEvent{
+			ev(1, "redis", api.HistoryAssigned), ev(5, "redis", api.HistoryReleased), ev(8, "web", api.HistoryAssigned),
+		}, []api.HistoryHolding{hold("redis", 1, 5, api.HistoryReleased), hold("web", 8, -1, "")}},
+		{"ReassignedToTheSameService", []api.HistoryEvent{
+			ev(1, "redis", api.HistoryAssigned), ev(2, "redis", api.HistoryReleased), ev(3, "redis", api.HistoryAssigned),
+		}, []api.HistoryHolding{hold("redis", 1, 2, api.HistoryReleased), hold("redis", 3, -1, "")}},
+		{"DuplicateAssignment", []api.HistoryEvent{ev(1, "redis", api.HistoryAssigned), ev(2, "redis", api.HistoryAssigned)},
+			[]api.HistoryHolding{hold("redis", 1, -1, "")}},
+		{"ReleaseBeforeTheHistoryKept", []api.HistoryEvent{ev(4, "old", api.HistoryReleased), ev(6, "redis", api.HistoryAssigned)},
+			[]api.HistoryHolding{hold("old", -1, 4, api.HistoryReleased), hold("redis", 6, -1, "")}},
+		{"Lost", []api.HistoryEvent{
+			ev(1, "a", api.HistoryAssigned),
+			func() api.HistoryEvent { e := ev(2, "a", api.HistoryLost); e.Reason = "collision"; return e }(),
+			ev(2, "b", api.HistoryAssigned),
+		}, []api.HistoryHolding{lostTo(hold("a", 1, 2, api.HistoryLost)), hold("b", 2, -1, "")}},
+		{"ZonesAreApart", []api.HistoryEvent{
+			ev(1, "redis", api.HistoryAssigned),
+			func() api.HistoryEvent { e := ev(2, "redis", api.HistoryReleased); e.Zone = "west"; return e }(),
+		}, []api.HistoryHolding{
+			func() api.HistoryHolding { h := hold("redis", -1, 2, api.HistoryReleased); h.Zone = "west"; return h }(),
+			hold("redis", 1, -1, ""),
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, history.Holdings(tc.events)); diff != "" {
+				t.Errorf("Holdings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestOp_RefusesIncompleteEvents(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(e *api.HistoryEvent)
+		want string
+	}{
+		{"NeitherHostnameNorVIP", func(e *api.HistoryEvent) { e.VIP = "" }, "exactly one"},
+		{"Both", func(e *api.HistoryEvent) { e.Hostname = "redis.mesh" }, "exactly one"},
+		{"UnknownEvent", func(e *api.HistoryEvent) { e.Event = "moved" }, `"moved"`},
+		{"NoName", func(e *api.HistoryEvent) { e.Name = "" }, "name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := ev(1, "redis", api.HistoryAssigned)
+			tc.mut(&e)
+			if _, err := history.Op(e); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Op = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestFind_WhoHeldThis writes events beside status writes through the
+// store, as controllers do, and asks who held a VIP and a hostname.
+func TestFind_WhoHeldThis(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	mesh := &resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}
+	if _, err := store.Create(ctx, st, mesh); err != nil {
+		t.Fatal(err)
+	}
+	write := func(e api.HistoryEvent, withFailingWrite bool) {
+		t.Helper()
+		op, err := history.Op(e, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: "status-write"}}
+		if withFailingWrite {
+			first = store.Op{Type: store.OpDelete, Key: resource.Key{Kind: resource.Mesh, Name: "no-such-mesh"}}
+		}
+		if _, err := st.Apply(ctx, first, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(ev(1, "redis", api.HistoryAssigned), false)
+	write(ev(3, "ghost", api.HistoryAssigned), true) // its status write failed: no event
+	write(ev(5, "redis", api.HistoryReleased), false)
+	write(ev(9, "web", api.HistoryAssigned), false)
+	host := api.HistoryEvent{Time: at(2), Mesh: "default", Kind: resource.MeshService, Name: "redis", Hostname: "Redis.SVC.mesh.local.", Event: api.HistoryAssigned}
+	write(host, false)
+
+	events, truncated, err := history.Find(ctx, st, history.Query{VIP: "241.0.0.7"})
+	if err != nil || truncated {
+		t.Fatalf("Find = %v, truncated %v", err, truncated)
+	}
+	var names []string
+	for _, e := range events {
+		names = append(names, e.Name+" "+e.Event)
+	}
+	if diff := cmp.Diff([]string{"redis assigned", "redis released", "web assigned"}, names); diff != "" {
+		t.Errorf("events of 241.0.0.7 (-want +got):\n%s", diff)
+	}
+	hs := history.Holdings(events)
+	if len(hs) != 2 || hs[0].Name != "redis" || !hs[0].From.Equal(at(1)) || !hs[0].Until.Equal(at(5)) || hs[1].Name != "web" || !hs[1].Until.IsZero() {
+		t.Errorf("Holdings = %+v", hs)
+	}
+	// Hostnames are found whatever their case and trailing dot.
+	events, _, err = history.Find(ctx, st, history.Query{Hostname: "redis.svc.MESH.local"})
+	if err != nil || len(events) != 1 || events[0].Hostname != "redis.svc.mesh.local" {
+		t.Errorf("Find(hostname) = %+v, %v", events, err)
+	}
+	// A limit keeps the newest events and says so.
+	events, truncated, err = history.Find(ctx, st, history.Query{VIP: "241.0.0.7", Limit: 2})
+	if err != nil || !truncated || len(events) != 2 || events[0].Event != api.HistoryReleased {
+		t.Errorf("Find(limit 2) = %+v, truncated %v, %v; want the newest two", events, truncated, err)
+	}
+	if _, _, err := history.Find(ctx, st, history.Query{}); err == nil {
+		t.Error("Find without a VIP or hostname succeeded")
+	}
+}
+
+func TestDiff(t *testing.T) {
+	k := resource.Key{Kind: resource.MeshService, Mesh: "m", Name: "web"}
+	st := func(vips []resource.VIP, addrs ...resource.Address) resource.Status {
+		return &resource.ServiceStatus{Addresses: addrs, VIPs: vips}
+	}
+	avail := func(h string) resource.Address {
+		return resource.Address{Hostname: h, Status: resource.AddressAvailable}
+	}
+	taken := func(h string) resource.Address {
+		return resource.Address{Hostname: h, Status: resource.AddressNotAvailable, Reason: "taken by x"}
+	}
+	vip := func(ip, host string) resource.VIP {
+		return resource.VIP{IP: ip, Type: resource.VIPKuma, Hostname: host}
+	}
+	both := store.StatusPatch{Fields: []string{"addresses", "vips"}}
+	type ev struct{ host, vip, event, reason string }
+	for _, tc := range []struct {
+		name          string
+		before, after resource.Status
+		owned         store.StatusPatch
+		want          []ev
+	}{
+		{"FirstNaming", nil, st([]resource.VIP{vip("241.0.0.1", "")}, avail("web.mesh.local")), both,
+			[]ev{{host: "web.mesh.local", event: "assigned"}, {vip: "241.0.0.1", event: "assigned"}}},
+		{"Unchanged", st([]resource.VIP{vip("241.0.0.1", "")}, avail("a")), st([]resource.VIP{vip("241.0.0.1", "")}, avail("a")), both, nil},
+		{"LostToAnother", st(nil, avail("a")), st(nil, taken("a")), both, []ev{{host: "a", event: "lost", reason: "taken by x"}}},
+		{"GainedBack", st(nil, taken("a")), st(nil, avail("a")), both, []ev{{host: "a", event: "assigned"}}},
+		{"NoLongerGenerated", st(nil, avail("a"), avail("b")), st(nil, avail("b")), both,
+			[]ev{{host: "a", event: "released", reason: "no longer generated for the service"}}},
+		{"InternalVIPRemoved", st([]resource.VIP{vip("242.0.0.1", ""), vip("242.0.0.2", "db.ext")}), st([]resource.VIP{vip("242.0.0.1", "")}), both,
+			[]ev{{vip: "242.0.0.2", event: "released", reason: "no longer needed by the service"}}},
+		{"InternalVIPAssigned", st(nil), st([]resource.VIP{vip("242.0.0.2", "DB.ext")}), both,
+			[]ev{{vip: "242.0.0.2", event: "assigned", reason: "for the InternalVIP value db.ext"}}},
+		// A write of the VIPs only says nothing of the addresses.
+		{"OnlyOwnedParts", st(nil, avail("a")), st([]resource.VIP{vip("241.0.0.1", "")}), store.StatusPatch{Fields: []string{"vips"}},
+			[]ev{{vip: "241.0.0.1", event: "assigned"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []ev
+			for _, e := range history.Diff("east", k, tc.before, tc.after, tc.owned) {
+				if e.Zone != "east" || e.Kind != k.Kind || e.Mesh != k.Mesh || e.Name != k.Name {
+					t.Errorf("event %+v of the wrong service", e)
+				}
+				if _, err := history.Op(e); err != nil {
+					t.Errorf("event %+v cannot be recorded: %v", e, err)
+				}
+				got = append(got, ev{e.Hostname, e.VIP, e.Event, e.Reason})
+			}
+			if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(ev{})); d != "" {
+				t.Errorf("events (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -1,0 +1,25 @@
+-- records holds append-only record streams (store.Record): the audit log,
+-- the history of hostnames and VIPs. seq comes from meta.records, given out
+-- under the meta row lock, so it follows commit order. terms is the JSON
+-- array of the record's terms; record_terms indexes them. time is Unix
+-- nanoseconds.
+ALTER TABLE meta ADD COLUMN records BIGINT NOT NULL DEFAULT 0;
+
+CREATE TABLE records (
+	stream TEXT   NOT NULL,
+	seq    BIGINT NOT NULL,
+	time   BIGINT NOT NULL,
+	terms  TEXT   NOT NULL,
+	data   BLOB   NOT NULL,
+	PRIMARY KEY (stream, seq)
+) WITHOUT ROWID;
+
+-- Queries by time and compaction by age.
+CREATE INDEX records_time ON records (stream, time);
+
+CREATE TABLE record_terms (
+	stream TEXT   NOT NULL,
+	term   TEXT   NOT NULL,
+	seq    BIGINT NOT NULL,
+	PRIMARY KEY (stream, term, seq)
+) WITHOUT ROWID;

@@ -1,0 +1,241 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// maxStream bounds store.Record.Stream.
+const maxStream = 63
+
+var _ store.Recorder = (*Store)(nil)
+
+// appendRecord executes an OpAppendRecord. Like apply, a failure of the
+// operation is in the Result; an error is a failure of the transaction.
+// The first record of a transaction reads meta.records (the row is locked
+// by the transaction already); runTx stores the last one given out.
+func (w *writeTx) appendRecord(op store.Op) (store.Result, error) {
+	r := op.Record
+	if r == nil {
+		return store.Result{Err: fmt.Errorf("%s: no record", op.Type)}, nil
+	}
+	if err := checkRecord(r); err != nil {
+		return store.Result{Err: fmt.Errorf("%s to %q: %w", op.Type, r.Stream, err)}, nil
+	}
+	at := w.now
+	if !r.Time.IsZero() {
+		at = r.Time.UnixNano()
+	}
+	terms, err := json.Marshal(r.Terms)
+	if err != nil {
+		return store.Result{Err: fmt.Errorf("%s to %q: terms: %w", op.Type, r.Stream, err)}, nil
+	}
+	if !w.recordsRead {
+		if err := w.tx.StmtContext(w.ctx, w.s.stmts.recordSeq).QueryRowContext(w.ctx).Scan(&w.records); err != nil {
+			return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("read record sequence: %w", err))
+		}
+		w.recordsRead, w.recordsBase = true, w.records
+	}
+	seq := w.records + 1
+	data := r.Data
+	if data == nil {
+		data = []byte{} // NOT NULL
+	}
+	if _, err := w.leaseStmt(&w.insertRecordStmt, w.s.stmts.insertRecord).ExecContext(w.ctx, r.Stream, seq, at, string(terms), data); err != nil {
+		return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("append record to %q: %w", r.Stream, err))
+	}
+	for _, term := range dedupe(r.Terms) {
+		if _, err := w.leaseStmt(&w.insertRecordTermStmt, w.s.stmts.insertRecordTerm).ExecContext(w.ctx, r.Stream, term, seq); err != nil {
+			return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("append record to %q: %w", r.Stream, err))
+		}
+	}
+	w.records = seq
+	return store.Result{}, nil
+}
+
+func dedupe(terms []string) []string {
+	out := make([]string, 0, len(terms))
+	for _, t := range terms {
+		dup := false
+		for _, o := range out {
+			dup = dup || o == t
+		}
+		if !dup {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// checkRecord enforces store.Record's rules.
+func checkRecord(r *store.Record) error {
+	if err := checkStream(r.Stream); err != nil {
+		return err
+	}
+	if len(r.Terms) > store.MaxRecordTerms {
+		return fmt.Errorf("%d terms, limit %d", len(r.Terms), store.MaxRecordTerms)
+	}
+	for i, t := range r.Terms {
+		if err := checkTerm(t); err != nil {
+			return fmt.Errorf("terms[%d]: %w", i, err)
+		}
+	}
+	if len(r.Data) > store.MaxRecordBytes {
+		return fmt.Errorf("data: %w (%d bytes, limit %d)", store.ErrTooLarge, len(r.Data), store.MaxRecordBytes)
+	}
+	if !r.Time.IsZero() {
+		if n := r.Time.UnixNano(); !time.Unix(0, n).Equal(r.Time) {
+			return fmt.Errorf("time %v is out of range (years 1678 to 2262)", r.Time)
+		}
+	}
+	return nil
+}
+
+func checkStream(s string) error {
+	if s == "" || len(s) > maxStream || strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
+	}) {
+		return fmt.Errorf("stream %q must be 1 to %d lower case letters, digits and '-'", s, maxStream)
+	}
+	return nil
+}
+
+func checkTerm(t string) error {
+	switch {
+	case t == "":
+		return fmt.Errorf("must not be empty")
+	case len(t) > store.MaxRecordTermBytes:
+		return fmt.Errorf("is %d bytes, limit %d", len(t), store.MaxRecordTermBytes)
+	case !utf8.ValidString(t) || strings.ContainsFunc(t, unicode.IsControl):
+		return fmt.Errorf("must be UTF-8 without control characters")
+	}
+	return nil
+}
+
+// Records implements store.Recorder. The query is built for the filters
+// given: each term is a lookup in record_terms' primary key, times use the
+// (stream, time) index, and the result comes in primary key order.
+func (s *Store) Records(ctx context.Context, q store.RecordQuery) ([]store.Record, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("records: %w", store.ErrClosed)
+	}
+	if err := checkStream(q.Stream); err != nil {
+		return nil, fmt.Errorf("records: %w", err)
+	}
+	for i, t := range q.Terms {
+		if err := checkTerm(t); err != nil {
+			return nil, fmt.Errorf("records: terms[%d]: %w", i, err)
+		}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = store.DefaultRecordLimit
+	}
+	limit = min(limit, store.MaxRecordLimit)
+	var b strings.Builder
+	args := []any{q.Stream}
+	b.WriteString(`SELECT seq, time, terms, data FROM records WHERE stream = ?`)
+	if q.After > 0 {
+		b.WriteString(` AND seq > ?`)
+		args = append(args, q.After)
+	}
+	if q.Before > 0 {
+		b.WriteString(` AND seq < ?`)
+		args = append(args, q.Before)
+	}
+	if !q.Since.IsZero() {
+		b.WriteString(` AND time >= ?`)
+		args = append(args, q.Since.UnixNano())
+	}
+	if !q.Until.IsZero() {
+		b.WriteString(` AND time < ?`)
+		args = append(args, q.Until.UnixNano())
+	}
+	for _, t := range dedupe(q.Terms) {
+		b.WriteString(` AND seq IN (SELECT seq FROM record_terms WHERE stream = ? AND term = ?)`)
+		args = append(args, q.Stream, t)
+	}
+	b.WriteString(` ORDER BY seq`)
+	if q.Descending {
+		b.WriteString(` DESC`)
+	}
+	b.WriteString(` LIMIT ?`)
+	args = append(args, limit)
+	rows, err := s.read.QueryContext(ctx, s.d.rebind(b.String()), args...)
+	if err != nil {
+		return nil, fmt.Errorf("records of %q: %w", q.Stream, s.dbErr(ctx, err))
+	}
+	defer rows.Close()
+	var out []store.Record
+	for rows.Next() {
+		r := store.Record{Stream: q.Stream}
+		var at int64
+		var terms string
+		if err := rows.Scan(&r.Seq, &at, &terms, &r.Data); err != nil {
+			return nil, fmt.Errorf("records of %q: %w", q.Stream, s.dbErr(ctx, err))
+		}
+		if err := json.Unmarshal([]byte(terms), &r.Terms); err != nil {
+			return nil, fmt.Errorf("records of %q: record %d: terms: %w", q.Stream, r.Seq, err)
+		}
+		if len(r.Data) == 0 {
+			r.Data = nil // both backends alike
+		}
+		r.Time = time.Unix(0, at).UTC()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("records of %q: %w", q.Stream, s.dbErr(ctx, err))
+	}
+	return out, nil
+}
+
+// CompactRecords implements store.Recorder: it deletes, in one
+// transaction, the records of stream older than before and their terms.
+// It is safe to call concurrently with everything, also from several
+// processes sharing a database.
+func (s *Store) CompactRecords(ctx context.Context, stream string, before time.Time) (int, error) {
+	if s.isClosed() {
+		return 0, fmt.Errorf("compact records: %w", store.ErrClosed)
+	}
+	if err := checkStream(stream); err != nil {
+		return 0, fmt.Errorf("compact records: %w", err)
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("compact records of %q: %w", stream, s.dbErr(ctx, err))
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	cut := before.UnixNano()
+	if _, err := tx.ExecContext(ctx, s.q.deleteRecordTerms, stream, stream, cut); err != nil {
+		return 0, fmt.Errorf("compact records of %q: %w", stream, s.dbErr(ctx, err))
+	}
+	res, err := tx.ExecContext(ctx, s.q.deleteRecords, stream, cut)
+	if err != nil {
+		return 0, fmt.Errorf("compact records of %q: %w", stream, s.dbErr(ctx, err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("compact records of %q: %w", stream, s.dbErr(ctx, err))
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("compact records of %q: %w", stream, s.dbErr(ctx, err))
+	}
+	return int(n), nil
+}
+
+// recordQueries are the statements of records, in queries.
+func recordQueries(q *queries) {
+	q.recordSeq = `SELECT records FROM meta`
+	q.setRecordSeq = `UPDATE meta SET records = ?`
+	q.insertRecord = `INSERT INTO records (stream, seq, time, terms, data) VALUES (?, ?, ?, ?, ?)`
+	q.insertRecordTerm = `INSERT INTO record_terms (stream, term, seq) VALUES (?, ?, ?)`
+	q.deleteRecordTerms = `DELETE FROM record_terms WHERE stream = ? AND seq IN (SELECT seq FROM records WHERE stream = ? AND time < ?)`
+	q.deleteRecords = `DELETE FROM records WHERE stream = ? AND time < ?`
+}
