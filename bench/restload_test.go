@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/meshnames/meshnames/internal/resource"
-	"github.com/meshnames/meshnames/internal/store/postgres"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 )
 
 var (
@@ -165,7 +165,7 @@ func (v restLoad) server(b *testing.B, c *http.Client, env []string) *serverProc
 		if v.existing > 0 {
 			b.Fatal("existing services are seeded only into the embedded store")
 		}
-		args = append(args, "--store", postgres.TestURL(b))
+		args = append(args, "--store", pgtest.URL(b))
 	default:
 		b.Fatalf("unknown store %q", v.store)
 	}

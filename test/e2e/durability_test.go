@@ -275,15 +275,16 @@ func (s *loadState) check(t *testing.T, p *proc, vips map[string]string) {
 // TestDurability_KillDuringLoad puts an embedded-store server under the
 // write load of the rest-load benchmark (8 clients PUTting at full speed
 // over keep-alive connections, creates and updates), kills it with
-// SIGKILL mid-load, and restarts it on the same data directory, three
+// SIGKILL mid-load, and restarts it on the same data directory, four
 // times. After each restart every PUT answered 2xx is there with the spec
 // it acknowledged, every service gets a VIP and a hostname, no VIP is held
 // by two services and no service's VIP changed.
 func TestDurability_KillDuringLoad(t *testing.T) {
+	t.Parallel() // no timing bound that other processes could break
 	if testing.Short() {
-		t.Skip("-short: kills a server under load three times")
+		t.Skip("-short: kills a server under load four times")
 	}
-	const clients, kills = 8, 3
+	const clients, kills = 8, 4
 	dir := t.TempDir()
 	s := newLoadState()
 	vips := map[string]string{}
@@ -307,7 +308,7 @@ func TestDurability_KillDuringLoad(t *testing.T) {
 		wg := s.load(ctx, p, round, clients)
 		// Kill once a few hundred writes of this round were acknowledged,
 		// a different number each round.
-		target := base + 300 + 150*round
+		target := base + 400 + 200*round
 		for deadline := time.Now().Add(2 * time.Minute); s.ackCount() < target; {
 			if time.Now().After(deadline) {
 				cancel()
