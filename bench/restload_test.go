@@ -59,8 +59,9 @@ type restLoad struct {
 // hostname (rest-load's -poll-mode list -poll 50ms: a paged list scan,
 // pages seen ready not fetched again). It reports creates/s (first PUT to
 // last answer), PUT latency, the time from the last answer until all were
-// ready (including the scan that saw it), and the server's CPU seconds per
-// 1,000 creates, over the PUTs and up to all ready.
+// ready (including the scan that saw it), the server's CPU seconds per
+// 1,000 creates, over the PUTs and up to all ready, the cores it used
+// over the PUTs, and the machine's load average when they started.
 //
 // With existing > 0 the store first holds that many MeshServices (written
 // directly, named by the same generator on the server's first start and
@@ -86,6 +87,7 @@ type restLoadFigures struct {
 	p50, p99, max         time.Duration
 	readyAfterLast        time.Duration
 	cpuPer1k, cpuPer1kAll float64 // CPU s per 1,000 creates: the PUTs; up to all ready
+	cores                 float64 // the server's CPU over the PUTs per second of them
 	load1                 float64 // load average (1 min) when the PUTs started
 }
 
@@ -116,8 +118,8 @@ func (v restLoad) run(b *testing.B) {
 		b.StopTimer()
 		p.stop()
 		b.Logf("iteration %d: %.0f creates/s, PUT p50 %.2f ms p99 %.2f ms max %.1f ms, all ready %.3f s after the last PUT, "+
-			"server CPU %.3f s per 1,000 creates (%.3f s up to all ready), load average %.2f",
-			iter, f.createsPerS, ms(f.p50), ms(f.p99), ms(f.max), f.readyAfterLast.Seconds(), f.cpuPer1k, f.cpuPer1kAll, f.load1)
+			"server CPU %.3f s per 1,000 creates (%.3f s up to all ready), %.2f cores, load average %.2f",
+			iter, f.createsPerS, ms(f.p50), ms(f.p99), ms(f.max), f.readyAfterLast.Seconds(), f.cpuPer1k, f.cpuPer1kAll, f.cores, f.load1)
 		all = append(all, f)
 		b.StartTimer()
 	}
@@ -138,6 +140,7 @@ func (v restLoad) run(b *testing.B) {
 	b.ReportMetric(avg(func(f restLoadFigures) float64 { return f.readyAfterLast.Seconds() }), "ready-s-after-last-put")
 	b.ReportMetric(avg(func(f restLoadFigures) float64 { return f.cpuPer1k }), "cpu-s/1k-creates")
 	b.ReportMetric(avg(func(f restLoadFigures) float64 { return f.cpuPer1kAll }), "cpu-s/1k-to-ready")
+	b.ReportMetric(avg(func(f restLoadFigures) float64 { return f.cores }), "server-cores")
 	b.ReportMetric(avg(func(f restLoadFigures) float64 { return f.load1 }), "loadavg")
 }
 
@@ -321,6 +324,7 @@ func (v restLoad) measure(b *testing.B, c *http.Client, p *serverProc) restLoadF
 	f.readyAfterLast = allReady.Sub(lastPut)
 	f.cpuPer1k = (cpu1 - cpu0).Seconds() / float64(v.n) * 1000
 	f.cpuPer1kAll = (cpu2 - cpu0).Seconds() / float64(v.n) * 1000
+	f.cores = (cpu1 - cpu0).Seconds() / lastPut.Sub(start).Seconds()
 	return f
 }
 
