@@ -22,6 +22,7 @@ import (
 
 	pb "github.com/meshnames/meshnames/api/zonesync/v1"
 	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -80,6 +81,12 @@ func NewZone(o ZoneOptions) *Zone {
 	m := newMetrics(o.Registerer)
 	return &Zone{o: o, m: m, stats: newStats(o.Zone, m)}
 }
+
+// Insight returns the zone's view of its stream to the global: Sent is
+// what the zone sent and the global acknowledged, Received what it stored
+// of the global's feed, Instance the global instance, Refused the
+// global's resources it refused. It reads; the stream keeps it current.
+func (z *Zone) Insight() api.ZoneInsight { return z.stats.insight() }
 
 // ParseAddress checks a global address: grpcs://host:port, or grpc:// when
 // insecure is allowed. It returns the dial target and whether to use TLS.

@@ -205,14 +205,7 @@ func TestMultizone(t *testing.T) {
 	// south's pool has two addresses, so that quarantine shows.
 	south := startZone(t, "south", "south", g.syncAddr, g.cliToken(t, "south"), t.TempDir(), "--vip-cidr-mesh-service", "10.20.0.0/30")
 	for _, z := range []*proc{east, west, north, south} {
-		waitFor(t, 20*time.Second, z.name+" has the default mesh from global", func() bool {
-			resp, err := http.Get(z.api + "/meshes/default")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
+		waitDefaultMesh(t, z)
 	}
 
 	// A service of east is named and answered in the other zones.
