@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -120,11 +121,21 @@ func startServer(tb testing.TB, dataDir string) *serverProc {
 // and free loopback API and DNS ports.
 func startServerArgs(tb testing.TB, args ...string) *serverProc {
 	tb.Helper()
+	return startServerEnv(tb, nil, args...)
+}
+
+// startServerEnv is startServerArgs with env added to the benchmark's
+// environment (such as MESHNAMES_CPU_PROFILE=FILE).
+func startServerEnv(tb testing.TB, env []string, args ...string) *serverProc {
+	tb.Helper()
 	api := fmt.Sprintf("127.0.0.1:%d", freePort(tb))
 	dns := fmt.Sprintf("127.0.0.1:%d", freePort(tb))
 	p := &serverProc{tb: tb, log: &syncBuffer{}, api: "http://" + api, done: make(chan struct{})}
 	p.cmd = exec.Command(meshnamesBinary(tb), append([]string{"serve", "--api-addr", api, "--dns-addr", dns}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {
 		tb.Fatalf("start meshnames serve: %v", err)
@@ -452,6 +463,38 @@ func seededName(i int) string { return fmt.Sprintf("svc-%06d", i) }
 // would have stored them: defaulted, validated and with the system labels.
 func seedServices(tb testing.TB, dir string, n int) {
 	tb.Helper()
+	seedObjects(tb, dir, n, func(i int) *resource.Object {
+		name := seededName(i)
+		return &resource.Object{
+			Kind: resource.MeshService, Mesh: "default", Name: name,
+			Labels: systemLabels(name, nil),
+			Spec: &resource.MeshServiceSpec{
+				Selector: resource.MeshServiceSelector{DataplaneTags: map[string]string{"kuma.io/service": name}},
+				Ports:    []resource.Port{{Name: "http", Port: 80, TargetPort: &resource.IntOrString{Int: 8080}, AppProtocol: "http"}},
+			},
+		}
+	})
+}
+
+// systemLabels returns labels plus those the API sets on resource name of
+// mesh default in zone default.
+func systemLabels(name string, labels map[string]string) map[string]string {
+	out := map[string]string{
+		resource.LabelOrigin:      resource.OriginZone,
+		resource.LabelZone:        "default",
+		resource.LabelDisplayName: name,
+		resource.LabelMesh:        "default",
+	}
+	maps.Copy(out, labels)
+	return out
+}
+
+// seedObjects creates mesh "default" and the n objects obj(0..n-1) in the
+// embedded store in dir, directly through the store (no server running);
+// each must be what the API would have stored: defaulted, validated and
+// with the system labels.
+func seedObjects(tb testing.TB, dir string, n int, object func(i int) *resource.Object) {
+	tb.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(dir)
 	if err != nil {
@@ -478,24 +521,12 @@ func seedServices(tb testing.TB, dir string, n int) {
 		}
 		ops = ops[:0]
 	}
+	adm := admission.New(admission.Options{Mode: resource.ModeStandalone, Zone: "default"})
 	for i := range n {
-		name := seededName(i)
-		obj := &resource.Object{
-			Kind: resource.MeshService, Mesh: "default", Name: name,
-			Labels: map[string]string{
-				resource.LabelOrigin:      resource.OriginZone,
-				resource.LabelZone:        "default",
-				resource.LabelDisplayName: name,
-				resource.LabelMesh:        "default",
-			},
-			Spec: &resource.MeshServiceSpec{
-				Selector: resource.MeshServiceSelector{DataplaneTags: map[string]string{"kuma.io/service": name}},
-				Ports:    []resource.Port{{Name: "http", Port: 80, TargetPort: &resource.IntOrString{Int: 8080}, AppProtocol: "http"}},
-			},
-		}
+		obj := object(i)
 		// Admit fails if the labels are not those the API would set.
-		if errs := admission.New(admission.Options{Mode: resource.ModeStandalone, Zone: "default"}).Admit(obj, admission.Writer{Source: admission.System}); len(errs) > 0 {
-			tb.Fatalf("seeded %s is not what the API would store: %v", name, errs)
+		if errs := adm.Admit(obj, admission.Writer{Source: admission.System}); len(errs) > 0 {
+			tb.Fatalf("seeded %s is not what the API would store: %v", obj.Name, errs)
 		}
 		ops = append(ops, store.Op{Type: store.OpCreate, Object: obj})
 		if len(ops) == seedBatch {
