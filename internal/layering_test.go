@@ -31,6 +31,7 @@ var layers = []struct {
 	{"pure libraries anyone may use", []string{"internal/decode", "internal/hostname", "internal/ipam"}},
 	{"the model: kinds, documents, configuration", []string{"internal/resource", "internal/config"}},
 	{"contracts: the store, the API's bodies", []string{"internal/store", "internal/api"}},
+	{"what the store backends share", []string{"internal/store/backend"}},
 	{"over the contracts: the SQL store, the cache, the API client, Kuma's wire shapes, tokens, the audit log and history", []string{
 		"internal/store/sqlstore", "internal/cache", "internal/client", "internal/kuma", "internal/token", "internal/audit", "internal/history",
 	}},
@@ -50,6 +51,7 @@ var layers = []struct {
 // Everything else reaches a backend through the store contract.
 var private = map[string][]string{
 	"internal/store/sqlstore": {"internal/store/sqlite", "internal/store/postgres"},
+	"internal/store/backend":  {"internal/store/sqlstore", "internal/store/sqlite", "internal/store/pebble"},
 	"internal/store/sqlite":   {"internal/server"},
 	"internal/store/postgres": {"internal/server"},
 }

@@ -82,10 +82,10 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 		return nil, fmt.Errorf("changes after %d: %w", after, store.ErrClosed)
 	}
 	if s.exclusive {
-		if evs, ok := s.recent.changes(after, limit); ok {
+		if evs, ok := s.recent.Changes(after, limit); ok {
 			return evs, nil
 		}
-	} else if last := s.recent.last(); last > after {
+	} else if last := s.recent.Last(); last > after {
 		// Other processes write too: this one's writes are the latest only
 		// if the database has none after them.
 		var revision int64
@@ -93,7 +93,7 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 			return nil, fmt.Errorf("changes after %d: %w", after, s.dbErr(ctx, err))
 		}
 		if revision == last {
-			if evs, ok := s.recent.changes(after, limit); ok {
+			if evs, ok := s.recent.Changes(after, limit); ok {
 				return evs, nil
 			}
 		}
@@ -207,7 +207,7 @@ func (s *Store) compact(ctx context.Context, before int64) (int, error) {
 	}
 	// Readers resuming below the new horizon must get ErrCompacted, which
 	// only the database tells.
-	s.recent.clear()
+	s.recent.Clear()
 	if _, err := tx.ExecContext(ctx, s.q.deleteTombstones, before); err != nil {
 		return 0, s.dbErr(ctx, err)
 	}

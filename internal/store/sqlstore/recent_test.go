@@ -59,7 +59,7 @@ func TestRecent_SameAsTheDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := s.recent.events[0].rev
+	first := s.recent.First()
 	if first > last-100 {
 		t.Fatalf("recent holds revisions from %d to %d: too few to compare", first, last)
 	}
@@ -70,7 +70,7 @@ func TestRecent_SameAsTheDatabase(t *testing.T) {
 			if lim == 0 {
 				lim = 1 << 30
 			}
-			mem, ok := s.recent.changes(after, lim)
+			mem, ok := s.recent.Changes(after, lim)
 			if !ok {
 				t.Fatalf("changes after %d not served from memory", after)
 			}
@@ -84,10 +84,10 @@ func TestRecent_SameAsTheDatabase(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := s.recent.changes(last, 10); ok {
+	if _, ok := s.recent.Changes(last, 10); ok {
 		t.Error("changes after the last revision served from memory: another process's writes would be missed")
 	}
-	if _, ok := s.recent.changes(first-2, 10); ok {
+	if _, ok := s.recent.Changes(first-2, 10); ok {
 		t.Error("changes from before the first revision kept served from memory")
 	}
 	t.Logf("%d reads compared, revisions %d to %d", served, first, last)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/backend"
 )
 
 // DefaultWriteTimeout bounds one write transaction.
@@ -32,7 +33,7 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Exclusive says no other process writes the database (the embedded
 	// store holds a lock on its directory): Changes may then trust the
-	// writes of this process alone to be the latest (see recent).
+	// writes of this process alone to be the latest (see backend.Recent).
 	Exclusive bool
 }
 
@@ -54,7 +55,7 @@ type Store struct {
 	notifier *store.Notifier
 	// recent serves Changes to readers that are nearly caught up;
 	// exclusive is Config.Exclusive.
-	recent       recent
+	recent       backend.Recent
 	exclusive    bool
 	writeTimeout time.Duration
 

@@ -3,19 +3,15 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/backend"
 )
 
 // maxGroupOps bounds the operations the writer puts in one transaction, so
@@ -62,7 +58,7 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 	}
 	r := &request{ops: ops, prep: prepare(ops), done: make(chan outcome, 1)}
 	if f, ok := store.FenceFrom(ctx); ok {
-		if err := checkLeaseName(f.Lease); err != nil {
+		if err := backend.CheckLeaseName(f.Lease); err != nil {
 			return nil, fmt.Errorf("apply: fence %q: %w", f.Lease, err)
 		}
 		r.fence = &f
@@ -198,7 +194,7 @@ func (s *Store) runTx(group []*request) (outcomes []outcome, last int64, culprit
 		}
 		results := make([]store.Result, len(r.ops))
 		for j, op := range r.ops {
-			if err := dependencies(op, j, results); err != nil {
+			if err := backend.Dependencies(op, j, results); err != nil {
 				results[j] = store.Result{Err: err}
 				continue
 			}
@@ -226,7 +222,7 @@ func (s *Store) runTx(group []*request) (outcomes []outcome, last int64, culprit
 	if err := tx.Commit(); err != nil {
 		return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("commit: %w", err))
 	}
-	s.recent.add(w.events)
+	s.recent.Add(w.events)
 	if w.revision == base {
 		return outcomes, 0, -1, nil
 	}
@@ -247,20 +243,6 @@ func (w *writeTx) fenced(f *store.Fence) (bool, error) {
 		return false, w.s.dbErr(w.ctx, fmt.Errorf("check fence %q: %w", f.Lease, err))
 	}
 	return true, nil
-}
-
-// dependencies checks op's DependsOn against the results of the earlier
-// operations of its batch: nil when op may run.
-func dependencies(op store.Op, index int, results []store.Result) error {
-	for _, d := range op.DependsOn {
-		switch {
-		case d < 0 || d >= index:
-			return fmt.Errorf("%s: DependsOn names op %d, which does not come before it (op %d)", op.Type, d, index)
-		case results[d].Err != nil:
-			return fmt.Errorf("%s: %w: op %d: %v", op.Type, store.ErrDependencyFailed, d, results[d].Err)
-		}
-	}
-	return nil
 }
 
 // writeTx is one write transaction in progress.
@@ -285,7 +267,7 @@ type writeTx struct {
 	insertRecordStmt, insertRecordTermStmt *sql.Stmt
 	// events are the changes of this transaction, for Store.recent once
 	// it commits.
-	events []recentEvent
+	events []backend.RecentEvent
 }
 
 // prepared is an operation on a resource checked and encoded.
@@ -310,10 +292,12 @@ func prepare(ops []store.Op) []prepared {
 		}
 		p := &out[i]
 		var d *resource.Descriptor
-		if p.key, d, p.err = check(op); p.err != nil || op.Type == store.OpDelete {
+		if p.key, d, p.err = backend.Check(op); p.err != nil || op.Type == store.OpDelete {
 			continue
 		}
-		p.row, p.encodeErr = encode(op.Object, op.Type, d)
+		var e backend.Encoded
+		e, p.encodeErr = backend.Encode(op.Object, op.Type, d)
+		p.row = row{labels: e.Labels, spec: e.Spec, status: e.Status}
 	}
 	return out
 }
@@ -384,7 +368,7 @@ func (w *writeTx) apply(op store.Op, p *prepared) (store.Result, error) {
 			next.labels, next.spec = cur.labels, cur.spec
 		case store.OpPatchStatus:
 			next.labels, next.spec = cur.labels, cur.spec
-			if next.status, err = patchStatus(cur.status, next.status, op.Patch); err != nil {
+			if next.status, err = backend.PatchStatus(cur.status, next.status, op.Patch); err != nil {
 				return fail(err, "")
 			}
 		case store.OpDelete:
@@ -401,14 +385,14 @@ func (w *writeTx) apply(op store.Op, p *prepared) (store.Result, error) {
 	}
 	w.revision = next.revision
 	if next.deleted {
-		w.events = append(w.events, recentEvent{rev: next.revision, key: key})
+		w.events = append(w.events, backend.RecentEvent{Rev: next.revision, Key: key})
 		return store.Result{Revision: next.revision}, nil
 	}
 	obj, err := w.stored(op, &next, cur)
 	if err != nil {
 		return store.Result{}, err
 	}
-	w.events = append(w.events, recentEvent{rev: next.revision, key: key, obj: obj})
+	w.events = append(w.events, backend.RecentEvent{Rev: next.revision, Key: key, Obj: obj})
 	if op.DiscardObject {
 		return store.Result{Revision: next.revision}, nil
 	}
@@ -433,7 +417,7 @@ func (w *writeTx) stored(op store.Op, next, cur *row) (*resource.Object, error) 
 			return w.stamp(obj, next), nil
 		}
 	default:
-		prev := w.s.recent.objectBefore(next.key)
+		prev := w.s.recent.ObjectBefore(next.key)
 		if prev == nil || cur == nil || prev.Revision != cur.revision {
 			return next.object()
 		}
@@ -480,147 +464,4 @@ func (w *writeTx) put(r *row, exists bool) error {
 		return w.s.dbErr(w.ctx, fmt.Errorf("write %s: %w", r.key, err))
 	}
 	return nil
-}
-
-// check validates the shape of op and returns its key and the descriptor
-// of its kind. Its errors carry the operation and key as context.
-func check(op store.Op) (resource.Key, *resource.Descriptor, error) {
-	var key resource.Key
-	switch op.Type {
-	case store.OpCreate, store.OpUpdate, store.OpUpdateStatus, store.OpPatchStatus:
-		if op.Object == nil {
-			return key, nil, fmt.Errorf("%s: no object", op.Type)
-		}
-		if op.Type == store.OpPatchStatus && op.Patch == nil {
-			return key, nil, fmt.Errorf("%s %s: no patch", op.Type, op.Object.Key())
-		}
-		key = op.Object.Key()
-	case store.OpDelete:
-		key = op.Key
-	default:
-		return key, nil, fmt.Errorf("apply: unknown operation %v", op.Type)
-	}
-	bad := func(msg string, args ...any) (resource.Key, *resource.Descriptor, error) {
-		return key, nil, fmt.Errorf("%s %s: %s", op.Type, key, fmt.Sprintf(msg, args...))
-	}
-	d, ok := resource.Lookup(key.Kind)
-	switch {
-	case !ok:
-		return bad("unknown kind %q", key.Kind)
-	case key.Name == "":
-		return bad("name is required")
-	case !printable(key.Name) || !printable(key.Mesh):
-		// PostgreSQL text cannot hold NUL or invalid UTF-8; refuse them
-		// on every backend so that both behave alike.
-		return bad("name and mesh must be valid UTF-8 without control characters")
-	case d.MeshScoped && key.Mesh == "":
-		return bad("mesh is required: %s is mesh-scoped", key.Kind)
-	case !d.MeshScoped && key.Mesh != "":
-		return bad("mesh must be empty: %s is not mesh-scoped", key.Kind)
-	}
-	return key, d, nil
-}
-
-func printable(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
-}
-
-// encode encodes what op writes of obj: labels and spec for create and
-// update, status for create and update status.
-func encode(obj *resource.Object, t store.OpType, d *resource.Descriptor) (row, error) {
-	var r row
-	var err error
-	if t == store.OpCreate || t == store.OpUpdate {
-		if obj.Spec != nil && reflect.TypeOf(obj.Spec) != reflect.TypeOf(d.NewSpec()) {
-			return r, fmt.Errorf("spec is %T, want %T", obj.Spec, d.NewSpec())
-		}
-		if r.labels, err = encodeLabels(obj.Labels); err != nil {
-			return r, err
-		}
-		if r.spec, err = encodeSpec(obj.Spec); err != nil {
-			return r, err
-		}
-	}
-	if t == store.OpCreate || t == store.OpUpdateStatus || t == store.OpPatchStatus {
-		switch {
-		case !d.HasStatus && (obj.Status != nil || t != store.OpCreate):
-			return r, fmt.Errorf("%s has no status", d.Kind)
-		case obj.Status != nil && reflect.TypeOf(obj.Status) != reflect.TypeOf(d.NewStatus()):
-			return r, fmt.Errorf("status is %T, want %T", obj.Status, d.NewStatus())
-		}
-		if r.status, err = encodeStatus(obj.Status); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
-}
-
-// patchStatus applies p to the stored status cur: the fields p names and
-// the conditions of the types it names come from next, the rest from cur.
-// Both are JSON objects, or "" for no status.
-func patchStatus(cur, next string, p *store.StatusPatch) (string, error) {
-	var c, n map[string]json.RawMessage
-	if cur != "" {
-		if err := json.Unmarshal([]byte(cur), &c); err != nil {
-			return "", fmt.Errorf("stored status: %w", err)
-		}
-	}
-	if next != "" {
-		if err := json.Unmarshal([]byte(next), &n); err != nil {
-			return "", fmt.Errorf("status: %w", err)
-		}
-	}
-	if c == nil {
-		c = map[string]json.RawMessage{}
-	}
-	for _, f := range p.Fields {
-		if v, ok := n[f]; ok {
-			c[f] = v
-		} else {
-			delete(c, f)
-		}
-	}
-	if len(p.Conditions) > 0 {
-		type cond struct {
-			Type string `json:"type"`
-		}
-		var kept []json.RawMessage
-		for _, list := range []struct {
-			raw  json.RawMessage
-			ours bool
-		}{{c["conditions"], false}, {n["conditions"], true}} {
-			var items []json.RawMessage
-			if len(list.raw) > 0 {
-				if err := json.Unmarshal(list.raw, &items); err != nil {
-					return "", fmt.Errorf("conditions: %w", err)
-				}
-			}
-			for _, it := range items {
-				var ct cond
-				if err := json.Unmarshal(it, &ct); err != nil {
-					return "", fmt.Errorf("condition: %w", err)
-				}
-				if slices.Contains(p.Conditions, ct.Type) == list.ours {
-					kept = append(kept, it)
-				}
-			}
-		}
-		if len(kept) == 0 {
-			delete(c, "conditions")
-		} else {
-			b, err := json.Marshal(kept)
-			if err != nil {
-				return "", err
-			}
-			c["conditions"] = b
-		}
-	}
-	if len(c) == 0 && cur == "" && next == "" {
-		return "", nil
-	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
 }

@@ -1,4 +1,4 @@
-package sqlstore
+package backend
 
 import (
 	"sync"
@@ -7,11 +7,11 @@ import (
 	"github.com/meshnames/meshnames/internal/store"
 )
 
-// recentCap bounds the events recent keeps: a reader further behind reads
-// the database, as before.
-const recentCap = 4096
+// RecentCap bounds the events a Recent keeps: a reader further behind
+// reads the database.
+const RecentCap = 4096
 
-// recent holds the events of this process's last commits, so that Changes
+// Recent holds the events of this process's last commits, so that Changes
 // serves a reader that is nearly caught up - the cache of this process
 // follows every write within milliseconds - with the objects the writer
 // already has, instead of reading back and decoding the rows it has just
@@ -24,36 +24,40 @@ const recentCap = 4096
 // processes write too (PostgreSQL), Changes uses it only after checking
 // that the database holds nothing after its last revision. Objects are
 // kept read-only and cloned for each reader. Safe for concurrent use.
-type recent struct {
+type Recent struct {
 	mu     sync.Mutex
-	events []recentEvent // by revision, contiguous
+	events []RecentEvent // by revision, contiguous
 	// latest is the object of the last event of each key in events,
 	// for building the object of a status write without decoding labels
 	// and spec.
 	latest map[resource.Key]*resource.Object
 }
 
-type recentEvent struct {
-	rev int64
-	key resource.Key
-	obj *resource.Object // nil for a deletion
+// RecentEvent is one committed write: Obj is the stored object, read-only
+// from then on (nil for a deletion).
+type RecentEvent struct {
+	Rev int64
+	Key resource.Key
+	Obj *resource.Object // nil for a deletion
 }
 
-// objectBefore returns the last object recent holds for key, or nil.
-func (r *recent) objectBefore(key resource.Key) *resource.Object {
+// ObjectBefore returns the last object r holds for key, or nil. It is
+// read-only: labels and spec may be shared with a copy whose status is
+// replaced.
+func (r *Recent) ObjectBefore(key resource.Key) *resource.Object {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.latest[key]
 }
 
-// add appends the events of one commit, in revision order.
-func (r *recent) add(evs []recentEvent) {
+// Add appends the events of one commit, in revision order.
+func (r *Recent) Add(evs []RecentEvent) {
 	if len(evs) == 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n := len(r.events); n > 0 && r.events[n-1].rev+1 != evs[0].rev {
+	if n := len(r.events); n > 0 && r.events[n-1].Rev+1 != evs[0].Rev {
 		r.reset()
 	}
 	if r.latest == nil {
@@ -61,16 +65,16 @@ func (r *recent) add(evs []recentEvent) {
 	}
 	for _, e := range evs {
 		r.events = append(r.events, e)
-		if e.obj == nil {
-			delete(r.latest, e.key)
+		if e.Obj == nil {
+			delete(r.latest, e.Key)
 		} else {
-			r.latest[e.key] = e.obj
+			r.latest[e.Key] = e.Obj
 		}
 	}
-	if over := len(r.events) - recentCap; over > 0 {
+	if over := len(r.events) - RecentCap; over > 0 {
 		for _, e := range r.events[:over] {
-			if r.latest[e.key] == e.obj {
-				delete(r.latest, e.key)
+			if r.latest[e.Key] == e.Obj {
+				delete(r.latest, e.Key)
 			}
 		}
 		// Copy down rather than reslice, so the array does not grow for
@@ -79,51 +83,64 @@ func (r *recent) add(evs []recentEvent) {
 	}
 }
 
-// last returns the last revision recent holds, or 0.
-func (r *recent) last() int64 {
+// Last returns the last revision r holds, or 0.
+func (r *Recent) Last() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.events) == 0 {
 		return 0
 	}
-	return r.events[len(r.events)-1].rev
+	return r.events[len(r.events)-1].Rev
+}
+
+// First returns the first revision r holds, or 0.
+func (r *Recent) First() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.events) == 0 {
+		return 0
+	}
+	return r.events[0].Rev
 }
 
 // reset forgets everything (a compaction, another writer).
-func (r *recent) reset() {
+func (r *Recent) reset() {
 	r.events = r.events[:0]
 	clear(r.latest)
 }
 
-func (r *recent) clear() {
+// Clear forgets everything: after a compaction, readers that resume below
+// the new horizon must get store.ErrCompacted, which only the database
+// tells.
+func (r *Recent) Clear() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reset()
 }
 
-// changes answers Changes(after, limit) when recent holds every revision
+// Changes answers Changes(after, limit) when r holds every revision
 // after after up to its last, and that is at least one: the latest event
 // of each key written in that range, in revision order. ok is false when
 // the database must be read.
-func (r *recent) changes(after int64, limit int) (evs []store.Event, ok bool) {
+func (r *Recent) Changes(after int64, limit int) (evs []store.Event, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := len(r.events)
-	if n == 0 || after+1 < r.events[0].rev || after >= r.events[n-1].rev {
+	if n == 0 || after+1 < r.events[0].Rev || after >= r.events[n-1].Rev {
 		return nil, false
 	}
-	start := int(after + 1 - r.events[0].rev)
+	start := int(after + 1 - r.events[0].Rev)
 	last := map[resource.Key]int64{}
 	for _, e := range r.events[start:] {
-		last[e.key] = e.rev
+		last[e.Key] = e.Rev
 	}
 	for _, e := range r.events[start:] {
-		if last[e.key] != e.rev {
+		if last[e.Key] != e.Rev {
 			continue // written again later in the range
 		}
-		ev := store.Event{Type: store.EventDelete, Revision: e.rev, Key: e.key}
-		if e.obj != nil {
-			ev.Type, ev.Object = store.EventPut, e.obj.Clone()
+		ev := store.Event{Type: store.EventDelete, Revision: e.Rev, Key: e.Key}
+		if e.Obj != nil {
+			ev.Type, ev.Object = store.EventPut, e.Obj.Clone()
 		}
 		evs = append(evs, ev)
 		if len(evs) == limit {
