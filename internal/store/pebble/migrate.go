@@ -1,0 +1,5 @@
+package pebble
+
+import "log/slog"
+
+func migrateSQLite(dir string, log *slog.Logger) error { return nil }
