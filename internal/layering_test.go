@@ -35,7 +35,7 @@ var layers = []struct {
 	{"over the contracts: the SQL store, the cache, the API client, Kuma's wire shapes, tokens, the audit log and history", []string{
 		"internal/store/sqlstore", "internal/cache", "internal/client", "internal/kuma", "internal/token", "internal/audit", "internal/history",
 	}},
-	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres"}},
+	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres", "internal/store/pebble"}},
 	{"what the parts share: admission of writes, the controller runner, authentication", []string{"internal/admission", "internal/reconcile", "internal/auth"}},
 	{"parts: election, controllers, DNS, REST, GUI", []string{
 		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice",
@@ -54,6 +54,7 @@ var private = map[string][]string{
 	"internal/store/backend":  {"internal/store/sqlstore", "internal/store/sqlite", "internal/store/pebble"},
 	"internal/store/sqlite":   {"internal/server"},
 	"internal/store/postgres": {"internal/server"},
+	"internal/store/pebble":   {"internal/server"},
 }
 
 // exceptions are imports that break the layer rule, each with why. An
