@@ -7,8 +7,9 @@ import (
 	"github.com/meshnames/meshnames/internal/store"
 )
 
-// RecentCap bounds the events a Recent keeps: a reader further behind
-// reads the database.
+// RecentCap is how many events a Recent keeps at least once it has seen
+// that many (at most a quarter more): a reader further behind reads the
+// database.
 const RecentCap = 4096
 
 // Recent holds the events of this process's last commits, so that Changes
@@ -71,7 +72,9 @@ func (r *Recent) Add(evs []RecentEvent) {
 			r.latest[e.Key] = e.Obj
 		}
 	}
-	if over := len(r.events) - RecentCap; over > 0 {
+	// Trim only once a quarter of the cap is over it, so that the copy
+	// down below is paid once per many commits, not at every one.
+	if over := len(r.events) - RecentCap; over > RecentCap/4 {
 		for _, e := range r.events[:over] {
 			if r.latest[e.Key] == e.Obj {
 				delete(r.latest, e.Key)

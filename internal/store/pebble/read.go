@@ -145,6 +145,11 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 	if evs, ok := s.recent.Changes(after, limit); ok {
 		return evs, nil
 	}
+	return s.changesFromDB(ctx, after, limit)
+}
+
+// changesFromDB is Changes read from the revision keys.
+func (s *Store) changesFromDB(ctx context.Context, after int64, limit int) ([]store.Event, error) {
 	var events []store.Event
 	err := s.snapshot(func(snap *pebble.Snapshot) error {
 		compacted, err := getUintFrom(snap, metaCompacted)
