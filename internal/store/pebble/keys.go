@@ -45,8 +45,6 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 // bit), so that negative times sort before positive ones.
 func ordered(v int64) uint64 { return uint64(v) ^ (1 << 63) }
 
-func unordered(v uint64) int64 { return int64(v ^ (1 << 63)) }
-
 // objectPath is <kind>\0<mesh>\0<name>.
 func objectPath(k resource.Key) []byte {
 	b := make([]byte, 0, len(k.Kind)+len(k.Mesh)+len(k.Name)+2)
