@@ -1,7 +1,9 @@
 package backend
 
 import (
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -151,4 +153,43 @@ func (r *Recent) Changes(after int64, limit int) (evs []store.Event, ok bool) {
 		}
 	}
 	return evs, true
+}
+
+// Stored returns the object that op wrote as next over cur (nil when the
+// key had no row), for the readers of r (callers of Apply get a clone),
+// decoding as little as it can: a create or an update wrote op.Object's
+// labels and spec as they are, and a status write kept those of the
+// previous write of the resource, which r usually still holds (when that
+// write was in the same group, not yet added, it is decoded).
+func (r *Recent) Stored(op store.Op, next, cur *Row) (*resource.Object, error) {
+	var obj *resource.Object
+	switch op.Type {
+	case store.OpCreate, store.OpUpdate:
+		obj = op.Object.Clone()
+		if len(obj.Labels) == 0 {
+			obj.Labels = nil
+		}
+		if op.Type == store.OpCreate {
+			return stamp(obj, next), nil
+		}
+	default:
+		prev := r.ObjectBefore(next.Key)
+		if prev == nil || cur == nil || prev.Revision != cur.Revision {
+			return next.Object()
+		}
+		c := *prev // labels and spec are read-only and shared
+		obj = &c
+	}
+	var err error
+	if obj.Status, err = resource.UnmarshalStatus(next.Key.Kind, []byte(next.Status)); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", next.Key, err)
+	}
+	return stamp(obj, next), nil
+}
+
+// stamp sets the metadata of next on obj.
+func stamp(obj *resource.Object, next *Row) *resource.Object {
+	obj.Version, obj.Revision = next.Version, next.Revision
+	obj.CreationTime, obj.ModificationTime = time.Unix(0, next.Created).UTC(), time.Unix(0, next.Modified).UTC()
+	return obj
 }

@@ -151,3 +151,21 @@ func CheckTerm(t string) error {
 	}
 	return nil
 }
+
+// CheckRecordQuery enforces the rules of a store.RecordQuery (its stream
+// and terms) and returns the number of records it may return.
+func CheckRecordQuery(q store.RecordQuery) (limit int, err error) {
+	if err := CheckStream(q.Stream); err != nil {
+		return 0, err
+	}
+	for i, t := range q.Terms {
+		if err := CheckTerm(t); err != nil {
+			return 0, fmt.Errorf("terms[%d]: %w", i, err)
+		}
+	}
+	limit = q.Limit
+	if limit <= 0 {
+		limit = store.DefaultRecordLimit
+	}
+	return min(limit, store.MaxRecordLimit), nil
+}

@@ -12,8 +12,8 @@ import (
 // FuzzDecodeRow checks that any stored bytes decode to a row or an error,
 // never a panic, and that a decoded row encodes back to the same bytes.
 func FuzzDecodeRow(f *testing.F) {
-	f.Add(encodeRow(&row{version: 3, revision: 17, labels: `{"a":"b"}`, spec: `{}`, status: `{"vips":[]}`, created: -5, modified: time.Now().UnixNano()}))
-	f.Add(encodeRow(&row{version: 1, revision: 1, deleted: true}))
+	f.Add(encodeRow(&row{Version: 3, Revision: 17, Labels: `{"a":"b"}`, Spec: `{}`, Status: `{"vips":[]}`, Created: -5, Modified: time.Now().UnixNano()}))
+	f.Add(encodeRow(&row{Version: 1, Revision: 1, Deleted: true}))
 	f.Add([]byte{0, 0x80})
 	f.Fuzz(func(t *testing.T, v []byte) {
 		r, err := decodeRow(resource.Key{Kind: resource.MeshService, Mesh: "m", Name: "n"}, v)

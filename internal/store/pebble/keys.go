@@ -119,25 +119,8 @@ func prefixEnd(p []byte) []byte {
 	return nil
 }
 
-// row is a resource as stored: live, or a tombstone (deleted) that keeps
-// only its version, revision and times. Labels, spec and status are the
-// JSON text of backend.Encode; status is "" when there is none.
-type row struct {
-	key               resource.Key
-	version, revision int64
-	deleted           bool
-	labels            string
-	spec              string
-	status            string
-	created, modified int64 // Unix nanoseconds
-}
-
-// size is what counts against store.MaxObjectBytes.
-func (r *row) size() int { return len(r.labels) + len(r.spec) + len(r.status) }
-
-func (r *row) object() (*resource.Object, error) {
-	return backend.Decode(r.key, r.version, r.revision, r.created, r.modified, r.labels, r.spec, r.status)
-}
+// row is a resource as stored (backend.Row).
+type row = backend.Row
 
 const rowDeleted = 1
 
@@ -145,21 +128,21 @@ const rowDeleted = 1
 // revision (uvarints), created, modified (varints), then labels and spec
 // (each a uvarint length and the bytes) and the status (the rest).
 func encodeRow(r *row) []byte {
-	b := make([]byte, 0, 1+4*binary.MaxVarintLen64+2*binary.MaxVarintLen32+r.size())
+	b := make([]byte, 0, 1+4*binary.MaxVarintLen64+2*binary.MaxVarintLen32+r.Size())
 	var flags byte
-	if r.deleted {
+	if r.Deleted {
 		flags |= rowDeleted
 	}
 	b = append(b, flags)
-	b = binary.AppendUvarint(b, uint64(r.version))
-	b = binary.AppendUvarint(b, uint64(r.revision))
-	b = binary.AppendVarint(b, r.created)
-	b = binary.AppendVarint(b, r.modified)
-	b = binary.AppendUvarint(b, uint64(len(r.labels)))
-	b = append(b, r.labels...)
-	b = binary.AppendUvarint(b, uint64(len(r.spec)))
-	b = append(b, r.spec...)
-	return append(b, r.status...)
+	b = binary.AppendUvarint(b, uint64(r.Version))
+	b = binary.AppendUvarint(b, uint64(r.Revision))
+	b = binary.AppendVarint(b, r.Created)
+	b = binary.AppendVarint(b, r.Modified)
+	b = binary.AppendUvarint(b, uint64(len(r.Labels)))
+	b = append(b, r.Labels...)
+	b = binary.AppendUvarint(b, uint64(len(r.Spec)))
+	b = append(b, r.Spec...)
+	return append(b, r.Status...)
 }
 
 var errCorrupt = errors.New("corrupt value")
@@ -240,15 +223,15 @@ func decodeRow(k resource.Key, v []byte) (*row, error) {
 	if len(v) == 0 || v[0]&^rowDeleted != 0 {
 		return nil, fmt.Errorf("decode %s: %w", k, errCorrupt)
 	}
-	r := &row{key: k, deleted: v[0]&rowDeleted != 0}
+	r := &row{Key: k, Deleted: v[0]&rowDeleted != 0}
 	d := reader{b: v[1:]}
-	r.version, r.revision = d.int64(), d.int64()
-	r.created, r.modified = d.varint(), d.varint()
-	r.labels, r.spec = string(d.bytes()), string(d.bytes())
+	r.Version, r.Revision = d.int64(), d.int64()
+	r.Created, r.Modified = d.varint(), d.varint()
+	r.Labels, r.Spec = string(d.bytes()), string(d.bytes())
 	if d.err != nil {
 		return nil, fmt.Errorf("decode %s: %w", k, d.err)
 	}
-	r.status = string(d.b)
+	r.Status = string(d.b)
 	return r, nil
 }
 

@@ -158,17 +158,17 @@ func copySQLite(src, dst string, log *slog.Logger) (m Migration, err error) {
 	for rows.Next() {
 		var r row
 		var kind string
-		if err := rows.Scan(&kind, &r.key.Mesh, &r.key.Name, &r.version, &r.revision, &r.deleted,
-			&r.labels, &r.spec, &r.status, &r.created, &r.modified); err != nil {
+		if err := rows.Scan(&kind, &r.Key.Mesh, &r.Key.Name, &r.Version, &r.Revision, &r.Deleted,
+			&r.Labels, &r.Spec, &r.Status, &r.Created, &r.Modified); err != nil {
 			rows.Close()
 			return m, fmt.Errorf("read resources: %w", err)
 		}
-		r.key.Kind = resource.Kind(kind)
-		okey := objectKey(r.key)
+		r.Key.Kind = resource.Kind(kind)
+		okey := objectKey(r.Key)
 		w.set(okey, encodeRow(&r))
-		w.set(revisionKey(r.revision), okey[1:])
-		if r.deleted {
-			w.set(tombstoneKey(r.modified, r.key), nil)
+		w.set(revisionKey(r.Revision), okey[1:])
+		if r.Deleted {
+			w.set(tombstoneKey(r.Modified, r.Key), nil)
 			m.Tombstones++
 		} else {
 			m.Resources++

@@ -59,10 +59,8 @@ type Store struct {
 	// life guards db against Close: reads hold it shared, Close takes it.
 	life sync.RWMutex
 
-	mu     sync.Mutex
-	cond   *sync.Cond // signals the writer: queue non-empty or closed
-	queue  []*request
-	closed bool
+	// queue holds the Apply calls the writer takes up in groups.
+	queue *backend.Queue
 
 	// writeMu is held by the writer while it writes a group, and by
 	// Compact and CompactRecords, which write beside it.
@@ -122,8 +120,7 @@ func open(dir string, o *options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, now: o.now, writerDone: make(chan struct{})}
-	s.cond = sync.NewCond(&s.mu)
+	s := &Store{db: db, now: o.now, queue: backend.NewQueue(), writerDone: make(chan struct{})}
 	if err := s.load(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -232,14 +229,9 @@ func (s *Store) Changed() <-chan struct{} { return s.notifier.C() }
 // wakes Changed waiters, closes the database and releases the data
 // directory. A second Close returns store.ErrClosed.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.queue.Close() {
 		return fmt.Errorf("pebble: close: %w", store.ErrClosed)
 	}
-	s.closed = true
-	s.cond.Signal()
-	s.mu.Unlock()
 
 	<-s.writerDone
 	s.writeMu.Lock() // a Compact in progress finishes first
@@ -255,11 +247,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
+func (s *Store) isClosed() bool { return s.queue.Closed() }
 
 // read runs f while the database is open, holding it open; ErrClosed
 // after Close.

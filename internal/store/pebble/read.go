@@ -31,10 +31,10 @@ func (s *Store) Get(ctx context.Context, k resource.Key) (*resource.Object, erro
 		if err != nil {
 			return err
 		}
-		if r.deleted {
+		if r.Deleted {
 			return store.ErrNotFound
 		}
-		o, err = r.object()
+		o, err = r.Object()
 		return err
 	})
 	if err != nil {
@@ -115,7 +115,7 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 			if err != nil {
 				return false, err
 			}
-			o, err := r.object()
+			o, err := r.Object()
 			if err != nil {
 				return false, err
 			}
@@ -174,9 +174,9 @@ func (s *Store) changesFromDB(ctx context.Context, after int64, limit int) ([]st
 			if err != nil {
 				return false, err
 			}
-			e := store.Event{Type: store.EventDelete, Revision: r.revision, Key: rk}
-			if !r.deleted {
-				if e.Object, err = r.object(); err != nil {
+			e := store.Event{Type: store.EventDelete, Revision: r.Revision, Key: rk}
+			if !r.Deleted {
+				if e.Object, err = r.Object(); err != nil {
 					return false, err
 				}
 				e.Type = store.EventPut
@@ -231,19 +231,10 @@ func (s *Store) Records(ctx context.Context, q store.RecordQuery) ([]store.Recor
 	if s.isClosed() {
 		return nil, fmt.Errorf("records: %w", store.ErrClosed)
 	}
-	if err := backend.CheckStream(q.Stream); err != nil {
+	limit, err := backend.CheckRecordQuery(q)
+	if err != nil {
 		return nil, fmt.Errorf("records: %w", err)
 	}
-	for i, t := range q.Terms {
-		if err := backend.CheckTerm(t); err != nil {
-			return nil, fmt.Errorf("records: terms[%d]: %w", i, err)
-		}
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = store.DefaultRecordLimit
-	}
-	limit = min(limit, store.MaxRecordLimit)
 	lowSeq, highSeq := uint64(max(q.After, 0))+1, uint64(math.MaxInt64)
 	if q.Before > 0 {
 		highSeq = uint64(q.Before)
@@ -253,7 +244,7 @@ func (s *Store) Records(ctx context.Context, q store.RecordQuery) ([]store.Recor
 	}
 	terms := backend.Dedupe(q.Terms)
 	var out []store.Record
-	err := s.snapshot(func(snap *pebble.Snapshot) error {
+	err = s.snapshot(func(snap *pebble.Snapshot) error {
 		keep := func(seq int64) (bool, error) {
 			for _, t := range terms[min(1, len(terms)):] {
 				_, c, err := snap.Get(termKey(q.Stream, t, seq))
@@ -334,8 +325,8 @@ func (s *Store) Compact(ctx context.Context, retention time.Duration) (int, erro
 			}
 			_ = w.Delete(k, nil)
 			_ = w.Delete(objectKey(rk), nil)
-			_ = w.Delete(revisionKey(r.revision), nil)
-			horizon = max(horizon, r.revision)
+			_ = w.Delete(revisionKey(r.Revision), nil)
+			horizon = max(horizon, r.Revision)
 			n++
 			return true, ctx.Err()
 		})

@@ -54,29 +54,27 @@ func TestCommit_LeaseStatementFailureFailsOnlyItsBatch(t *testing.T) {
 	put := func(name string) store.Op {
 		return store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: name, Value: []byte(name)}}
 	}
-	var group []*request
+	var group []*backend.Request
 	for _, ops := range [][]store.Op{
 		{put("a"), zoneOp("a")},
 		{zoneOp("p"), put("poison")},
 		{put("b"), zoneOp("b")},
 	} {
-		r := &request{ops: ops, done: make(chan outcome, 1)}
-		r.state.Store(claimed)
-		group = append(group, r)
+		group = append(group, backend.NewClaimed(ops))
 	}
 	s.commit(group)
 
-	bad := <-group[1].done
-	if !errors.Is(bad.err, store.ErrUnavailable) || !strings.Contains(bad.err.Error(), "poisoned") ||
-		!strings.Contains(bad.err.Error(), `put lease "poison"`) {
-		t.Errorf("poisoned batch: %v, want ErrUnavailable from the trigger, naming the lease", bad.err)
+	bad := group[1].Wait()
+	if !errors.Is(bad.Err, store.ErrUnavailable) || !strings.Contains(bad.Err.Error(), "poisoned") ||
+		!strings.Contains(bad.Err.Error(), `put lease "poison"`) {
+		t.Errorf("poisoned batch: %v, want ErrUnavailable from the trigger, naming the lease", bad.Err)
 	}
-	a, b := <-group[0].done, <-group[2].done
-	if a.err != nil || b.err != nil {
-		t.Fatalf("other batches: %v, %v; want success", a.err, b.err)
+	a, b := group[0].Wait(), group[2].Wait()
+	if a.Err != nil || b.Err != nil {
+		t.Fatalf("other batches: %v, %v; want success", a.Err, b.Err)
 	}
-	if a.results[1].Revision != 1 || b.results[1].Revision != 2 || a.results[0].Revision != 0 || b.results[0].Revision != 0 {
-		t.Errorf("revisions %v, %v; want resources 1, 2 and leases 0", a.results, b.results)
+	if a.Results[1].Revision != 1 || b.Results[1].Revision != 2 || a.Results[0].Revision != 0 || b.Results[0].Revision != 0 {
+		t.Errorf("revisions %v, %v; want resources 1, 2 and leases 0", a.Results, b.Results)
 	}
 	ls, err := s.Leases(t.Context(), "")
 	if err != nil || len(ls) != 2 || ls[0].Name != "a" || ls[1].Name != "b" {

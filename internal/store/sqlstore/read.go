@@ -24,7 +24,7 @@ func (s *Store) Get(ctx context.Context, k resource.Key) (*resource.Object, erro
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", k, s.dbErr(ctx, err))
 	}
-	o, err := r.object()
+	o, err := r.Object()
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", k, err)
 	}
@@ -56,7 +56,7 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 			return s.dbErr(ctx, err)
 		}
 		return s.scanRows(ctx, rows, func(r *row) error {
-			o, err := r.object()
+			o, err := r.Object()
 			if err != nil {
 				return err
 			}
@@ -117,9 +117,9 @@ func (s *Store) changesFromDB(ctx context.Context, after int64, limit int) ([]st
 			return s.dbErr(ctx, err)
 		}
 		return s.scanRows(ctx, rows, func(r *row) error {
-			e := store.Event{Type: store.EventDelete, Revision: r.revision, Key: r.key}
-			if !r.deleted {
-				o, err := r.object()
+			e := store.Event{Type: store.EventDelete, Revision: r.Revision, Key: r.Key}
+			if !r.Deleted {
+				o, err := r.Object()
 				if err != nil {
 					return err
 				}

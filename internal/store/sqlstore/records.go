@@ -63,19 +63,10 @@ func (s *Store) Records(ctx context.Context, q store.RecordQuery) ([]store.Recor
 	if s.isClosed() {
 		return nil, fmt.Errorf("records: %w", store.ErrClosed)
 	}
-	if err := backend.CheckStream(q.Stream); err != nil {
+	limit, err := backend.CheckRecordQuery(q)
+	if err != nil {
 		return nil, fmt.Errorf("records: %w", err)
 	}
-	for i, t := range q.Terms {
-		if err := backend.CheckTerm(t); err != nil {
-			return nil, fmt.Errorf("records: terms[%d]: %w", i, err)
-		}
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = store.DefaultRecordLimit
-	}
-	limit = min(limit, store.MaxRecordLimit)
 	var b strings.Builder
 	args := []any{q.Stream}
 	b.WriteString(`SELECT seq, time, terms, data FROM records WHERE stream = ?`)
