@@ -3,10 +3,8 @@ package bench
 import (
 	"flag"
 	"net/http"
-	"os"
 	"runtime"
 	"runtime/metrics"
-	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -92,17 +90,6 @@ func BenchmarkLiveHeap(b *testing.B) {
 		frag := []metrics.Sample{{Name: "/memory/classes/heap/unused:bytes"}}
 		metrics.Read(frag)
 		b.ReportMetric(float64(frag[0].Value.Uint64())/(1<<20), "unused-MiB")
-		if *heapProfile != "" {
-			f, err := os.Create(*heapProfile)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := pprof.WriteHeapProfile(f); err != nil {
-				b.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				b.Fatal(err)
-			}
-		}
+		writeHeapProfile(b, *heapProfile)
 	}
 }

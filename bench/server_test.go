@@ -203,7 +203,7 @@ func (p *serverProc) kill() {
 // controllerStart returns the duration the hostnames controller logged for
 // its initial computation (every service rendered and written).
 func (p *serverProc) controllerStart() (time.Duration, bool) {
-	re := regexp.MustCompile(`msg="hostnames controller started".* dur=(\S+)`)
+	re := regexp.MustCompile(`msg="controllers started".* dur=(\S+)`)
 	m := re.FindStringSubmatch(p.log.String())
 	if m == nil {
 		return 0, false
@@ -361,11 +361,11 @@ func metric(c *http.Client, api, series string) (float64, error) {
 }
 
 const (
-	writesOK       = `meshnames_hostnames_status_writes_total{result="ok"}`
-	writesConflict = `meshnames_hostnames_status_writes_total{result="conflict"}`
-	heapInuse      = `go_memstats_heap_inuse_bytes`
-	cacheFrozen    = `meshnames_cache_frozen_total`
-	cacheDecoded   = `meshnames_cache_decoded_objects`
+	writesOK     = `meshnames_controllers_writes_total{result="ok",what="status"}`
+	writesFailed = `meshnames_controllers_writes_total{result="error",what="status"}`
+	heapInuse    = `go_memstats_heap_inuse_bytes`
+	cacheFrozen  = `meshnames_cache_frozen_total`
+	cacheDecoded = `meshnames_cache_decoded_objects`
 )
 
 // waitFrozen waits until the server's cache has frozen at least n

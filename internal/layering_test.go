@@ -27,19 +27,20 @@ var layers = []struct {
 	name string
 	pkgs []string
 }{
-	{"vocabulary: field paths and violations", []string{"internal/validate"}},
-	{"pure libraries anyone may use", []string{"internal/decode", "internal/hostname", "internal/ipam"}},
+	{"vocabulary: field paths and violations; generated wire formats", []string{"internal/validate", "api/zonesync/v1"}},
+	{"pure libraries anyone may use", []string{"internal/decode", "internal/hostname", "internal/ipam", "internal/kubeapi"}},
 	{"the model: kinds, documents, configuration", []string{"internal/resource", "internal/config"}},
 	{"contracts: the store, the API's bodies", []string{"internal/store", "internal/api"}},
 	{"what the store backends share", []string{"internal/store/backend"}},
 	{"over the contracts: the SQL store, the cache, the API client, Kuma's wire shapes, tokens, the audit log and history", []string{
 		"internal/store/sqlstore", "internal/cache", "internal/client", "internal/kuma", "internal/token", "internal/audit", "internal/history",
+		"internal/crd",
 	}},
-	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres", "internal/store/pebble"}},
+	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres", "internal/store/kube", "internal/store/pebble"}},
 	{"what the parts share: admission of writes, the controller runner, authentication", []string{"internal/admission", "internal/reconcile", "internal/auth"}},
 	{"parts: election, controllers, DNS, REST, GUI", []string{
-		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice",
-		"internal/dnsserver", "internal/apiserver", "internal/gui",
+		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice", "internal/kubeservices",
+		"internal/dnsserver", "internal/apiserver", "internal/gui", "internal/zonesync",
 	}},
 	{"wiring", []string{"internal/server"}},
 	{"the command line", []string{"internal/cli"}},
@@ -51,9 +52,10 @@ var layers = []struct {
 // Everything else reaches a backend through the store contract.
 var private = map[string][]string{
 	"internal/store/sqlstore": {"internal/store/sqlite", "internal/store/postgres"},
-	"internal/store/backend":  {"internal/store/sqlstore", "internal/store/sqlite", "internal/store/pebble"},
+	"internal/store/backend":  {"internal/store/sqlstore", "internal/store/sqlite", "internal/store/pebble", "internal/store/kube"},
 	"internal/store/sqlite":   {"internal/server"},
 	"internal/store/postgres": {"internal/server"},
+	"internal/store/kube":     {"internal/server"},
 	"internal/store/pebble":   {"internal/server"},
 }
 
@@ -71,6 +73,7 @@ var testOnly = []string{
 	"internal/store/storetest",
 	"internal/store/postgres/pgtest",
 	"internal/reconcile/reconciletest",
+	"internal/kubeapi/kubetest",
 	"test/...",
 	"bench/...",
 }

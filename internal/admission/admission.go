@@ -103,6 +103,12 @@ type Options struct {
 	// Store and Cache are needed by Put, Delete and Plan only.
 	Store store.Store
 	Cache *cache.Cache
+	// DisplayName, when set, returns the display name of the resource k:
+	// the name its hostnames see, checked as a service name and written
+	// into kuma.io/display-name. It is k.Name when nil; the Kubernetes
+	// store names a MeshService "web.shop" after the object web of
+	// namespace shop, whose display name is web.
+	DisplayName func(k resource.Key) string
 }
 
 // Admitter applies the rules of a control plane.
@@ -125,9 +131,23 @@ func (a *Admitter) Admit(obj *resource.Object, w Writer) validate.Errors {
 	if obj.Spec != nil {
 		obj.Spec.Default()
 	}
-	errs := resource.Validate(obj)
+	check := obj
+	if display := a.displayName(obj); display != obj.Name {
+		c := *obj
+		c.Name = display
+		check = &c
+	}
+	errs := resource.Validate(check)
 	errs.Append(a.labels(obj, w))
 	return errs
+}
+
+// displayName returns the display name of obj.
+func (a *Admitter) displayName(obj *resource.Object) string {
+	if a.o.DisplayName == nil {
+		return obj.Name
+	}
+	return a.o.DisplayName(obj.Key())
 }
 
 // Owner returns who writes kind k in a multi-zone deployment when users of
@@ -176,7 +196,7 @@ func (a *Admitter) labels(obj *resource.Object, w Writer) validate.Errors {
 			errs.Addf("type", "%s resources are written on %s, not on a %s control plane", obj.Kind, owner, a.o.Mode)
 			return errs
 		}
-		want[resource.LabelDisplayName] = obj.Name
+		want[resource.LabelDisplayName] = a.displayName(obj)
 		if a.o.Mode == resource.ModeGlobal {
 			want[resource.LabelOrigin] = resource.OriginGlobal
 			if v, ok := obj.Labels[resource.LabelZone]; ok {
@@ -244,6 +264,17 @@ func (a *Admitter) owns(cur *resource.Object, w Writer) *Error {
 		return newError(ErrReadOnly, "%s belongs to zone %q and changes only through that zone's sync stream", cur.Key(), cur.Labels[resource.LabelZone])
 	case a.o.Mode == resource.ModeGlobal && origin != resource.OriginZone && w.Source == FromZone:
 		return newError(ErrReadOnly, "%s was created on the global control plane; zone %q cannot replace it", cur.Key(), w.Zone)
+	}
+	return nil
+}
+
+// Owns returns nil when w may change or delete cur, a stored resource, and
+// otherwise an *Error wrapping ErrReadOnly that says whose it is. Writers
+// that batch their own store writes (the sync streams) check each
+// resource with it, as Put and Delete do.
+func (a *Admitter) Owns(cur *resource.Object, w Writer) error {
+	if e := a.owns(cur, w); e != nil {
+		return e
 	}
 	return nil
 }

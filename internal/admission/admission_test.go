@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,32 @@ func TestAdmit_Labels(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAdmit_DisplayName: with a DisplayName (the Kubernetes store's), a
+// MeshService named "web.shop" is checked and labelled as "web", the name
+// its hostnames see; without one "web.shop" is not a service name.
+func TestAdmit_DisplayName(t *testing.T) {
+	k8s := New(Options{Mode: resource.ModeStandalone, Zone: "east", DisplayName: func(k resource.Key) string {
+		name, _, _ := strings.Cut(k.Name, ".")
+		return name
+	}})
+	obj := svc(resource.MeshService, "m", "web.shop", nil)
+	if errs := k8s.Admit(obj, Writer{Source: System}); len(errs) > 0 {
+		t.Fatalf("Admit with the Kubernetes display name: %v", errs)
+	}
+	if got := obj.Labels[resource.LabelDisplayName]; got != "web" {
+		t.Errorf("display name label = %q, want web", got)
+	}
+	plain := New(Options{Mode: resource.ModeStandalone, Zone: "east"})
+	errs := plain.Admit(svc(resource.MeshService, "m", "web.shop", nil), Writer{Source: System})
+	if len(errs) != 1 || errs[0].Field != "name" {
+		t.Errorf("Admit without a display name: %v, want one violation of name", errs)
+	}
+	bad := svc(resource.MeshService, "m", "Web_1.shop", nil)
+	if errs := k8s.Admit(bad, Writer{Source: System}); len(errs) != 1 || errs[0].Field != "name" {
+		t.Errorf("Admit of an invalid display name: %v, want one violation of name", errs)
 	}
 }
 

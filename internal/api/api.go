@@ -25,7 +25,9 @@ type Info struct {
 // controllers) and whether this instance does.
 type LeaderStatus struct {
 	// Election is "lease" (instances sharing PostgreSQL elect a leader with
-	// a lease) or "local" (the embedded store's single process leads).
+	// a lease), "kubernetes" (instances on one Kubernetes cluster elect one
+	// with the Lease meshnames-leader) or "local" (the embedded store's
+	// single process leads).
 	Election string `json:"election"`
 	// Holder is the instance that holds the lease (empty when none has
 	// yet), Term the lease's term, which increases with every change of
@@ -122,6 +124,9 @@ type ServiceTag struct {
 	Blocked string `json:"blocked,omitempty"`
 	// DeletionAt is when a MeshService without Dataplanes goes away.
 	DeletionAt time.Time `json:"deletionAt,omitzero"`
+	// Retiring says the MeshService has no Dataplane left; DeletionAt is
+	// zero until the leader has started its grace period.
+	Retiring bool `json:"retiring,omitempty"`
 }
 
 // Error is the body of every error response, on the native API and on the

@@ -66,6 +66,9 @@ type Options struct {
 	// ServiceTags, when set, are the settings of MeshService synthesis, for
 	// GET /meshes/{mesh}/_servicetags.
 	ServiceTags *meshservices.Options
+	// ZoneInsight, when set (on a global control plane), reports a zone's
+	// sync stream for GET /zones/{name}/_insight.
+	ZoneInsight func(ctx context.Context, zone string) (api.ZoneInsight, error)
 	// Preview, when set, says what hostnames and VIPs services would gain
 	// or lose if objs (admitted) were written, for dry runs.
 	Preview func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error)
@@ -242,6 +245,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 			s.serviceTags(w, seg[1])
 		}
 		return "/meshes/{mesh}/_servicetags"
+	}
+	if len(seg) == 3 && seg[0] == "zones" && seg[2] == "_insight" {
+		if allow(w, r, http.MethodGet) {
+			s.zoneInsight(w, r, seg[1])
+		}
+		return "/zones/{name}/_insight"
 	}
 	if len(seg) == 5 && seg[4] == "_hostnames" {
 		req, ok := parsePath(seg[:4])

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
@@ -10,9 +9,9 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
-// serviceTags answers GET /meshes/{mesh}/_servicetags. It plans from this
-// instance's cache, as the leader's controller does, so any instance can
-// answer.
+// serviceTags answers GET /meshes/{mesh}/_servicetags: what the leader's
+// controller decided, as this instance's cache shows it (meshservices.
+// Report, with no clock of its own), so any instance can answer.
 func (s *Server) serviceTags(w http.ResponseWriter, mesh string) {
 	if _, ok := s.opts.Cache.Get(resource.Key{Kind: resource.Mesh, Name: mesh}); !ok {
 		writeError(w, notFound(resource.Key{Kind: resource.Mesh, Name: mesh}))
@@ -24,7 +23,7 @@ func (s *Server) serviceTags(w http.ResponseWriter, mesh string) {
 	}
 	dps, _ := s.opts.Cache.List(cache.Query{Kind: resource.Dataplane, Mesh: mesh})
 	mss, _ := s.opts.Cache.List(cache.Query{Kind: resource.MeshService, Mesh: mesh})
-	r := api.ServiceTagsReport{Mesh: mesh, Tags: meshservices.PlanMesh(mesh, dps, mss, *s.opts.ServiceTags, time.Now())}
+	r := api.ServiceTagsReport{Mesh: mesh, Tags: meshservices.Report(mesh, dps, mss, *s.opts.ServiceTags)}
 	if r.Tags == nil {
 		r.Tags = []meshservices.Service{}
 	}

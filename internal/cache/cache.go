@@ -40,6 +40,9 @@ type Cache struct {
 	st  store.Store
 	log *slog.Logger
 
+	// guards catches readers that modify shared objects (race builds).
+	guards guards
+
 	mu       sync.RWMutex
 	groups   map[group]map[string]entry
 	sorted   map[group][]string // names in order; dropped when the group's membership changes
@@ -169,6 +172,7 @@ func (c *Cache) relist(ctx context.Context) error {
 		}
 	}
 	c.groups = map[group]map[string]entry{}
+	c.guards.reset()
 	c.sorted = map[group][]string{}
 	c.labels = newLabelSets()
 	c.hot = 0
@@ -252,6 +256,7 @@ func (c *Cache) put(o *resource.Object, listed bool) {
 		delete(c.sorted, g)
 	}
 	m[o.Name] = entry{hot: o, listed: listed, at: c.now().UnixNano()}
+	c.guards.track(o)
 	if listed {
 		return
 	}
@@ -266,6 +271,7 @@ func (c *Cache) put(o *resource.Object, listed bool) {
 
 // release lets go of what the entry e, replaced or removed, held.
 func (c *Cache) release(e entry) {
+	c.guards.check(e.hot, true)
 	if e.hot != nil && !e.listed {
 		c.hot--
 	}
@@ -392,6 +398,7 @@ func (c *Cache) Peek(k resource.Key) (*resource.Object, bool) {
 	if !ok {
 		return nil, false
 	}
+	c.guards.check(e.hot, false)
 	return e.shared(k), true
 }
 
@@ -441,7 +448,14 @@ func (c *Cache) List(q Query) (items []*resource.Object, total int) {
 				continue
 			}
 		}
-		for _, name := range names {
+		unfiltered := len(q.Labels) == 0 && q.NameContains == ""
+		for i, name := range names {
+			if unfiltered && q.Size > 0 && len(items) >= q.Size {
+				// The page is full and every name counts: count the rest
+				// rather than walk it.
+				total += len(names) - i
+				break
+			}
 			e := c.groups[g][name]
 			if !strings.Contains(name, q.NameContains) || !matches(e, name, q.Labels) {
 				continue
@@ -480,7 +494,9 @@ func (c *Cache) Scan(q Query, fn func(*resource.Object)) {
 		items = append(items, item{resource.Key{Kind: g.kind, Mesh: g.mesh, Name: name}, e})
 	})
 	for _, it := range items {
+		c.guards.check(it.e.hot, false)
 		fn(it.e.shared(it.k))
+		c.guards.check(it.e.hot, false)
 	}
 }
 

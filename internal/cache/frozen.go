@@ -193,6 +193,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 			if !e.listed {
 				c.hot--
 			}
+			c.guards.check(e.hot, true)
 			e.hot, e.cold = nil, fs[i]
 			c.groups[cd.g][cd.name] = e
 			n++

@@ -29,10 +29,15 @@ func newGetCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command
 KIND is one of:
 ` + kindsHelp() + `
 Output formats: table (default), wide (more columns), yaml (documents that
-"meshnames apply" accepts), json.`,
+"meshnames apply" accepts), json.
+
+On a global control plane, "get zones" shows each zone's sync stream:
+online or offline, when the global last heard from it, the revisions sent,
+acknowledged and received, resources and bytes each way, and refusals.`,
 		Example: `  meshnames get meshservices
   meshnames get meshservice redis -m default -o yaml
-  meshnames get hostnamegenerators -o wide`,
+  meshnames get hostnamegenerators -o wide
+  meshnames get zones --server http://global:5681   # each zone's sync stream`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains([]string{"table", "wide", "yaml", "json"}, output) {
@@ -68,6 +73,11 @@ Output formats: table (default), wide (more columns), yaml (documents that
 				}
 				fmt.Fprintf(env.Err, "No %s found%s.\n", d.Plural, where)
 				return nil
+			}
+			if d.Kind == resource.Zone && (output == "table" || output == "wide") {
+				if info, err := c.Info(ctx); err == nil && info.Mode == resource.ModeGlobal {
+					return printZones(ctx, env, c, objs, output == "wide")
+				}
 			}
 			return printObjects(env, d, objs, output, false)
 		},

@@ -266,9 +266,12 @@ process always leads. The last line says whether the server asked leads.`,
 func printLeader(env Env, l *api.LeaderStatus) {
 	tw := tabwriter.NewWriter(env.Out, 0, 8, 1, ' ', 0)
 	defer tw.Flush()
-	if l.Election == "local" {
+	switch l.Election {
+	case "local":
 		fmt.Fprintln(tw, "Election:\tlocal (embedded store: the one process leads)")
-	} else {
+	case "kubernetes":
+		fmt.Fprintln(tw, "Election:\tkubernetes (instances on one cluster: the Lease meshnames-leader)")
+	default:
 		fmt.Fprintln(tw, "Election:\tlease (instances sharing PostgreSQL)")
 	}
 	now := env.Now()
@@ -333,6 +336,8 @@ synthesised MeshServices without Dataplanes waiting for their deletion.`,
 					details = append(details, fmt.Sprintf("%s: %s", t.Tag, t.Blocked))
 				case !t.DeletionAt.IsZero():
 					state = "deleting at " + t.DeletionAt.UTC().Format(time.RFC3339)
+				case t.Retiring:
+					state = "no Dataplane: grace period starting"
 				case len(t.Conditions) > 0:
 					var reasons []string
 					for _, c := range t.Conditions {

@@ -10,6 +10,21 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// TestInstallCRDs: the system namespace reaches the admission policy that
+// keeps HostnameGenerators and MeshExternalServices in it.
+func TestInstallCRDs(t *testing.T) {
+	for _, tt := range []struct{ args, want string }{
+		{"install crds", `object.metadata.namespace == "meshnames-system"`},
+		{"install crds --system-namespace kuma-system", `object.metadata.namespace == "kuma-system"`},
+	} {
+		var out bytes.Buffer
+		runCLI(&out, "http://127.0.0.1:1", strings.Fields(tt.args))
+		if !strings.Contains(out.String(), tt.want) || !strings.Contains(out.String(), "name: meshservices.kuma.io") {
+			t.Errorf("%s: the output lacks %s or the MeshService CRD", tt.args, tt.want)
+		}
+	}
+}
+
 // TestInspectLeader renders the leader endpoint's answers (a server whose
 // identity changes from run to run cannot be in a golden file).
 func TestInspectLeader(t *testing.T) {
@@ -33,6 +48,10 @@ func TestInspectLeader(t *testing.T) {
 		{name: "lease-never-held", args: "inspect leader",
 			body: `{"election":"lease","self":"cp-2","leading":false}`,
 			want: "Election:    lease (instances sharing PostgreSQL)\nLeader:      none\nThis server: cp-2 (follower)\n"},
+		{name: "kubernetes", args: "inspect leader",
+			body: `{"election":"kubernetes","holder":"cp-1","term":2,"expiresAt":"2026-01-02T03:09:20Z","self":"cp-1","leading":true}`,
+			want: "Election:    kubernetes (instances on one cluster: the Lease meshnames-leader)\nLeader:      cp-1\nTerm:        2\n" +
+				"Expires:     2026-01-02T03:09:20Z (in 15s unless renewed)\nThis server: cp-1 (leader)\n"},
 		{name: "local", args: "inspect leader",
 			body: `{"election":"local","holder":"cp-1","self":"cp-1","leading":true}`,
 			want: "Election:    local (embedded store: the one process leads)\nLeader:      cp-1\nThis server: cp-1 (leader)\n"},

@@ -51,7 +51,8 @@ Dataplane and Mesh resources (Kuma-compatible), gives services hostnames and
 virtual IPs, and answers their names over DNS.
 
 "meshnames serve" runs a control plane; "meshnames config show" prints the
-configuration it would run with. The other commands are clients of a running
+configuration it would run with; "meshnames install crds" prints the CRDs of
+the Kubernetes mode. The other commands are clients of a running
 control plane: apply, diff, get, delete, inspect, token, audit and version
 talk to the server named by their --server flag or $` + ServerEnv + ` (default
 ` + client.DefaultServer + `), sending the token of --token-file or
@@ -97,7 +98,7 @@ admin).`,
 		c.PersistentFlags().StringVar(&tokenFile, "token-file", "", "file holding the token to send (default $"+TokenEnv+"; none: admin on the server's host)")
 		c.PersistentFlags().StringVar(&caFile, "ca-file", "", "PEM CA certificate to trust for an https:// server (default $"+CAFileEnv+")")
 	}
-	root.AddCommand(newServeCmd(env), newConfigCmd(env))
+	root.AddCommand(newServeCmd(env), newConfigCmd(env), newInstallCmd(env))
 	root.AddCommand(clients...)
 	return root
 }

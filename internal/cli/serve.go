@@ -48,9 +48,20 @@ var configFlags = []struct {
 	{"dns-ttl", "dns.ttl", "TTL of DNS answers", false},
 	{"services-export-default", "services.exportDefault", "spec.export.mode (All or None) of MeshServices synthesised from Dataplanes without a kuma.io/export-mode tag", false},
 	{"services-deletion-grace-period", "services.deletionGracePeriod", "how long a MeshService synthesised from Dataplanes outlives its last Dataplane", false},
-	{"leader-lease-duration", "leader.leaseDuration", "how long the leader lease lasts after each renewal (PostgreSQL store)", false},
+	{"leader-lease-duration", "leader.leaseDuration", "how long the leader lease lasts after each renewal (PostgreSQL store, env kubernetes)", false},
 	{"leader-renew-interval", "leader.renewInterval", "how often the leader renews its lease", false},
 	{"leader-retry-interval", "leader.retryInterval", "how often other instances try to take the lease", false},
+	{"sync-addr", "sync.addr", "where a global serves its zones' sync streams (gRPC over TLS)", false},
+	{"sync-tls-cert", "sync.tlsCert", "certificate of the global's sync server, instead of the one it creates and keeps in its store", false},
+	{"sync-tls-key", "sync.tlsKey", "key of --sync-tls-cert", false},
+	{"global-address", "sync.globalAddress", "where a zone reaches its global: grpcs://HOST:PORT", false},
+	{"zone-token-file", "sync.zoneTokenFile", "file holding the zone token (meshnames token zone on the global)", false},
+	{"global-ca-file", "sync.globalCAFile", "CA to verify the global's sync certificate with, instead of the pin in the zone token", false},
+	{"sync-insecure", "sync.insecure", "let a zone use grpc:// without TLS (tokens and resources travel in the clear)", true},
+	{"sync-heartbeat", "sync.heartbeat", "how often an idle sync stream shows each side is there", false},
+	{"env", "env", "universal, or kubernetes: the Kubernetes API is the store and Services become MeshServices", false},
+	{"kubeconfig", "kubernetes.kubeconfig", "kubeconfig file of env kubernetes (default $KUBECONFIG, the in-cluster configuration in a Pod, ~/.kube/config)", false},
+	{"system-namespace", "kubernetes.systemNamespace", "the control plane's namespace in env kubernetes", false},
 }
 
 // addConfigFlags adds configFlags to fs. A flag has no default of its own
@@ -179,8 +190,16 @@ REST API on 127.0.0.1:5681 and DNS on 127.0.0.1:5653. Settings come from
 defaults, then the --config file, then MESHNAMES_* environment variables,
 then flags; "meshnames config show" prints the result.
 
+With --mode global it serves zones' sync streams on --sync-addr; with
+--mode zone --zone NAME it connects to its global at --global-address with
+the zone token in --zone-token-file (docs/multizone.md).
+
 Only one process may use a data directory at a time. With --store
-postgres://... several instances share one PostgreSQL database.
+postgres://... several instances share one PostgreSQL database. With --env
+kubernetes the Kubernetes API is the store (install the CRDs first with
+"meshnames install crds | kubectl apply -f -"), Services of meshed namespaces
+become MeshServices, and several instances elect a leader with a Lease
+(docs/kubernetes.md).
 
 Requests from this host to a loopback API address are admin without a
 token; others need one (docs/security.md). Off loopback the API needs
@@ -191,7 +210,10 @@ SIGINT or SIGTERM stops the server cleanly: requests in flight finish, then
 the store is closed.`,
 		Example: `  meshnames serve
   meshnames serve --data-dir /var/lib/meshnames --api-addr 0.0.0.0:5681 --api-tls-cert api.pem --api-tls-key api-key.pem
-  meshnames serve --store postgres://meshnames@db:5432/meshnames`,
+  meshnames serve --store postgres://meshnames@db:5432/meshnames
+  meshnames serve --env kubernetes --kubeconfig ~/.kube/config
+  meshnames serve --mode global --sync-addr 0.0.0.0:5685
+  meshnames serve --mode zone --zone east --global-address grpcs://global:5685 --zone-token-file east.token`,
 		Args: cobra.NoArgs,
 	}
 	file := addConfigFlags(cmd.Flags())
@@ -210,6 +232,9 @@ the store is closed.`,
 }
 
 func storeName(cfg config.Config) string {
+	if cfg.KubernetesEnv() {
+		return "kubernetes"
+	}
 	if cfg.Postgres() {
 		return "postgres"
 	}

@@ -483,3 +483,17 @@ func (c *Client) Check(ctx context.Context, objs []*resource.Object) (*api.Apply
 	}
 	return &rep, nil
 }
+
+// ZoneInsight returns the state of a zone's sync stream, from a global
+// control plane.
+func (c *Client) ZoneInsight(ctx context.Context, zone string) (*api.ZoneInsight, error) {
+	r, err := c.do(ctx, http.MethodGet, "/zones/"+url.PathEscape(zone)+"/_insight", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var in api.ZoneInsight
+	if err := json.Unmarshal(r.body, &in); err != nil {
+		return nil, fmt.Errorf("decode zone insight: %w", err)
+	}
+	return &in, nil
+}

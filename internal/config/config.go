@@ -28,6 +28,12 @@ const (
 	ModeGlobal     = "global"
 )
 
+// Environments a control plane runs in.
+const (
+	EnvUniversal  = "universal"
+	EnvKubernetes = "kubernetes"
+)
+
 // Config is the whole configuration of `meshnames serve`.
 type Config struct {
 	// Mode is standalone (one zone, no global), zone (a zone of a
@@ -43,8 +49,26 @@ type Config struct {
 	VIPs     VIPsConfig     `json:"vips"`
 	Services ServicesConfig `json:"services"`
 	Leader   LeaderConfig   `json:"leader"`
+	Sync     SyncConfig     `json:"sync"`
 	Audit    AuditConfig    `json:"audit"`
 	History  HistoryConfig  `json:"history"`
+
+	// Env is universal (meshnames keeps its own store) or kubernetes (the
+	// Kubernetes API is the store: custom resources, and Services become
+	// MeshServices).
+	Env string `json:"env"`
+	// Kubernetes configures env kubernetes.
+	Kubernetes KubernetesConfig `json:"kubernetes"`
+}
+
+// KubernetesConfig configures the Kubernetes mode (env kubernetes).
+type KubernetesConfig struct {
+	// Kubeconfig is the kubeconfig file; when empty, $KUBECONFIG, then the
+	// in-cluster configuration of a Pod, then ~/.kube/config.
+	Kubeconfig string `json:"kubeconfig"`
+	// SystemNamespace holds HostnameGenerators, MeshExternalServices,
+	// resources synced from global and the leases.
+	SystemNamespace string `json:"systemNamespace"`
 }
 
 // AuditConfig configures the audit log of the API's writes
@@ -58,6 +82,33 @@ type AuditConfig struct {
 type HistoryConfig struct {
 	// Retention is how long history events are kept.
 	Retention Duration `json:"retention"`
+}
+
+// SyncConfig configures the sync between a global control plane and its
+// zones (ARCHITECTURE.md section 7; docs/multizone.md).
+type SyncConfig struct {
+	// Addr is where a global serves its zones' sync streams (gRPC over TLS).
+	Addr string `json:"addr"`
+	// TLSCert and TLSKey, when set, are the certificate and key the
+	// global's sync server presents instead of the ones it creates at first
+	// start and keeps in its store.
+	TLSCert string `json:"tlsCert"`
+	TLSKey  string `json:"tlsKey"`
+	// GlobalAddress is where a zone reaches its global:
+	// grpcs://HOST:PORT (grpc:// only with Insecure).
+	GlobalAddress string `json:"globalAddress"`
+	// ZoneTokenFile holds the zone's token, issued on the global with
+	// meshnames token zone; it carries the pin of the global's certificate.
+	ZoneTokenFile string `json:"zoneTokenFile"`
+	// GlobalCAFile, when set, verifies the global's certificate against
+	// this CA instead of the pin in the zone token.
+	GlobalCAFile string `json:"globalCAFile"`
+	// Insecure lets a zone use grpc:// (no TLS): tokens and resources
+	// travel in the clear.
+	Insecure bool `json:"insecure"`
+	// Heartbeat is how often the global and a zone show each other they
+	// are there on an idle stream; three missed ones end the stream.
+	Heartbeat Duration `json:"heartbeat"`
 }
 
 // LeaderConfig configures leader election among instances that share a
@@ -228,9 +279,16 @@ func Default() Config {
 		Leader: LeaderConfig{
 			LeaseDuration: Duration(15 * time.Second), RenewInterval: Duration(5 * time.Second), RetryInterval: Duration(time.Second),
 		},
-		Log: LogConfig{Level: "info", Format: "text"},
+		Log:  LogConfig{Level: "info", Format: "text"},
+		Sync: SyncConfig{Addr: "127.0.0.1:5685", Heartbeat: Duration(5 * time.Second)},
+
+		Env:        EnvUniversal,
+		Kubernetes: KubernetesConfig{SystemNamespace: "meshnames-system"},
 	}
 }
+
+// KubernetesEnv reports whether the Kubernetes API is the store.
+func (c *Config) KubernetesEnv() bool { return c.Env == EnvKubernetes }
 
 // Postgres reports whether the store is PostgreSQL.
 func (c *Config) Postgres() bool {
@@ -243,6 +301,13 @@ func (c *Config) Validate() validate.Errors {
 	errs.Check("mode", validate.OneOf(c.Mode, ModeStandalone, ModeZone, ModeGlobal))
 	if c.Mode != ModeGlobal {
 		errs.Check("zone", validate.DNS1123Label(c.Zone))
+	}
+	errs.Check("env", validate.OneOf(c.Env, EnvUniversal, EnvKubernetes))
+	if c.KubernetesEnv() {
+		if c.Store.URL != "" {
+			errs.Add("store.url", "must be empty with env kubernetes: the Kubernetes API is the store")
+		}
+		errs.Check("kubernetes.systemNamespace", validate.DNS1123Label(c.Kubernetes.SystemNamespace))
 	}
 	if c.Store.URL != "" && !c.Postgres() {
 		errs.Add("store.url", `must be empty (the embedded store) or a PostgreSQL URL starting with "postgres://"`)
@@ -285,9 +350,53 @@ func (c *Config) Validate() validate.Errors {
 		errs.Addf("services.deletionGracePeriod", "must not be negative, got %s", c.Services.DeletionGracePeriod)
 	}
 	c.validateLeader(&errs)
+	c.validateSync(&errs)
 	errs.Check("log.level", validate.OneOf(c.Log.Level, "debug", "info", "warn", "error"))
 	errs.Check("log.format", validate.OneOf(c.Log.Format, "text", "json"))
 	return errs
+}
+
+// validateSync checks what each mode needs to sync.
+func (c *Config) validateSync(errs *validate.Errors) {
+	s := c.Sync
+	if s.Heartbeat < Duration(100*time.Millisecond) || s.Heartbeat > Duration(time.Minute) {
+		errs.Addf("sync.heartbeat", "must be between 100ms and 1m, got %s", s.Heartbeat)
+	}
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		errs.Add("sync.tlsCert", "sync.tlsCert and sync.tlsKey must be given together")
+	}
+	switch c.Mode {
+	case ModeGlobal:
+		checkAddr(errs, "sync.addr", s.Addr)
+	case ModeZone:
+		if s.GlobalAddress == "" {
+			errs.Add("sync.globalAddress", "a zone needs its global's address, such as grpcs://global:5685 (a zone without a global is --mode standalone)")
+		} else if msg := checkGlobalAddress(s.GlobalAddress, s.Insecure); msg != "" {
+			errs.Add("sync.globalAddress", msg)
+		}
+		if s.ZoneTokenFile == "" {
+			errs.Add("sync.zoneTokenFile", "a zone needs its zone token (meshnames token zone --zone "+c.Zone+" on the global)")
+		}
+	}
+}
+
+// checkGlobalAddress checks grpcs://HOST:PORT (grpc:// when insecure).
+func checkGlobalAddress(addr string, insecure bool) string {
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Sprintf("must be grpcs://HOST:PORT, got %q", addr)
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
+		return fmt.Sprintf("must name a port: grpcs://HOST:PORT, got %q", addr)
+	}
+	switch {
+	case u.Scheme == "grpcs":
+	case u.Scheme == "grpc" && !insecure:
+		return "grpc:// sends the zone token and every synced resource in the clear: use grpcs://, or allow it with sync.insecure (--sync-insecure)"
+	case u.Scheme != "grpc":
+		return fmt.Sprintf("must start with grpcs:// (or grpc:// with --sync-insecure), got %q", addr)
+	}
+	return ""
 }
 
 // validateSecurity checks TLS, authentication and the retention of the

@@ -119,6 +119,10 @@ func TestValidate(t *testing.T) {
 		{name: "bad-dns-port", mutate: func(c *Config) { c.DNS.Addr = "127.0.0.1:99999" }, fields: []string{"dns.addr"}},
 		{name: "short-retention", mutate: func(c *Config) { c.Store.TombstoneRetention = Duration(time.Second) }, fields: []string{"store.tombstoneRetention"}},
 		{name: "bad-log", mutate: func(c *Config) { c.Log.Level, c.Log.Format = "loud", "xml" }, fields: []string{"log.level", "log.format"}},
+		{name: "bad-env", mutate: func(c *Config) { c.Env = "openshift" }, fields: []string{"env"}},
+		{name: "kubernetes", mutate: func(c *Config) { c.Env = EnvKubernetes }},
+		{name: "kubernetes-with-store", mutate: func(c *Config) { c.Env, c.Store.URL = EnvKubernetes, "postgres://u@127.0.0.1/db" }, fields: []string{"store.url"}},
+		{name: "kubernetes-bad-namespace", mutate: func(c *Config) { c.Env, c.Kubernetes.SystemNamespace = EnvKubernetes, "Kuma.System" }, fields: []string{"kubernetes.systemNamespace"}},
 		{name: "off-loopback-needs-tls", mutate: func(c *Config) { c.API.Addr = "0.0.0.0:5681" }, fields: []string{"api.addr"}},
 		{name: "all-interfaces-needs-tls", mutate: func(c *Config) { c.API.Addr = ":5681" }, fields: []string{"api.addr"}},
 		{name: "lan-address-needs-tls", mutate: func(c *Config) { c.API.Addr = "10.1.2.3:5681" }, fields: []string{"api.addr"}},
@@ -133,6 +137,25 @@ func TestValidate(t *testing.T) {
 		{name: "no-rate-limit", mutate: func(c *Config) { c.API.Auth.RateLimit, c.API.Auth.RateBurst = 0, 0 }},
 		{name: "slow-refresh", mutate: func(c *Config) { c.API.Auth.RefreshInterval = Duration(2 * time.Second) }, fields: []string{"api.auth.refreshInterval"}},
 		{name: "short-audit", mutate: func(c *Config) { c.Audit.Retention, c.History.Retention = Duration(time.Minute), 0 }, fields: []string{"audit.retention", "history.retention"}},
+		{name: "zone-needs-global", mutate: func(c *Config) { c.Mode = ModeZone }, fields: []string{"sync.globalAddress", "sync.zoneTokenFile"}},
+		{name: "zone-with-global", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "grpcs://global:5685", "east.token"
+		}},
+		{name: "zone-plain-grpc", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "grpc://global:5685", "east.token"
+		}, fields: []string{"sync.globalAddress"}},
+		{name: "zone-plain-grpc-allowed", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile, c.Sync.Insecure = ModeZone, "grpc://global:5685", "east.token", true
+		}},
+		{name: "zone-https", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "https://global:5685", "east.token"
+		}, fields: []string{"sync.globalAddress"}},
+		{name: "zone-no-port", mutate: func(c *Config) {
+			c.Mode, c.Sync.GlobalAddress, c.Sync.ZoneTokenFile = ModeZone, "grpcs://global", "east.token"
+		}, fields: []string{"sync.globalAddress"}},
+		{name: "global-bad-sync-addr", mutate: func(c *Config) { c.Mode, c.Sync.Addr = ModeGlobal, "5685" }, fields: []string{"sync.addr"}},
+		{name: "sync-cert-without-key", mutate: func(c *Config) { c.Sync.TLSCert = "sync.pem" }, fields: []string{"sync.tlsCert"}},
+		{name: "bad-heartbeat", mutate: func(c *Config) { c.Sync.Heartbeat = Duration(time.Millisecond) }, fields: []string{"sync.heartbeat"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,6 +184,8 @@ func TestFields_EnvNames(t *testing.T) {
 		"dns.ttl":                      "MESHNAMES_DNS_TTL",
 		"services.deletionGracePeriod": "MESHNAMES_SERVICES_DELETION_GRACE_PERIOD",
 		"leader.leaseDuration":         "MESHNAMES_LEADER_LEASE_DURATION",
+		"kubernetes.kubeconfig":        "MESHNAMES_KUBERNETES_KUBECONFIG",
+		"kubernetes.systemNamespace":   "MESHNAMES_KUBERNETES_SYSTEM_NAMESPACE",
 		"api.auth.loopbackAdmin":       "MESHNAMES_API_AUTH_LOOPBACK_ADMIN",
 		"api.tls.cert":                 "MESHNAMES_API_TLS_CERT",
 	} {

@@ -38,6 +38,17 @@ type unit struct {
 
 func newUnit(t testing.TB, objs []*resource.Object) *unit {
 	t.Helper()
+	return newUnitWith(t, objs, nil)
+}
+
+// unitNow is the unit's clock for the "ago" figures: ten minutes after
+// its resources were created.
+var unitNow = created.Add(10 * time.Minute)
+
+// newUnitWith is newUnit with its Options changed by tune before the GUI
+// is built.
+func newUnitWith(t testing.TB, objs []*resource.Object, tune func(*Options)) *unit {
+	t.Helper()
 	st, err := sqlite.Open(t.TempDir(), sqlite.WithClock(func() time.Time { return created }))
 	if err != nil {
 		t.Fatal(err)
@@ -51,8 +62,8 @@ func newUnit(t testing.TB, objs []*resource.Object) *unit {
 	t.Cleanup(func() { cancel(); <-done })
 	u := &unit{st: st, c: c}
 	u.write(t, objs...)
-	u.srv = New(Options{
-		Cache: c, Store: st, Mode: "standalone", Zone: "default", Version: "test", Log: log,
+	o := Options{
+		Cache: c, Store: st, Mode: "standalone", Zone: "default", Version: "test", Log: log, Now: func() time.Time { return unitNow },
 		DNS: func(mesh string) (api.DNSListing, error) {
 			return apiserver.DNSListing(c, u.dnsListing, mesh)
 		},
@@ -81,7 +92,11 @@ func newUnit(t testing.TB, objs []*resource.Object) *unit {
 		VIP: func(_ context.Context, ip netip.Addr) (VIPState, error) {
 			return VIPState{Pool: resource.MeshService, Prefix: netip.MustParsePrefix("241.0.0.0/24"), QuarantinedUntil: created.Add(2 * time.Hour)}, nil
 		},
-	})
+	}
+	if tune != nil {
+		tune(&o)
+	}
+	u.srv = New(o)
 	return u
 }
 

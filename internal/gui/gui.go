@@ -8,9 +8,13 @@
 // Pages: the overview (/gui/), the services (/gui/services, with ?kind=,
 // ?mesh=, ?q= and ?page=), one service (/gui/services/{kind}/{mesh}/{name}),
 // the HostnameGenerators (/gui/generators), DNS (/gui/dns), "who is this?"
-// (/gui/search?q=) and the zones (/gui/zones). A page stays current without
-// a reload: its script long-polls /gui/_wait, which answers once the
-// cache's revision passes the page's, and then fetches the page again.
+// (/gui/search?q=) and the zones (/gui/zones: on a global each zone's sync
+// stream, from the same insight GET /zones/{name}/_insight answers; on a
+// zone its own stream to the global). A page stays current without a
+// reload: its script long-polls /gui/_wait, which answers once the cache's
+// revision passes the page's, and then fetches the page again; the pages
+// with zone insights, which change without a revision, are also fetched
+// every few seconds.
 //
 // Searching by hostname or VIP uses the DNS server's table, and an index
 // of the few services the table does not show whole (index.go): those with
@@ -92,6 +96,29 @@ type Options struct {
 	// allocated or in quarantine.
 	Pools func(ctx context.Context) ([]Pool, error)
 	VIP   func(ctx context.Context, ip netip.Addr) (VIPState, error)
+	// ZoneInsight is the body of GET /zones/{name}/_insight, set on a
+	// global control plane: the state of a zone's sync stream.
+	ZoneInsight func(ctx context.Context, zone string) (api.ZoneInsight, error)
+	// GlobalLink, set on a zone control plane, reports its own stream to
+	// the global.
+	GlobalLink func() GlobalLink
+	// Now is the clock of the "ago" figures (time.Now when nil).
+	Now func() time.Time
+}
+
+// GlobalLink is a zone control plane's stream to its global, as this
+// instance sees it.
+type GlobalLink struct {
+	// Address is the global's sync address.
+	Address string
+	// Leading is false on an instance that does not lead its zone: only
+	// the leader runs the stream, so Insight says nothing there.
+	Leading bool
+	// Insight is the stream from the zone's side: Sent is the zone's feed
+	// sent to the global (Acked: stored by it), Received the global's feed
+	// stored here, Instance the global instance, Version this zone's
+	// version, Refused the global's resources this zone refused.
+	Insight api.ZoneInsight
 }
 
 // DNSMatch is one mesh's records of a name.
@@ -133,6 +160,9 @@ type Server struct {
 func New(o Options) *Server {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	static, err := fs.Sub(files, "static")
 	if err != nil {
@@ -244,7 +274,10 @@ type page struct {
 	Revision int64
 	// Live is false for pages that must not refresh themselves (errors).
 	Live bool
-	Data any
+	// Every, when set, has the page fetched again every so many seconds,
+	// for figures that change without a store revision (zone insights).
+	Every int
+	Data  any
 }
 
 type errorData struct {
@@ -253,6 +286,9 @@ type errorData struct {
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, p *page) {
 	p.Mode, p.Zone, p.Version = s.o.Mode, s.o.Zone, s.o.Version
+	if p.Mode == resource.ModeGlobal {
+		p.Zone = "" // a global is no zone, whatever its zone setting says
+	}
 	var b bytes.Buffer
 	if err := s.pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
 		s.log.Error("rendering a GUI page", "page", name, "err", err)

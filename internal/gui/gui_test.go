@@ -278,7 +278,7 @@ func TestRoutes(t *testing.T) {
 		{"/gui/search?q=red", 200, []string{"Services whose name, hostnames, DNS names or VIPs contain", "MeshService default/redis", "MeshExternalService default/redis-cloud"}},
 		{"/gui/search?q=httpbin.extsvc.mesh.local", 200, []string{"MeshExternalService default/httpbin", "this service"}}, // held without a VIP
 		{"/gui/services?q=httpbin.extsvc", 200, []string{"Services 1-1 of 1", ">httpbin</a>"}},
-		{"/gui/zones", 200, []string{"This control plane knows no zones."}},
+		{"/gui/zones", 200, []string{"This is a standalone control plane: it has no global and keeps no zone insights."}},
 		{"/gui", 301, nil},
 		{"/gui/static/htmx.min.js", 200, []string{"htmx"}},
 		{"/gui/static/style.css", 200, []string{"--fg"}},

@@ -42,9 +42,12 @@ type overviewData struct {
 	PoolsErr          string
 	Leader            *api.LeaderStatus
 	LeaderErr         string
-	Zones             []zoneRow
+	Zones             zonesData
 	Changes           []changeRow
 	ChangesErr        string
+	// Global is set on a global control plane, which runs no controllers
+	// and allocates no VIPs: the zones do.
+	Global bool
 }
 
 type meshCounts struct {
@@ -71,13 +74,6 @@ type poolRow struct {
 	UsedWidth, QuarantinedWidth float64
 }
 
-type zoneRow struct {
-	Name     string
-	Enabled  bool
-	Created  time.Time
-	Modified time.Time
-}
-
 type changeRow struct {
 	Revision int64
 	Key      resource.Key
@@ -100,7 +96,8 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		d.Meshes = append(d.Meshes, mc)
 	}
 	d.NotAvailable, d.NotAvailableTotal = s.withHolders(lost.all), lost.total
-	if s.o.Pools != nil {
+	d.Global = s.o.Mode == resource.ModeGlobal
+	if s.o.Pools != nil && !d.Global {
 		pools, err := s.o.Pools(ctx)
 		if err != nil {
 			d.PoolsErr = err.Error()
@@ -109,7 +106,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			d.Pools = append(d.Pools, newPoolRow(p))
 		}
 	}
-	if s.o.Leader != nil {
+	if s.o.Leader != nil && !d.Global {
 		ls, err := s.o.Leader(ctx)
 		if err != nil {
 			d.LeaderErr = err.Error()
@@ -117,9 +114,9 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			d.Leader = &ls
 		}
 	}
-	d.Zones = s.zoneRows()
+	d.Zones = s.zonesData(ctx)
 	d.Changes, d.ChangesErr = s.recent(ctx, rev)
-	s.render(w, r, http.StatusOK, "overview.html", &page{Title: "Overview", Nav: "overview", Revision: rev, Live: true, Data: d})
+	s.render(w, r, http.StatusOK, "overview.html", &page{Title: "Overview", Nav: "overview", Revision: rev, Live: true, Every: d.Zones.every(overviewEvery), Data: d})
 }
 
 func newPoolRow(p Pool) poolRow {
@@ -216,19 +213,6 @@ func (s *Server) recent(ctx context.Context, rev int64) ([]changeRow, string) {
 		out = append(out, row)
 	}
 	return out, ""
-}
-
-func (s *Server) zoneRows() []zoneRow {
-	objs, _ := s.o.Cache.List(cache.Query{Kind: resource.Zone})
-	var out []zoneRow
-	for _, o := range objs {
-		z := zoneRow{Name: o.Name, Enabled: true, Created: o.CreationTime, Modified: o.ModificationTime}
-		if spec, ok := o.Spec.(*resource.ZoneSpec); ok && spec.Enabled != nil {
-			z.Enabled = *spec.Enabled
-		}
-		out = append(out, z)
-	}
-	return out
 }
 
 // ---- services ----
@@ -832,11 +816,4 @@ func (s *Server) suggest(w string) ([]resource.Key, bool) {
 	}
 	keys := slices.SortedFunc(maps.Keys(found), compareKeys)
 	return keys[:min(len(keys), suggestLimit)], len(keys) > suggestLimit
-}
-
-// ---- zones ----
-
-func (s *Server) zones(w http.ResponseWriter, r *http.Request) {
-	rev := s.o.Cache.Revision()
-	s.render(w, r, http.StatusOK, "zones.html", &page{Title: "Zones", Nav: "zones", Revision: rev, Live: true, Data: s.zoneRows()})
 }

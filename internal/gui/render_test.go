@@ -2,8 +2,11 @@ package gui
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"flag"
 	"io/fs"
 	"os"
@@ -14,6 +17,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/tools/txtar"
+
+	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/resource"
 )
 
 var update = flag.Bool("update", false, "rewrite the want section of testdata/pages/*.txtar")
@@ -21,7 +27,9 @@ var update = flag.Bool("update", false, "rewrite the want section of testdata/pa
 // TestPages renders each testdata/pages/*.txtar: its comment is the path
 // of a page and its expected status ("GET /gui/services 200"), the file
 // resources.json the resources (with status) in the store, and "want" the
-// page. Run with -update to rewrite "want".
+// page. With insights.json (zone name to the body of its _insight, an
+// error for a zone not there) the GUI is a global's; with link.json (a
+// GlobalLink) a zone's. Run with -update to rewrite "want".
 func TestPages(t *testing.T) {
 	files, err := filepath.Glob("testdata/pages/*.txtar")
 	if err != nil || len(files) == 0 {
@@ -39,12 +47,22 @@ func TestPages(t *testing.T) {
 			}
 			wantCode, _ := strconv.Atoi(fields[2])
 			var objs []byte
+			var tunes []func(*Options)
 			for _, f := range ar.Files {
-				if f.Name == "resources.json" {
+				switch f.Name {
+				case "resources.json":
 					objs = f.Data
+				case "insights.json":
+					tunes = append(tunes, globalOf(t, f.Data))
+				case "link.json":
+					tunes = append(tunes, zoneOf(t, f.Data))
 				}
 			}
-			u := newUnit(t, decodeObjects(t, objs))
+			u := newUnitWith(t, decodeObjects(t, objs), func(o *Options) {
+				for _, tune := range tunes {
+					tune(o)
+				}
+			})
 			code, body := u.get(t, fields[1])
 			if code != wantCode {
 				t.Errorf("status %d, want %d", code, wantCode)
@@ -163,5 +181,40 @@ func TestNumbers(t *testing.T) {
 		if got := num(tt.n); got != tt.want {
 			t.Errorf("num(%v) = %q, want %q", tt.n, got, tt.want)
 		}
+	}
+}
+
+// globalOf makes a unit a global control plane whose zones' insights are
+// those of data (a JSON object of zone name to insight); a zone not in it
+// has an insight that cannot be read.
+func globalOf(t *testing.T, data []byte) func(*Options) {
+	t.Helper()
+	var insights map[string]api.ZoneInsight
+	if err := json.Unmarshal(data, &insights); err != nil {
+		t.Fatalf("insights.json: %v", err)
+	}
+	return func(o *Options) {
+		o.Mode = resource.ModeGlobal // its zone setting stays "default", as a global's does
+		o.ZoneInsight = func(_ context.Context, zone string) (api.ZoneInsight, error) {
+			in, ok := insights[zone]
+			if !ok {
+				return api.ZoneInsight{}, errors.New("cannot read the insight of zone " + zone + ": the store is away")
+			}
+			return in, nil
+		}
+	}
+}
+
+// zoneOf makes a unit the zone east whose stream to the global is data
+// (a GlobalLink).
+func zoneOf(t *testing.T, data []byte) func(*Options) {
+	t.Helper()
+	var l GlobalLink
+	if err := json.Unmarshal(data, &l); err != nil {
+		t.Fatalf("link.json: %v", err)
+	}
+	return func(o *Options) {
+		o.Mode, o.Zone = resource.ModeZone, "east"
+		o.GlobalLink = func() GlobalLink { return l }
 	}
 }

@@ -41,6 +41,7 @@ var funcs = template.FuncMap{
 	},
 	"num":       num,
 	"time":      formatTime,
+	"ago":       ago,
 	"percent":   func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
 	"share":     share,
 	"available": func(status string) bool { return status == resource.AddressAvailable },

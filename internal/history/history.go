@@ -54,6 +54,43 @@ func Op(e api.HistoryEvent, dependsOn ...int) (store.Op, error) {
 		DependsOn: dependsOn}, nil
 }
 
+// Ops returns the store operation that appends events, which one write
+// makes true, as one record: its data the events (a JSON array), its terms
+// those of every event. One record rather than one per event keeps what a
+// write costs the store's single writer small (a new service is assigned a
+// hostname and a VIP at once). It returns no operation for no events.
+func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
+	switch len(events) {
+	case 0:
+		return store.Op{}, false, nil
+	case 1:
+		op, err := Op(events[0], dependsOn...)
+		return op, err == nil, err
+	}
+	var ts []string
+	var at time.Time
+	for i := range events {
+		e := &events[i]
+		e.Seq = 0
+		e.Hostname, e.VIP = Hostname(e.Hostname), VIP(e.VIP)
+		if err := check(*e); err != nil {
+			return store.Op{}, false, fmt.Errorf("history event of %s: %w", service(e.Kind, e.Mesh, e.Name), err)
+		}
+		for _, t := range terms(*e) {
+			if !slices.Contains(ts, t) {
+				ts = append(ts, t)
+			}
+		}
+		at = e.Time
+	}
+	if len(ts) > store.MaxRecordTerms {
+		ts = ts[:store.MaxRecordTerms]
+	}
+	data, _ := json.Marshal(events) // plain strings: cannot fail
+	return store.Op{Type: store.OpAppendRecord, Record: &store.Record{Stream: Stream, Time: at, Terms: ts, Data: data},
+		DependsOn: dependsOn}, true, nil
+}
+
 func check(e api.HistoryEvent) error {
 	switch {
 	case (e.Hostname == "") == (e.VIP == ""):
@@ -135,14 +172,34 @@ func Find(ctx context.Context, rec store.Recorder, q Query) ([]api.HistoryEvent,
 	}
 	out := make([]api.HistoryEvent, 0, len(rs))
 	for i := len(rs) - 1; i >= 0; i-- {
-		var e api.HistoryEvent
-		if err := json.Unmarshal(rs[i].Data, &e); err != nil {
+		events, err := decode(rs[i].Data)
+		if err != nil {
 			return nil, false, fmt.Errorf("history: event %d: %w", rs[i].Seq, err)
 		}
-		e.Seq, e.Time = rs[i].Seq, rs[i].Time
-		out = append(out, e)
+		for _, e := range events {
+			// A record of several events (Ops) holds those of other values.
+			if q.VIP != "" && e.VIP != VIP(q.VIP) || q.Hostname != "" && e.Hostname != Hostname(q.Hostname) {
+				continue
+			}
+			e.Seq, e.Time = rs[i].Seq, rs[i].Time
+			out = append(out, e)
+		}
 	}
 	return out, truncated, nil
+}
+
+// decode reads a record's data: one event (Op) or several (Ops).
+func decode(data []byte) ([]api.HistoryEvent, error) {
+	if len(data) > 0 && data[0] == '[' {
+		var es []api.HistoryEvent
+		err := json.Unmarshal(data, &es)
+		return es, err
+	}
+	var e api.HistoryEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, err
+	}
+	return []api.HistoryEvent{e}, nil
 }
 
 // Holdings turns events (oldest first, as Find returns them) into who held

@@ -213,3 +213,53 @@ func TestDiff(t *testing.T) {
 		})
 	}
 }
+
+// Ops writes the events of one write as one record; Find by a VIP or a
+// hostname returns only the events of that value.
+func TestOps_OneRecordPerWrite(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	host := api.HistoryEvent{Zone: "east", Mesh: "default", Kind: resource.MeshService, Name: "redis", Hostname: "Redis.svc.mesh.local.", Event: api.HistoryAssigned}
+	vip := api.HistoryEvent{Zone: "east", Mesh: "default", Kind: resource.MeshService, Name: "redis", VIP: "241.0.0.9", Event: api.HistoryAssigned}
+	if _, ok, err := history.Ops(nil); ok || err != nil {
+		t.Errorf("Ops of no events = %v, %v; want nothing", ok, err)
+	}
+	if _, _, err := history.Ops([]api.HistoryEvent{host, {Kind: resource.MeshService}}); err == nil {
+		t.Error("Ops with an incomplete event: no error")
+	}
+	op, ok, err := history.Ops([]api.HistoryEvent{host, vip})
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	rs, err := st.Apply(ctx, op)
+	if err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	recs, err := st.Records(ctx, store.RecordQuery{Stream: history.Stream, Limit: 10})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records %d, %v; want one for both events", len(recs), err)
+	}
+	for _, q := range []struct {
+		query history.Query
+		want  string
+	}{
+		{history.Query{VIP: "241.0.0.9"}, "vip 241.0.0.9"},
+		{history.Query{Hostname: "redis.svc.mesh.local"}, "hostname redis.svc.mesh.local"},
+	} {
+		got, _, err := history.Find(ctx, st, q.query)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("Find %+v = %+v, %v; want one event", q.query, got, err)
+		}
+		what := "vip " + got[0].VIP
+		if got[0].Hostname != "" {
+			what = "hostname " + got[0].Hostname
+		}
+		if what != q.want || got[0].Seq != recs[0].Seq {
+			t.Errorf("Find %+v = %+v, want the %s of record %d", q.query, got[0], q.want, recs[0].Seq)
+		}
+	}
+}

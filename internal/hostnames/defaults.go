@@ -31,6 +31,21 @@ var (
 		{"local-mesh-external-service", resource.MeshExternalService, map[string]string{resource.LabelOrigin: resource.OriginZone},
 			"{{ .DisplayName }}.extsvc.mesh.local"},
 	}
+	// Created by a Kubernetes zone for the MeshServices it makes from
+	// Services (seed 001's "local Kubernetes MeshService" generators: the
+	// Service's name and namespace; a headless Service's Pods by their
+	// StatefulSet name). It names no other MeshService: seed 001 leaves
+	// MeshServices applied by hand on Kubernetes unnamed.
+	kubeZoneDefaults = []defaultGenerator{
+		{"local-kube-mesh-service", resource.MeshService,
+			map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelEnv: resource.EnvKubernetes, resource.LabelHeadless: "false"},
+			`{{ label "k8s.kuma.io/service-name" }}.{{ .Namespace }}.svc.mesh.local`},
+		{"local-headless-kube-mesh-service", resource.MeshService,
+			map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelEnv: resource.EnvKubernetes, resource.LabelHeadless: "true"},
+			`{{ label "statefulset.kubernetes.io/pod-name" }}.{{ label "k8s.kuma.io/service-name" }}.{{ .Namespace }}.svc.mesh.local`},
+		{"local-mesh-external-service", resource.MeshExternalService, map[string]string{resource.LabelOrigin: resource.OriginZone},
+			"{{ .DisplayName }}.extsvc.mesh.local"},
+	}
 	// A standalone zone has no global to create MeshMultiZoneServices, so it
 	// may create them itself, and names them as global would (seed 001:
 	// "we could just use the same hostname generator").
@@ -57,18 +72,28 @@ var (
 	}
 )
 
-// Defaults returns the default HostnameGenerators of a control plane in mode
-// and zone (seed 001), ready to be stored: defaulted, validated and labelled
-// as a user's would be.
+// Defaults returns the default HostnameGenerators of a universal control
+// plane in mode and zone (seed 001), ready to be stored: defaulted,
+// validated and labelled as a user's would be.
 func Defaults(mode, zone string) []*resource.Object {
+	return DefaultsFor(mode, zone, resource.EnvUniversal)
+}
+
+// DefaultsFor returns the default HostnameGenerators of a control plane in
+// mode and zone running in env (universal or kubernetes).
+func DefaultsFor(mode, zone, env string) []*resource.Object {
+	local := zoneDefaults
+	if env == resource.EnvKubernetes {
+		local = kubeZoneDefaults
+	}
 	var rows []defaultGenerator
 	switch mode {
 	case resource.ModeGlobal:
 		rows = globalDefaults
 	case resource.ModeZone:
-		rows = zoneDefaults
+		rows = local
 	default:
-		rows = append(append(rows, zoneDefaults...), standaloneDefaults...)
+		rows = append(append(rows, local...), standaloneDefaults...)
 	}
 	out := make([]*resource.Object, 0, len(rows))
 	for _, r := range rows {
@@ -103,7 +128,12 @@ var formerTemplates = map[string]string{
 // overwrites one an operator changed; one that still has the template an
 // earlier version created it with gets today's.
 func EnsureDefaults(ctx context.Context, st store.Store, mode, zone string, log *slog.Logger) error {
-	for _, g := range Defaults(mode, zone) {
+	return EnsureDefaultsFor(ctx, st, mode, zone, resource.EnvUniversal, log)
+}
+
+// EnsureDefaultsFor is EnsureDefaults for a control plane running in env.
+func EnsureDefaultsFor(ctx context.Context, st store.Store, mode, zone, env string, log *slog.Logger) error {
+	for _, g := range DefaultsFor(mode, zone, env) {
 		cur, err := st.Get(ctx, g.Key())
 		if err == nil {
 			if err := upgrade(ctx, st, cur, g, log); err != nil {

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -465,44 +464,5 @@ func (a *adapter) hostnames(w http.ResponseWriter, r *http.Request, seg []string
 	}
 	slices.SortFunc(out.Items, func(a, b HostnameItem) int { return cmp.Compare(a.Hostname, b.Hostname) })
 	out.Total = len(out.Items)
-	writeJSON(w, http.StatusOK, out)
-}
-
-// ZoneOverview is one item of Kuma's /zones/_overview.
-type ZoneOverview struct {
-	Type             string            `json:"type"`
-	Name             string            `json:"name"`
-	CreationTime     *time.Time        `json:"creationTime,omitempty"`
-	ModificationTime *time.Time        `json:"modificationTime,omitempty"`
-	Labels           map[string]string `json:"labels,omitempty"`
-	Zone             ZoneSpec          `json:"zone"`
-	// ZoneInsight is empty: zone insights come with multizone sync.
-	ZoneInsight struct{} `json:"zoneInsight"`
-}
-
-// ZoneSpec is a Zone's spec in an overview.
-type ZoneSpec struct {
-	Enabled *bool `json:"enabled,omitempty"`
-}
-
-// zonesOverview lists the stored Zones in Kuma's overview shape.
-func (a *adapter) zonesOverview(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		writeError(w, &Error{Status: http.StatusMethodNotAllowed, Title: "Method not allowed", Detail: r.Method + " is not supported here; use GET"})
-		return
-	}
-	res := a.call(r, http.MethodGet, "/zones", r.URL.Query(), nil)
-	var page nativeList
-	if res.status != http.StatusOK || json.Unmarshal(res.body, &page) != nil {
-		a.passError(w, res, resource.Zone)
-		return
-	}
-	out := List{Total: page.Total, Items: make([]any, 0, len(page.Items))}
-	for _, o := range page.Items {
-		d := ToKuma(o).(*zoneDoc)
-		out.Items = append(out.Items, ZoneOverview{Type: "ZoneOverview", Name: o.Name, CreationTime: d.CreationTime,
-			ModificationTime: d.ModificationTime, Labels: o.Labels, Zone: ZoneSpec{Enabled: d.Enabled}})
-	}
-	out.Next = nextAt(r, page.Next)
 	writeJSON(w, http.StatusOK, out)
 }

@@ -35,13 +35,22 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvWith(t, resource.ModeStandalone, nil)
+}
+
+// newEnvWith is newEnv for a control plane of mode, with tune changing the
+// native API's options and objs stored beside the default mesh.
+func newEnvWith(t testing.TB, mode string, tune func(*apiserver.Options), objs ...*resource.Object) *env {
+	t.Helper()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, err := store.Create(context.Background(), st, &resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}); err != nil {
-		t.Fatal(err)
+	for _, o := range append([]*resource.Object{{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}}, objs...) {
+		if _, err := store.Create(context.Background(), st, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := cache.New(st, log, nil)
@@ -54,8 +63,16 @@ func newEnv(t testing.TB) *env {
 	if !c.WaitSynced(wctx) {
 		t.Fatal("cache did not load")
 	}
-	adm := admission.New(admission.Options{Store: st, Cache: c, Mode: resource.ModeStandalone, Zone: "east"})
-	api := apiserver.New(apiserver.Options{Cache: c, Admission: adm, Log: log, Registry: prometheus.NewRegistry(), Version: "1.2.3"})
+	zone := "east"
+	if mode == resource.ModeGlobal {
+		zone = ""
+	}
+	adm := admission.New(admission.Options{Store: st, Cache: c, Mode: mode, Zone: zone})
+	opts := apiserver.Options{Cache: c, Admission: adm, Log: log, Registry: prometheus.NewRegistry(), Version: "1.2.3"}
+	if tune != nil {
+		tune(&opts)
+	}
+	api := apiserver.New(opts)
 	srv := httptest.NewServer(Mount(api.Handler()))
 	t.Cleanup(srv.Close)
 	return &env{t: t, url: srv.URL, st: st}

@@ -144,7 +144,10 @@ func (c *Core) Ops(now time.Time) []reconcile.Write {
 	for u := range c.units {
 		sorted = append(sorted, u)
 	}
-	clear(c.units)
+	// A new map rather than clear: clear keeps the buckets of the largest
+	// pass (the first, with a unit per service), and every later pass would
+	// walk them, however few units are dirty.
+	c.units = make(map[Unit]struct{})
 	slices.SortFunc(sorted, func(a, b Unit) int { return cmp.Or(cmp.Compare(a.Mesh, b.Mesh), cmp.Compare(a.Base, b.Base)) })
 	var out []reconcile.Write
 	for _, u := range sorted {

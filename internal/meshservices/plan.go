@@ -347,10 +347,18 @@ func reconcileService(u Unit, holder *resource.Object, svc Service, o Options) (
 var statusPatch = &store.StatusPatch{Conditions: []string{ConditionPorts, ConditionExport}}
 
 // retire handles a managed MeshService without Dataplanes: it starts the
-// grace period, or deletes the service once the period is over.
+// grace period, or deletes the service once the period is over. A zero now
+// reports what the stored labels say and decides nothing (Report).
 func retire(ms *resource.Object, grace time.Duration, now time.Time) (Service, *store.Op, time.Time) {
 	svc := Service{Tag: identityTag(ms), Name: ms.Name}
 	started, err := parseStarted(ms.Labels[LabelDeletionStarted])
+	if now.IsZero() {
+		if err == nil {
+			svc.DeletionAt = started.Add(grace)
+		}
+		svc.Retiring = true
+		return svc, nil, time.Time{}
+	}
 	if err != nil {
 		// Not started, or a value we cannot read: start now.
 		labels := maps.Clone(ms.Labels)
@@ -367,9 +375,11 @@ func retire(ms *resource.Object, grace time.Duration, now time.Time) (Service, *
 }
 
 // Managed reports whether ms was created by this controller (Kuma's
-// kuma.io/managed-by label); only those are ever changed or deleted.
+// kuma.io/managed-by label); only those are ever changed or deleted. A
+// service another zone synthesised arrives from global with the label and
+// kuma.io/origin: global; it is that zone's, never this controller's.
 func Managed(ms *resource.Object) bool {
-	return ms.Labels[resource.LabelManagedBy] == resource.ManagedByMeshServices
+	return ms.Labels[resource.LabelManagedBy] == resource.ManagedByMeshServices && ms.Labels[resource.LabelOrigin] != resource.OriginGlobal
 }
 
 // identityTag is the kuma.io/service value a managed MeshService stands for.
@@ -458,10 +468,17 @@ func boolFirst(a bool) int {
 	return 1
 }
 
-// PlanMesh plans every unit of a mesh from its Dataplanes and MeshServices
-// and returns the outcome of each tag, sorted by tag: what inspection
-// shows. It is pure.
-func PlanMesh(mesh string, dataplanes, services []*resource.Object, o Options, now time.Time) []Service {
+// Report plans every unit of a mesh from its Dataplanes and MeshServices
+// without a clock: what the controller decided, as the
+// stored resources show it - for the API, which may run on any instance
+// and must not decide what only the leader decides (a grace period not yet
+// started has no end yet; one that ended is still reported).
+func Report(mesh string, dataplanes, services []*resource.Object, o Options) []Service {
+	return planMesh(mesh, dataplanes, services, o, time.Time{})
+}
+
+// planMesh plans every unit of a mesh at now (zero: report, see retire).
+func planMesh(mesh string, dataplanes, services []*resource.Object, o Options, now time.Time) []Service {
 	inputs := map[Unit]*Input{}
 	byName := map[string]*resource.Object{}
 	for _, ms := range services {

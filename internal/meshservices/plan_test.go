@@ -411,7 +411,7 @@ func TestPlan_TaglessInboundsNameNoService(t *testing.T) {
 		Spec: &resource.DataplaneSpec{Networking: resource.DataplaneNetworking{Address: "10.0.0.2",
 			Inbound: []resource.Inbound{{Port: 8080, Name: "http"}}}}}
 	tagged := dataplane("dp-1", 1, inbound{9090, "metrics", ""})
-	svcs := PlanMesh("default", []*resource.Object{tagless, tagged}, nil, opts, t0.Add(time.Minute))
+	svcs := Report("default", []*resource.Object{tagless, tagged}, nil, opts)
 	var names []string
 	for _, s := range svcs {
 		names = append(names, s.Name)
@@ -421,5 +421,48 @@ func TestPlan_TaglessInboundsNameNoService(t *testing.T) {
 	}
 	if p := plan("svc", []*resource.Object{tagless}, nil); len(p.Ops) != 0 {
 		t.Errorf("plan for the empty tag's base has ops %+v, want none", p.Ops)
+	}
+}
+
+// Report tells what the stored resources show and decides nothing: a grace
+// period started ends at its label plus the period, one not started yet has
+// no end, and nothing is deleted, whatever the time.
+func TestReport_NoClock(t *testing.T) {
+	started := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "old", CreationTime: t0,
+		Labels: map[string]string{resource.LabelManagedBy: resource.ManagedByMeshServices, LabelDeletionStarted: formatStarted(t0)},
+		Spec:   &resource.MeshServiceSpec{Identities: []resource.Identity{{Type: resource.IdentityServiceTag, Value: "old"}}}}
+	fresh := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "new", CreationTime: t0,
+		Labels: map[string]string{resource.LabelManagedBy: resource.ManagedByMeshServices},
+		Spec:   &resource.MeshServiceSpec{Identities: []resource.Identity{{Type: resource.IdentityServiceTag, Value: "new"}}}}
+	got := map[string]Service{}
+	for _, s := range Report("default", nil, []*resource.Object{started, fresh}, opts) {
+		got[s.Name] = s
+	}
+	if s := got["old"]; !s.Retiring || !s.DeletionAt.Equal(t0.Add(opts.GracePeriod)) {
+		t.Errorf("started: %+v, want retiring at %s", s, t0.Add(opts.GracePeriod))
+	}
+	if s := got["new"]; !s.Retiring || !s.DeletionAt.IsZero() {
+		t.Errorf("not started: %+v, want retiring with no end yet", s)
+	}
+}
+
+// TestManaged: a service another zone synthesised arrives from global with
+// the managed-by label; it is not this zone's controller's to change or
+// retire.
+func TestManaged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   bool
+	}{
+		{"synthesised-here", map[string]string{resource.LabelManagedBy: resource.ManagedByMeshServices, resource.LabelOrigin: resource.OriginZone}, true},
+		{"synthesised-elsewhere", map[string]string{resource.LabelManagedBy: resource.ManagedByMeshServices, resource.LabelOrigin: resource.OriginGlobal}, false},
+		{"written-by-a-user", map[string]string{resource.LabelOrigin: resource.OriginZone}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Managed(&resource.Object{Labels: tc.labels}); got != tc.want {
+				t.Errorf("Managed = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

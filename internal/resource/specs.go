@@ -27,6 +27,9 @@ const (
 	EnvUniversal          = "universal"
 	EnvKubernetes         = "kubernetes"
 	ManagedByMeshServices = "meshservice-generator"
+	// ManagedByKubernetes marks the MeshServices made from Kubernetes
+	// Services (Kuma's value; seed 001 wrote kube-controller).
+	ManagedByKubernetes = "k8s-controller"
 )
 
 // Enumerations shared by several kinds.

@@ -62,7 +62,22 @@ func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server
 		VIP: func(ctx context.Context, ip netip.Addr) (gui.VIPState, error) {
 			return vipState(ctx, st, pools, ip, time.Now())
 		},
+		// The zones' insights are the API's (GET /zones/{name}/_insight).
+		ZoneInsight: apiOpts.ZoneInsight,
+		GlobalLink:  s.globalLink(),
 	}), nil
+}
+
+// globalLink reports a zone control plane's stream to its global, for the
+// GUI; nil in the other modes.
+func (s *Server) globalLink() func() gui.GlobalLink {
+	if s.sync == nil || s.sync.zone == nil {
+		return nil
+	}
+	z := s.sync.zone
+	return func() gui.GlobalLink {
+		return gui.GlobalLink{Address: s.cfg.Sync.GlobalAddress, Leading: s.elector != nil && s.elector.Leading(), Insight: z.Insight()}
+	}
 }
 
 // historyLimit bounds the events of one value the GUI reads.

@@ -11,19 +11,26 @@ import (
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	kubestore "github.com/meshnames/meshnames/internal/store/kube"
 	"github.com/meshnames/meshnames/internal/store/postgres"
 )
 
 // newElector picks the election of the store: the embedded store's single
-// process always leads; instances sharing PostgreSQL hold a lease.
+// process always leads; instances sharing PostgreSQL, or one Kubernetes
+// cluster, hold a lease.
 func (s *Server) newElector(reg prometheus.Registerer, st store.Store) leader.Elector {
 	id := leader.NewHolderID(s.cfg.API.Addr)
-	pg, ok := st.(*postgres.Store)
-	if !ok {
+	var campaign leader.Campaign
+	switch st := st.(type) {
+	case *postgres.Store:
+		campaign = st.Election(leader.LeaseName, id)
+	case *kubestore.Store:
+		campaign = st.Election(leader.LeaseName, id)
+	default:
 		return &leader.Local{ID: id}
 	}
 	return leader.NewLease(leader.LeaseOptions{
-		Campaign: pg.Election(leader.LeaseName, id), Log: s.log.With("component", "leader"), Registerer: reg,
+		Campaign: campaign, Log: s.log.With("component", "leader"), Registerer: reg,
 		LeaseDuration: s.cfg.Leader.LeaseDuration.D(),
 		RenewInterval: s.cfg.Leader.RenewInterval.D(),
 		RetryInterval: s.cfg.Leader.RetryInterval.D(),
@@ -47,7 +54,7 @@ func catchUp(ctx context.Context, st store.Store, c *cache.Cache) error {
 // whether this instance leads.
 func (s *Server) leaderStatus(ctx context.Context, st store.Store) (api.LeaderStatus, error) {
 	ls := api.LeaderStatus{Self: s.elector.Self(), Leading: s.elector.Leading()}
-	if !s.cfg.Postgres() {
+	if _, local := s.elector.(*leader.Local); local {
 		ls.Election = "local"
 		if ls.Leading {
 			ls.Holder = ls.Self
@@ -55,6 +62,9 @@ func (s *Server) leaderStatus(ctx context.Context, st store.Store) (api.LeaderSt
 		return ls, nil
 	}
 	ls.Election = "lease"
+	if _, kube := st.(*kubestore.Store); kube {
+		ls.Election = "kubernetes"
+	}
 	leases, err := st.Leases(ctx, leader.LeaseName)
 	if err != nil {
 		return ls, err

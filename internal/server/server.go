@@ -55,8 +55,12 @@ type Server struct {
 	// NoControllers keeps the controllers from running, so that tests of
 	// the API and the command line see no asynchronous status writes.
 	NoControllers bool
+	// SyncListening, when set, is called with a global's sync address once
+	// it accepts connections.
+	SyncListening func(syncAddr string)
 
 	elector leader.Elector // set by Run
+	sync    *syncParts     // set by Run
 }
 
 // New returns a server for cfg; cfg must be valid. It does no I/O.
@@ -82,7 +86,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	if !s.cfg.Defaults.SkipHostnameGenerators {
-		if err := hostnames.EnsureDefaults(ctx, st, s.cfg.Mode, s.cfg.Zone, s.log); err != nil {
+		if err := hostnames.EnsureDefaultsFor(ctx, st, s.cfg.Mode, s.cfg.Zone, s.cfg.Env, s.log); err != nil {
 			return err
 		}
 	}
@@ -100,6 +104,9 @@ func (s *Server) Run(ctx context.Context) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.elector = s.newElector(reg, st)
 	c := cache.New(st, s.log.With("component", "cache"), reg)
+	if s.sync, err = s.newSync(ctx, st, c, keys, reg); err != nil {
+		return err
+	}
 	// Every instance answers DNS from its own table, leader or not.
 	dnsSrv := dnsserver.New(dnsserver.Options{
 		Addr: s.cfg.DNS.Addr, DefaultMesh: s.cfg.DNS.DefaultMesh, Upstreams: s.cfg.DNS.Upstreams,
@@ -112,7 +119,7 @@ func (s *Server) Run(ctx context.Context) error {
 	builder := dnsserver.NewBuilder(c, dnsSrv, tableOpts)
 	apiOpts := apiserver.Options{
 		// The API's writes carry their audit entries into the store.
-		Cache: c, Admission: admission.New(admission.Options{Store: apiserver.AuditingStore(st), Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone}),
+		Cache: c, Admission: admission.New(admission.Options{Store: apiserver.AuditingStore(st), Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone, DisplayName: displayName(st)}),
 		Store: st,
 		Log:   s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error {
@@ -129,6 +136,11 @@ func (s *Server) Run(ctx context.Context) error {
 		Preview: func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error) {
 			return s.preview(ctx, st, c, objs)
 		},
+	}
+	if s.sync.global != nil {
+		apiOpts.ZoneInsight = s.sync.global.Insight
+		pin := s.sync.pin
+		apiOpts.SyncPin = func() (string, error) { return pin, nil }
 	}
 	if s.cfg.Mode != config.ModeGlobal {
 		o := s.serviceOptions()
@@ -178,6 +190,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return compactRecordsLoop(gctx, st, s.cfg, s.log) })
 	g.Go(func() error { return keys.Run(gctx, s.log.With("component", "tokens")) })
 	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
+	g.Go(func() error { return s.sync.run(gctx) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
 	g.Go(func() error { return webGUI.Run(gctx) })
@@ -231,13 +244,23 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,
 		Record: s.recordHistory,
 	}, cores...)
+	kube := s.kubeControllers(st, c, cores, runner.Kick, reg)
 	return s.elector.Run(ctx, func(ctx context.Context) {
 		if err := catchUp(ctx, st, c); err != nil {
 			s.log.Warn("leading: the cache cannot catch up with the store; stepping down", "err", err)
 			return
 		}
 		s.log.Info("leading: starting controllers")
-		if err := runner.Run(ctx); err != nil {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return runner.Run(gctx) })
+		for _, run := range kube {
+			g.Go(func() error { return run(gctx) })
+		}
+		if z := s.sync.zone; z != nil {
+			// One stream per zone: only the leading instance syncs.
+			g.Go(func() error { return z.Run(gctx) })
+		}
+		if err := g.Wait(); err != nil {
 			s.log.Error("the controllers stopped", "err", err)
 		}
 	})
@@ -246,16 +269,14 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 // recordHistory returns the history events of a status write that
 // replaces the parts patch names of old's status with next.
 func (s *Server) recordHistory(old *resource.Object, next resource.Status, patch store.StatusPatch) []store.Op {
-	var ops []store.Op
-	for _, e := range history.Diff(s.cfg.Zone, old.Key(), old.Status, next, patch) {
-		op, err := history.Op(e)
-		if err != nil {
-			s.log.Warn("cannot record a history event", "err", err)
-			continue
-		}
-		ops = append(ops, op)
+	op, ok, err := history.Ops(history.Diff(s.cfg.Zone, old.Key(), old.Status, next, patch))
+	if err != nil {
+		s.log.Warn("cannot record a history event", "err", err)
 	}
-	return ops
+	if !ok {
+		return nil
+	}
+	return []store.Op{op}
 }
 
 // cores returns new cores of the controllers, reporting metrics to reg

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/kubeapi"
 	"github.com/meshnames/meshnames/internal/store"
+	kubestore "github.com/meshnames/meshnames/internal/store/kube"
 	"github.com/meshnames/meshnames/internal/store/pebble"
 	"github.com/meshnames/meshnames/internal/store/postgres"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
@@ -15,6 +17,9 @@ import (
 
 // openStore opens the store the configuration names.
 func openStore(ctx context.Context, cfg config.Config, clock func() time.Time, log *slog.Logger) (store.Store, error) {
+	if cfg.KubernetesEnv() {
+		return openKube(ctx, cfg, clock, log)
+	}
 	if cfg.Postgres() {
 		opts := []postgres.Option{postgres.WithLogger(log.With("component", "store"))}
 		if clock != nil {
@@ -79,4 +84,26 @@ func compactLoop(ctx context.Context, st store.Store, retention time.Duration, l
 			log.Debug("compacted the change feed", "tombstones", n)
 		}
 	}
+}
+
+// openKube opens the Kubernetes store of env kubernetes.
+func openKube(ctx context.Context, cfg config.Config, clock func() time.Time, log *slog.Logger) (store.Store, error) {
+	rc, err := kubeapi.Config(cfg.Kubernetes.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes.kubeconfig: %w", err)
+	}
+	c, err := kubeapi.New(rc)
+	if err != nil {
+		return nil, err
+	}
+	c.UserAgent = "meshnames/" + cfg.Zone
+	st, err := kubestore.Open(ctx, kubestore.Options{
+		Client: c, SystemNamespace: cfg.Kubernetes.SystemNamespace, Mode: cfg.Mode, Zone: cfg.Zone,
+		Log: log.With("component", "store"), Now: clock,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("opened the Kubernetes store", "server", c.Host(), "systemNamespace", cfg.Kubernetes.SystemNamespace)
+	return st, nil
 }

@@ -52,6 +52,8 @@ type env struct {
 	clock *clock
 	pools map[resource.Kind]Prefixes
 	rt    *reconciletest.Env
+	// core is the runner's core of the current term.
+	core *Core
 	// fence, when set, fences the runner's writes, as a leader's are.
 	fence *store.Fence
 	// batch is the runner's BatchSize; 0 for the default.
@@ -89,7 +91,8 @@ func (e *env) start() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.rt = reconciletest.Start(e.t, e.st, reconciletest.Options{
 		Cores: func() []reconcile.Core {
-			return []reconcile.Core{New(Options{Pools: e.pools, Quarantine: quarantine, Log: log, Registerer: prometheus.NewRegistry()})}
+			e.core = New(Options{Pools: e.pools, Quarantine: quarantine, Log: log, Registerer: prometheus.NewRegistry()})
+			return []reconcile.Core{e.core}
 		},
 		Fence: e.fence, BatchSize: e.batch, Now: e.clock.Now, Log: log,
 	})
@@ -782,5 +785,38 @@ func TestController_NoRepeatedWriteBeforeTheEcho(t *testing.T) {
 		if o.Version != 3 {
 			t.Errorf("%s is at version %d, want 3 (one VIP write)", k.Name, o.Version)
 		}
+	}
+}
+
+// A MeshService made from a Kubernetes Service gets the addresses the
+// Kubernetes controller hands over (SetPlatformVIPs) as its VIPs, in its
+// first status write, and none from the pool (seed 000: its ClusterIP is
+// its VIP); when they change, its VIPs follow; after a restart, before the
+// controller hands them over again, the status's are kept.
+func TestCore_PlatformAddressedServices(t *testing.T) {
+	e := newEnv(t, defaultPools())
+	kube := ms("web-shop")
+	kube.Labels = map[string]string{resource.LabelManagedBy: resource.ManagedByKubernetes}
+	e.core.SetPlatformVIPs(kube.Key(), []resource.VIP{{IP: "10.96.0.10", Type: resource.VIPKubernetes}})
+	e.create(kube)
+	e.waitVIPs(kube.Key(), "10.96.0.10 ")
+	o, err := e.st.Get(context.Background(), kube.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Version != 2 {
+		t.Errorf("version %d after the first status write, want 2: the VIPs came in a later write", o.Version)
+	}
+	e.create(ms("pooled"))
+	e.waitVIPs(key(resource.MeshService, "pooled"), "241.0.0.1 ")
+
+	e.core.SetPlatformVIPs(kube.Key(), []resource.VIP{{IP: "10.244.0.9", Type: resource.VIPKubernetes}})
+	e.rt.Runner.Kick()
+	e.waitVIPs(kube.Key(), "10.244.0.9 ")
+
+	e.restart()
+	e.rt.Settle()
+	if d := cmp.Diff([]resource.VIP{{IP: "10.244.0.9", Type: resource.VIPKubernetes}}, e.vips(kube.Key())); d != "" {
+		t.Errorf("VIPs after a restart (-want +got):\n%s", d)
 	}
 }

@@ -11,6 +11,11 @@
 // quarantine period, so that no client still resolving the old name reaches
 // a new service.
 //
+// A MeshService made from a Kubernetes Service gets the addresses
+// Kubernetes gave it (its ClusterIPs, or its Pod's IPs), which the
+// Kubernetes controller hands over (SetPlatformVIPs); this core allocates
+// none for it, and is the one writer of status.vips all the same.
+//
 // Both allocations and quarantines are recorded as store leases named
 // "vip/<ip>", written in the same transaction as the status that shows the
 // VIP, so they survive restarts and leader changes. When the controller
@@ -37,6 +42,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 	"unique"
 
@@ -95,6 +101,13 @@ type Core struct {
 	holder  map[netip.Addr]resource.Key
 	dirty   []resource.Key
 	ops     []reconcile.Write
+
+	// platform holds the VIPs the platform gave MeshServices made from
+	// Kubernetes Services (SetPlatformVIPs), written as they are. It is
+	// input from outside the runner: kept across terms, and locked.
+	platformMu    sync.Mutex
+	platform      map[resource.Key][]resource.VIP
+	platformDirty []resource.Key
 
 	allocations *prometheus.CounterVec
 	failures    *prometheus.CounterVec
@@ -279,7 +292,44 @@ func (c *Core) Dirty() []resource.Key {
 	}
 	keys := c.dirty
 	c.dirty = nil
+	c.platformMu.Lock()
+	keys = append(keys, c.platformDirty...)
+	c.platformDirty = nil
+	c.platformMu.Unlock()
 	return keys
+}
+
+// SetPlatformVIPs records the addresses the platform gave MeshService k
+// (a Kubernetes Service's ClusterIPs, or a headless Service's Pod's IPs);
+// nil forgets them. The next pass writes them as k's VIPs: the Kubernetes
+// controller calls it before it creates k, so that k's first status write
+// already carries them, and kicks the runner. Safe for concurrent use.
+func (c *Core) SetPlatformVIPs(k resource.Key, vips []resource.VIP) {
+	c.platformMu.Lock()
+	defer c.platformMu.Unlock()
+	if vips == nil {
+		delete(c.platform, k)
+		return
+	}
+	if c.platform == nil {
+		c.platform = map[resource.Key][]resource.VIP{}
+	}
+	if slices.Equal(c.platform[k], vips) {
+		return
+	}
+	c.platform[k] = slices.Clone(vips)
+	c.platformDirty = append(c.platformDirty, k)
+}
+
+// platformVIPs returns the VIPs of platform-addressed service obj: those
+// SetPlatformVIPs gave, else what its status shows.
+func (c *Core) platformVIPs(obj *resource.Object) []resource.VIP {
+	c.platformMu.Lock()
+	defer c.platformMu.Unlock()
+	if v, ok := c.platform[obj.Key()]; ok {
+		return slices.Clone(v)
+	}
+	return slices.Clone(statusVIPs(obj))
 }
 
 // Ops implements reconcile.Core: the leases of released addresses, and of
@@ -485,6 +535,13 @@ func (st *state) slots(obj *resource.Object) []slot {
 func (c *Core) Decide(obj *resource.Object, status resource.Status) []store.Op {
 	st := c.st
 	k := obj.Key()
+	if platformAddressed(obj) {
+		// seed 000: a MeshService made from a Kubernetes Service has its
+		// VIPs already (the ClusterIP, or its Pod's IPs): write those the
+		// Kubernetes controller gave, and allocate nothing.
+		status.(resource.ServiceStatusOf).Service().VIPs = c.platformVIPs(obj)
+		return nil
+	}
 	now := st.now()
 	var ops []store.Op
 	have := st.owned[k]
@@ -555,6 +612,13 @@ func (c *Core) Decide(obj *resource.Object, status resource.Status) []store.Op {
 		svc.Conditions = append(svc.Conditions, resource.Condition{Type: ConditionAllocated, Status: resource.ConditionFalse, Reason: ReasonExhausted, Message: exhausted})
 	}
 	return ops
+}
+
+// platformAddressed reports whether obj's VIPs come from the platform: a
+// MeshService made from a Kubernetes Service (kuma.io/managed-by:
+// k8s-controller), whose ClusterIP or Pod IPs that controller writes.
+func platformAddressed(obj *resource.Object) bool {
+	return obj.Kind == resource.MeshService && obj.Labels[resource.LabelManagedBy] == resource.ManagedByKubernetes
 }
 
 // exact returns a copy of vs of exactly its length, or nil when vs is

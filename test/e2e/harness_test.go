@@ -55,6 +55,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopKube()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

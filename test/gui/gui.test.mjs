@@ -165,6 +165,7 @@ spec:
 after(async () => {
   if (context) { await context.close(); }
   for (const srv of servers) {
+    if (srv.proc.exitCode !== null || srv.proc.signalCode !== null) { continue; } // stopped by its test
     srv.proc.kill('SIGTERM');
     await new Promise((r) => srv.proc.once('exit', r));
   }
@@ -272,7 +273,7 @@ test('generators and DNS pages show the collision and the listing', async () => 
   await shot('dns');
 
   await page.goto(server.api + '/gui/zones');
-  await shot('zones');
+  await shot('zones-standalone');
 });
 
 test('keyboard: a skip link first, "/" focuses the search box, links follow in order', async () => {
@@ -377,6 +378,75 @@ test('with tokens required: the GUI asks for one, a read-only token sees it, a t
     assert.equal((await answer).status(), 403);
     await tab.getByRole('dialog', { name: 'Token required' }).waitFor();
     assert.match(await tab.locator('#token-reason').textContent(), /limited to meshes default/);
+  } finally {
+    await tab.close();
+  }
+});
+
+test('zones: a global shows its zone as the API does, live; the zone shows its own stream', async () => {
+  const syncAddr = `127.0.0.1:${await freePort()}`;
+  const global = await startServer('--mode', 'global', '--sync-addr', syncAddr, '--sync-heartbeat', '300ms');
+  const issued = await fetch(global.api + '/tokens/zone', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ zone: 'east', validFor: '1h' }) });
+  const text = await issued.text();
+  assert.equal(issued.status, 201, `POST /tokens/zone: ${text}`);
+  const tokenFile = path.join(global.dir, 'east.token');
+  fs.writeFileSync(tokenFile, JSON.parse(text).token, { mode: 0o600 });
+  const zone = await startServer('--mode', 'zone', '--zone', 'east', '--global-address', `grpcs://${syncAddr}`,
+    '--zone-token-file', tokenFile, '--sync-heartbeat', '300ms');
+  const insight = async () => {
+    const res = await fetch(global.api + '/zones/east/_insight');
+    return res.ok ? res.json() : null;
+  };
+  const tab = await context.newPage();
+  tab.on('console', (m) => { if (m.type() === 'error') { consoleErrors.push(`${m.text()} (${m.location().url})`); } });
+  tab.on('pageerror', (e) => consoleErrors.push(e.message));
+  try {
+    // The global's zones page: east online, with the figures of its
+    // insight once the stream is quiet (all it sent acknowledged).
+    await tab.goto(global.api + '/gui/zones');
+    await tab.locator('#zone-east .state', { hasText: 'online' }).waitFor();
+    await waitFor('the zones page shows the insight the API serves', async () => {
+      const before = await insight();
+      const row = await tab.locator('#zone-east').evaluate((tr) => ({
+        sent: tr.querySelector('.sent').textContent, received: tr.querySelector('.received').textContent,
+        resources: tr.querySelector('.resources').textContent, refused: tr.querySelector('.refused').textContent,
+      }));
+      const after = await insight();
+      return before && before.sent.revision === before.sent.acked && before.sent.acked === after.sent.acked &&
+        before.received.revision === after.received.revision &&
+        row.sent === `${after.sent.revision} / ${after.sent.acked}` && row.received === `${after.received.revision}` &&
+        row.resources === `${after.sent.resources} / ${after.received.resources}` && row.refused === `${after.refused}`;
+    });
+    assert.match(await tab.locator('#zones-summary').textContent(), /1 zone: 1 online, 0 offline\./);
+    await shot('zones', tab);
+    await tab.goto(global.api + '/gui/');
+    await tab.locator('#overview-zone-east .state', { hasText: 'online' }).waitFor();
+    await shot('overview-global', tab);
+
+    // The zone's own view of its stream.
+    const zoneTab = await context.newPage();
+    zoneTab.on('console', (m) => { if (m.type() === 'error') { consoleErrors.push(`${m.text()} (${m.location().url})`); } });
+    await zoneTab.goto(zone.api + '/gui/zones');
+    await zoneTab.locator('#link-state', { hasText: 'online' }).waitFor();
+    const { instance } = await insight();
+    assert.ok((await zoneTab.locator('#link').textContent()).includes(instance), 'the zone names the global instance the global reports');
+    await shot('zones-zone', zoneTab);
+    await zoneTab.close();
+
+    // The zone stops: the open zones page of the global shows it offline
+    // without a reload (no store revision changes: the page asks again
+    // every 2 seconds).
+    await tab.goto(global.api + '/gui/zones');
+    await tab.evaluate(() => { window.__notReloaded = true; });
+    zone.proc.kill('SIGTERM');
+    await new Promise((r) => zone.proc.once('exit', r));
+    const stopped = Date.now();
+    await tab.locator('#zone-east .state', { hasText: 'offline' }).waitFor({ timeout: 5000 });
+    console.log(`zones: east shown offline ${Date.now() - stopped} ms after the zone exited`);
+    assert.equal(await tab.evaluate(() => window.__notReloaded), true, 'the page was reloaded');
+    assert.equal((await insight()).online, false);
+    await shot('zones-offline', tab);
   } finally {
     await tab.close();
   }

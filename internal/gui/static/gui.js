@@ -85,11 +85,13 @@
   function sleep(ms) { return new Promise(function (r) { setTimeout(r, ms); }); }
 
   var refreshing = null;
+  var refreshedAt = Date.now();
   // refresh fetches the current page and swaps its live region, keeping
   // the focus and the open <details> where they were.
   function refresh() {
     if (refreshing) { return refreshing; }
     if (!window.htmx || !liveRegion()) { return Promise.resolve(); }
+    refreshedAt = Date.now();
     var keep = remember();
     refreshing = htmx.ajax("GET", location.pathname + location.search, { target: "#live", select: "#live", swap: "outerHTML" })
       .then(function () { restore(keep); })
@@ -165,8 +167,20 @@
   }
   // A new page (navigation, back) starts a new poll from its revision.
   document.addEventListener("htmx:afterSettle", function (e) {
-    if (e.detail && e.detail.target === document.body && poll) { poll.abort(); }
+    if (e.detail && e.detail.target === document.body) {
+      refreshedAt = Date.now();
+      if (poll) { poll.abort(); }
+    }
   });
+  // Figures that change without a store revision (the zones' sync
+  // insights): a page whose live region says data-every="N" is fetched
+  // again every N seconds while it is visible.
+  setInterval(function () {
+    var live = liveRegion();
+    var every = live ? Number(live.getAttribute("data-every")) : 0;
+    if (!every || document.visibilityState === "hidden" || Date.now() - refreshedAt < every * 1000) { return; }
+    refresh();
+  }, 500);
   document.addEventListener("htmx:historyRestore", function () { if (poll) { poll.abort(); } });
 
   // ---- keyboard ----

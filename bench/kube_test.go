@@ -1,0 +1,296 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/kubeapi"
+	"github.com/meshnames/meshnames/internal/kubeapi/kubetest"
+	"github.com/meshnames/meshnames/internal/server/servertest"
+)
+
+var (
+	meshServices   = kubeapi.Resource{Group: "kuma.io", Version: "v1alpha1", Resource: "meshservices", Namespaced: true}
+	kubeServices   = flag.Int("kube-services", 10_000, "BenchmarkKube: how many Services")
+	kubeCPUProfile = flag.String("kube-cpu-profile", "", "BenchmarkKubeLiveHeap: profile the CPU while the first 20 new Services are named, once all are")
+)
+
+// BenchmarkKube measures the Kubernetes mode against a real kube-apiserver
+// and etcd on the same machine: n Services (100 per meshed namespace) are
+// in the API server when `meshnames serve --env kubernetes` starts, from no
+// MeshService at all; it reports the time from the process's start until
+// every Service's MeshService is named (hostname Available and ClusterIP
+// in status, read through meshnames' API), the RSS once settled and per
+// Service above an idle process on the same cluster, and then the latency
+// of one new Service to its MeshService's status (hostname and VIP), as a
+// watch of the custom resource sees it, over 200 Services created one
+// after another. Run with -benchtime=1x: each iteration deletes the
+// MeshServices and starts meshnames again.
+func BenchmarkKube(b *testing.B) {
+	if err := kubetest.Available(); err != nil {
+		b.Skip(err)
+	}
+	n := *kubeServices
+	b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) { benchKube(b, n) })
+}
+
+// kubeCluster starts a real API server with the CRDs and RBAC installed,
+// stopped when b ends.
+func kubeCluster(b *testing.B) *kubetest.Cluster {
+	ctx := context.Background()
+	c, err := kubetest.Start(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Stop)
+	if err := c.Setup(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+func benchKube(b *testing.B, n int) {
+	ctx := context.Background()
+	c := kubeCluster(b)
+	hc := newClient()
+	args := []string{"--env", "kubernetes", "--kubeconfig", c.MeshnamesKubeconfig, "--zone", "east", "--log-level", "info"}
+
+	// An idle process on the same cluster, for the RSS per service.
+	idle := startServerArgs(b, args...)
+	idle.waitReady(hc, 2*time.Minute)
+	time.Sleep(5 * time.Second) // settle: nothing to do
+	base, err := rss(idle.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	idle.stop()
+
+	const perNS = 100
+	namespaces := (n + perNS - 1) / perNS
+	seedStart := time.Now()
+	seedKube(b, c, n, perNS)
+	b.Logf("seeded %d Services in %d namespaces in %s", n, namespaces, time.Since(seedStart).Round(time.Millisecond))
+
+	for range b.N {
+		// From no MeshService at all.
+		for i := range namespaces {
+			if err := c.Client.Delete(ctx, meshServices, fmt.Sprintf("ns-%03d", i), "", kubeapi.Preconditions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		p := startServerArgs(b, args...)
+		for {
+			total, named, err := countNamed(hc, p.api)
+			if err == nil && total == n && named == n {
+				break
+			}
+			p.checkAlive()
+			if time.Since(p.started) > 15*time.Minute {
+				b.Fatalf("%d of %d named after 15 min (%v)", named, n, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		allNamed := time.Since(p.started)
+		b.ReportMetric(allNamed.Seconds(), "s-all-named")
+		time.Sleep(10 * time.Second) // let the last echoes settle
+		r, err := rss(p.pid())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(r)/(1<<20), "RSS-MiB")
+		b.ReportMetric(float64(r-base)/float64(n), "B/service")
+
+		lat := newServiceLatency(b, c, 200)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "new-p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "new-p99-ms")
+		b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "new-max-ms")
+		p.stop()
+		// What went wrong, if anything, and the relists of watches that
+		// fell behind.
+		for _, line := range strings.Split(p.log.String(), "\n") {
+			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") || strings.Contains(line, "listing again") || strings.Contains(line, "leader") {
+				b.Log(line)
+			}
+		}
+		if err := c.Client.Delete(ctx, kubeapi.Services, "latency", "", kubeapi.Preconditions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// seedKube creates n Services, perNS to a meshed namespace, with 16
+// clients at once.
+func seedKube(b *testing.B, c *kubetest.Cluster, n, perNS int) {
+	ctx := context.Background()
+	for i := range (n + perNS - 1) / perNS {
+		ns := fmt.Sprintf("ns-%03d", i)
+		if err := c.Apply(ctx, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: "+ns+", labels: {kuma.io/sidecar-injection: enabled}}\n")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				svc := map[string]any{"apiVersion": "v1", "kind": "Service",
+					"metadata": map[string]any{"name": fmt.Sprintf("svc-%05d", i), "namespace": fmt.Sprintf("ns-%03d", i/perNS)},
+					"spec":     map[string]any{"selector": map[string]any{"app": "x"}, "ports": []any{map[string]any{"name": "http", "port": 80, "appProtocol": "http"}}}}
+				if err := c.Client.Create(ctx, kubeapi.Services, fmt.Sprintf("ns-%03d", i/perNS), svc, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// newServiceLatency creates k Services one after another in namespace
+// latency and returns, sorted, how long each took from the create to a
+// watch event of its MeshService showing a hostname and a VIP.
+func newServiceLatency(b *testing.B, c *kubetest.Cluster, k int) []time.Duration {
+	ctx := context.Background()
+	if err := c.Apply(ctx, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: latency, labels: {kuma.io/sidecar-injection: enabled}}\n")); err != nil {
+		b.Fatal(err)
+	}
+	var list struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := c.Client.Get(ctx, meshServices, "latency", "", &list); err != nil {
+		b.Fatal(err)
+	}
+	w, err := c.Client.Watch(ctx, meshServices, "latency", kubeapi.WatchOptions{ResourceVersion: list.Metadata.ResourceVersion})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	var out []time.Duration
+	for i := range k {
+		name := fmt.Sprintf("new-%04d", i)
+		svc := map[string]any{"apiVersion": "v1", "kind": "Service",
+			"metadata": map[string]any{"name": name, "namespace": "latency"},
+			"spec":     map[string]any{"ports": []any{map[string]any{"port": 80}}}}
+		start := time.Now()
+		if err := c.Client.Create(ctx, kubeapi.Services, "latency", svc, nil); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			ev, err := w.Next()
+			if err != nil {
+				b.Fatalf("watch: %v", err)
+			}
+			var ms struct {
+				Metadata kubeapi.ObjectMeta `json:"metadata"`
+				Status   struct {
+					Addresses []struct{ Status string } `json:"addresses"`
+					VIPs      []struct{ IP string }     `json:"vips"`
+				} `json:"status"`
+			}
+			if err := json.Unmarshal(ev.Object, &ms); err != nil {
+				b.Fatal(err)
+			}
+			if ms.Metadata.Name == name && len(ms.Status.VIPs) > 0 && len(ms.Status.Addresses) > 0 && ms.Status.Addresses[0].Status == "Available" {
+				d := time.Since(start)
+				if d > time.Second {
+					b.Logf("%s took %s (created at %s)", name, d.Round(time.Millisecond), start.UTC().Format(time.TimeOnly))
+				}
+				out = append(out, d)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// BenchmarkKubeLiveHeap is the in-process companion of BenchmarkKube: a
+// control plane run in this process on a real API server holding n
+// Services, once every MeshService is named; it reports the live heap per
+// Service (run with -args -heap-profile FILE to see which part holds it).
+func BenchmarkKubeLiveHeap(b *testing.B) {
+	if err := kubetest.Available(); err != nil {
+		b.Skip(err)
+	}
+	n := *kubeServices
+	c := kubeCluster(b)
+	seedKube(b, c, n, 100)
+	for range b.N {
+		base := liveHeap()
+		cfg := config.Default()
+		cfg.Env, cfg.Kubernetes.Kubeconfig, cfg.Zone = config.EnvKubernetes, c.MeshnamesKubeconfig, "east"
+		cfg.DNS.Addr = fmt.Sprintf("127.0.0.1:%d", freePort(b))
+		api := servertest.Start(b, cfg, servertest.Options{})
+		hc := newClient()
+		deadline := time.Now().Add(15 * time.Minute)
+		for {
+			total, named, err := countNamed(hc, api)
+			if err == nil && total == n && named == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d named (%v)", named, n, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if *kubeCPUProfile != "" {
+			f, err := os.Create(*kubeCPUProfile)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			lat := newServiceLatency(b, c, 20)
+			pprof.StopCPUProfile()
+			f.Close()
+			b.Logf("latencies after all were named: %v", lat)
+		}
+		hc.CloseIdleConnections()
+		time.Sleep(5 * time.Second) // the last echoes
+		live := liveHeap()
+		b.ReportMetric(float64(live-base)/float64(n), "live-B/service")
+		b.ReportMetric(float64(live)/(1<<20), "live-MiB")
+		writeHeapProfile(b, *heapProfile)
+	}
+}
+
+// writeHeapProfile writes a heap profile of this process to path, when
+// path is not empty.
+func writeHeapProfile(b *testing.B, path string) {
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+}

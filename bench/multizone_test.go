@@ -1,0 +1,317 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
+	"github.com/meshnames/meshnames/internal/store/sqlite"
+	"github.com/meshnames/meshnames/internal/token"
+	"github.com/meshnames/meshnames/internal/zonesync"
+)
+
+// envInt reads a positive integer from the environment, or def.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// prepareGlobal creates the global's token keys and sync certificate in
+// its embedded store in dir (as its first start would) and signs a token
+// for each zone; the global started on dir then serves with them.
+func prepareGlobal(tb testing.TB, dir string, zones []string) map[string]string {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer st.Close()
+	keys, err := token.LoadKeys(ctx, st)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tlsm, err := zonesync.LoadGlobalTLS(ctx, st, "", "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, z := range zones {
+		raw, err := keys.Sign(token.Claims{Subject: "zone " + z, Role: token.RoleZone, Zone: z, SyncPin: tlsm.Pin, ExpiresAt: time.Now().Add(24 * time.Hour)})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		files[z] = filepath.Join(tb.TempDir(), z+".token")
+		if err := os.WriteFile(files[z], []byte(raw), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return files
+}
+
+// seedZone stores n MeshServices of zone in the embedded store in dir, as
+// the zone's API would have (and the mesh default, as the global's sync
+// would have).
+func seedZone(tb testing.TB, dir, zone string, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer st.Close()
+	ops := []store.Op{{Type: store.OpCreate, Object: &resource.Object{Kind: resource.Mesh, Name: "default",
+		Labels: map[string]string{resource.LabelOrigin: resource.OriginGlobal}, Spec: &resource.MeshSpec{}}}}
+	adm := admission.New(admission.Options{Mode: resource.ModeZone, Zone: zone})
+	flush := func() {
+		rs, err := st.Apply(ctx, ops...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Err != nil {
+				tb.Fatal(r.Err)
+			}
+		}
+		ops = ops[:0]
+	}
+	for i := range n {
+		obj := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: seededName(i), Spec: &resource.MeshServiceSpec{
+			Selector: resource.MeshServiceSelector{DataplaneTags: map[string]string{"kuma.io/service": seededName(i)}},
+			Ports:    []resource.Port{{Port: 80, AppProtocol: "http"}},
+		}}
+		if errs := adm.Admit(obj, admission.Writer{Source: admission.User}); len(errs) > 0 {
+			tb.Fatal(errs)
+		}
+		ops = append(ops, store.Op{Type: store.OpCreate, Object: obj, DiscardObject: true})
+		if len(ops) == seedBatch {
+			flush()
+		}
+	}
+	flush()
+}
+
+// dnsAddr returns the DNS address a server was started with.
+func (p *serverProc) dnsAddr() string {
+	args := p.cmd.Args
+	i := slices.Index(args, "--dns-addr")
+	return args[i+1]
+}
+
+func answers(c *dns.Client, addr, name string) bool {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	r, _, err := c.Exchange(m, addr)
+	return err == nil && len(r.Answer) > 0
+}
+
+func zoneInsight(tb testing.TB, c *http.Client, global, zone string) api.ZoneInsight {
+	tb.Helper()
+	resp, err := c.Get(global + "/zones/" + zone + "/_insight")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var in api.ZoneInsight
+	if err := json.NewDecoder(resp.Body).Decode(&in); err != nil {
+		tb.Fatal(err)
+	}
+	return in
+}
+
+// BenchmarkMultizone runs a global and MESHNAMES_BENCH_ZONES zone processes
+// (default 10), each zone seeded with MESHNAMES_BENCH_SERVICES MeshServices
+// (default 10,000), all on embedded stores, and measures:
+//
+//   - initial-sync-s: from starting the zones (the global already up) to
+//     every zone storing every other zone's services;
+//   - named-s: until every zone answers, by DNS, the last service of every
+//     other zone (svc-N.svc.<zone>.mesh.local);
+//   - p50-ms, p99-ms, max-ms: a new service created through zone 0's API,
+//     until each other zone answers its name by DNS (probes x zones);
+//   - bytes/change/zone: bytes the global sent each receiving zone per new
+//     service (the insight's counters over the probes);
+//   - zones-cpu-s-at-sync, global-cpu-s-at-sync: CPU the processes used
+//     until the initial sync was stored everywhere (a figure the machine's
+//     other load does not inflate the way it does wall time);
+//   - zone-rss-MiB-avg, global-rss-MiB: resident memory at the end;
+//   - resync-resources: what zone 1 received on reconnecting after a
+//     partition of MESHNAMES_BENCH_PARTITION seconds (default 60) during
+//     which 10 services were created, and resync-snapshots, the full states
+//     it needed (0 expected).
+func BenchmarkMultizone(b *testing.B) {
+	nZones := envInt("MESHNAMES_BENCH_ZONES", 10)
+	nServices := envInt("MESHNAMES_BENCH_SERVICES", 10_000)
+	partition := time.Duration(envInt("MESHNAMES_BENCH_PARTITION", 60)) * time.Second
+	const probes = 50
+	for range b.N {
+		c := newClient()
+		zones := make([]string, nZones)
+		for i := range zones {
+			zones[i] = fmt.Sprintf("z%d", i)
+		}
+		gdir := b.TempDir()
+		tokens := prepareGlobal(b, gdir, zones)
+		syncAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
+		global := startServerArgs(b, "--mode", "global", "--data-dir", gdir, "--sync-addr", syncAddr, "--log-level", "warn")
+		global.waitReady(c, 2*time.Minute)
+		dirs := make([]string, nZones)
+		for i, z := range zones {
+			dirs[i] = b.TempDir()
+			seedZone(b, dirs[i], z, nServices)
+		}
+		proxy := pgtest.StartProxy(b, "tcp://"+syncAddr)
+		b.ResetTimer()
+		start := time.Now()
+		procs := make([]*serverProc, nZones)
+		for i, z := range zones {
+			addr := syncAddr
+			if i == 1 {
+				addr = strings.TrimPrefix(proxy.URL, "tcp://")
+			}
+			procs[i] = startServerArgs(b, "--mode", "zone", "--zone", z, "--data-dir", dirs[i], "--log-level", "warn",
+				"--global-address", "grpcs://"+addr, "--zone-token-file", tokens[z])
+		}
+		want := float64(nZones * nServices)
+		for _, p := range procs {
+			for {
+				p.checkAlive()
+				v, err := metric(c, p.api, `meshnames_cache_objects{kind="MeshService"}`)
+				if err == nil && v >= want {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		synced := time.Since(start)
+		var zonesCPU time.Duration
+		for _, p := range procs {
+			if d, err := cpuTime(p.pid()); err == nil {
+				zonesCPU += d
+			}
+		}
+		globalCPU, _ := cpuTime(global.pid())
+		dc := &dns.Client{Timeout: time.Second}
+		last := seededName(nServices - 1)
+		for i, p := range procs {
+			for j, z := range zones {
+				if i == j {
+					continue
+				}
+				for !answers(dc, p.dnsAddr(), last+".svc."+z+".mesh.local") {
+					p.checkAlive()
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}
+		named := time.Since(start)
+		b.StopTimer()
+		b.ReportMetric(synced.Seconds(), "initial-sync-s")
+		b.ReportMetric(named.Seconds(), "named-s")
+		b.ReportMetric(zonesCPU.Seconds(), "zones-cpu-s-at-sync")
+		b.ReportMetric(globalCPU.Seconds(), "global-cpu-s-at-sync")
+
+		// One new service at a time, answered everywhere.
+		before := map[string]int64{}
+		for _, z := range zones[1:] {
+			before[z] = zoneInsight(b, c, global.api, z).Sent.Bytes
+		}
+		var lat []time.Duration
+		for i := range probes {
+			name := fmt.Sprintf("probe-%03d", i)
+			body := fmt.Sprintf(`{"type":"MeshService","name":%q,"mesh":"default","spec":{"ports":[{"port":80}]}}`, name)
+			t0 := time.Now()
+			if err := putResource(c, procs[0].api+"/meshes/default/meshservices/"+name, []byte(body), true); err != nil {
+				b.Fatal(err)
+			}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for _, p := range procs[1:] {
+				wg.Go(func() {
+					pc := &dns.Client{Timeout: time.Second}
+					for !answers(pc, p.dnsAddr(), name+".svc.z0.mesh.local") {
+						if time.Since(t0) > time.Minute {
+							b.Errorf("%s not answered within a minute", name)
+							return
+						}
+						time.Sleep(time.Millisecond)
+					}
+					mu.Lock()
+					lat = append(lat, time.Since(t0))
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+		}
+		var bytes int64
+		for _, z := range zones[1:] {
+			bytes += zoneInsight(b, c, global.api, z).Sent.Bytes - before[z]
+		}
+		slices.Sort(lat)
+		b.ReportMetric(ms(percentile(lat, 0.5)), "p50-ms")
+		b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+		b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+		b.ReportMetric(float64(bytes)/float64(probes*(nZones-1)), "bytes/change/zone")
+
+		// A partition of zone 1.
+		streams := zoneInsight(b, c, global.api, "z1").Streams
+		proxy.Cut()
+		cut := time.Now()
+		for zoneInsight(b, c, global.api, "z1").Online {
+			time.Sleep(100 * time.Millisecond)
+		}
+		for i := range 10 {
+			name := fmt.Sprintf("during-%d", i)
+			body := fmt.Sprintf(`{"type":"MeshService","name":%q,"mesh":"default","spec":{"ports":[{"port":80}]}}`, name)
+			if err := putResource(c, procs[0].api+"/meshes/default/meshservices/"+name, []byte(body), true); err != nil {
+				b.Fatal(err)
+			}
+		}
+		time.Sleep(time.Until(cut.Add(partition))) // the partition's length is the scenario
+		proxy.Restore()
+		for i := range 10 {
+			for !answers(dc, procs[1].dnsAddr(), fmt.Sprintf("during-%d.svc.z0.mesh.local", i)) {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		in := zoneInsight(b, c, global.api, "z1")
+		if in.Streams <= streams {
+			b.Errorf("z1 did not reconnect on a new stream (%d streams, %d before)", in.Streams, streams)
+		}
+		b.ReportMetric(float64(in.Sent.Resources), "resync-resources")
+		b.ReportMetric(float64(in.Sent.Snapshots), "resync-snapshots")
+		b.ReportMetric(float64(in.Sent.Bytes), "resync-bytes")
+		var zonesRSS int64
+		for _, p := range procs {
+			if r, err := rss(p.pid()); err == nil {
+				zonesRSS += r
+			}
+		}
+		b.ReportMetric(float64(zonesRSS)/float64(1<<20)/float64(nZones), "zone-rss-MiB-avg")
+		if r, err := rss(global.pid()); err == nil {
+			b.ReportMetric(float64(r)/float64(1<<20), "global-rss-MiB")
+		}
+		for _, p := range procs {
+			p.kill()
+		}
+		global.kill()
+	}
+}

@@ -1,0 +1,743 @@
+// Package kubeservices makes MeshServices from Kubernetes Services
+// (kuma-facts 11.2; seeds 000, 002, 004): Translate is the pure rule, table
+// tested; Controller follows Services, namespaces and EndpointSlices and
+// writes what Translate says into the store, leaving every MeshService it
+// did not make (no kuma.io/managed-by: k8s-controller label) alone, even
+// one in its way.
+//
+// The VIPs of its MeshServices are the Service's ClusterIPs, or a headless
+// Service's Pod IPs (seed 000: a Kubernetes Service has its VIP already):
+// it hands them to the VIP controller, the one writer of status.vips,
+// before it creates the MeshService, so that the first status write
+// carries them with the hostnames.
+//
+// Every MeshService it writes goes through admission first, as every
+// writer's does. It runs only on the leader. It imports admission,
+// resource, store, cache, reconcile, validate and kubeapi. Controller.Run's loop is single-threaded; the
+// watches feed it through locked views.
+package kubeservices
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/kubeapi"
+	"github.com/meshnames/meshnames/internal/reconcile"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// Options configures a Controller.
+type Options struct {
+	Client *kubeapi.Client
+	Store  store.Store
+	Cache  *cache.Cache
+	// Admission admits every MeshService before it is written, as every
+	// writer's are (the control plane's own, admission.System).
+	Admission *admission.Admitter
+	// VIPs takes the addresses Kubernetes gave each MeshService (the VIP
+	// controller, which writes them), and Kick wakes the controllers that
+	// write them.
+	VIPs VIPs
+	Kick func()
+	// ExportDefault is spec.export.mode of a Service without the
+	// kuma.io/export-mode annotation.
+	ExportDefault   string
+	SystemNamespace string
+	Log             *slog.Logger
+	Registerer      prometheus.Registerer
+	// BatchSize bounds the writes of one Apply (500).
+	BatchSize int
+}
+
+// VIPs is where the controller hands over the VIPs of its MeshServices:
+// vips.Core, the one writer of status.vips.
+type VIPs interface {
+	SetPlatformVIPs(k resource.Key, vips []resource.VIP)
+}
+
+// Controller writes the MeshServices of Services.
+type Controller struct {
+	o Options
+
+	writes  *prometheus.CounterVec
+	managed prometheus.Gauge
+}
+
+// New returns a controller; it does no I/O.
+func New(o Options) *Controller {
+	if o.BatchSize <= 0 {
+		o.BatchSize = 500
+	}
+	c := &Controller{
+		o: o,
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnames_kubeservices_writes_total", Help: "Writes of MeshServices made from Kubernetes Services, by operation and result.",
+		}, []string{"op", "result"}),
+		managed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshnames_kubeservices_meshservices", Help: "MeshServices made from Kubernetes Services.",
+		}),
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(c.writes, c.managed)
+	}
+	return c
+}
+
+// nsName names a namespaced object.
+type nsName struct{ ns, name string }
+
+func (n nsName) String() string { return n.ns + "/" + n.name }
+
+// views holds what the watches saw; the handlers update it and queue the
+// Services whose MeshServices may change.
+type views struct {
+	mu         sync.Mutex
+	services   map[nsName]Service
+	namespaces map[string]Namespace
+	slices     map[nsName]slice           // by EndpointSlice
+	bySvc      map[nsName]map[nsName]bool // Service -> its EndpointSlices
+	synced     map[string]bool            // resource -> listed once
+	queue      *reconcile.Queue[nsName]
+	log        *slog.Logger
+}
+
+type serviceHandler struct{ v *views }
+type namespaceHandler struct{ v *views }
+type sliceHandler struct{ v *views }
+
+func (h serviceHandler) Replace(items []json.RawMessage, _ string) {
+	v := h.v
+	next := map[nsName]Service{}
+	for _, raw := range items {
+		s, err := DecodeService(raw)
+		if err != nil {
+			v.log.Warn("skipping a Service", "err", err)
+			continue
+		}
+		next[nsName{s.Namespace, s.Name}] = s
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k := range v.services {
+		if _, ok := next[k]; !ok {
+			v.queue.Add(k)
+		}
+	}
+	for k := range next {
+		v.queue.Add(k)
+	}
+	v.services = next
+	v.synced["services"] = true
+}
+
+func (h serviceHandler) Event(ev kubeapi.Event) {
+	v := h.v
+	if ev.Type == kubeapi.Bookmark {
+		return
+	}
+	s, err := DecodeService(ev.Object)
+	if err != nil {
+		v.log.Warn("skipping a Service", "err", err)
+		return
+	}
+	k := nsName{s.Namespace, s.Name}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if ev.Type == kubeapi.Deleted {
+		delete(v.services, k)
+	} else {
+		v.services[k] = s
+	}
+	v.queue.Add(k)
+}
+
+func (h namespaceHandler) Replace(items []json.RawMessage, _ string) {
+	v := h.v
+	next := map[string]Namespace{}
+	for _, raw := range items {
+		n, err := DecodeNamespace(raw)
+		if err != nil {
+			continue
+		}
+		next[n.Name] = n
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for name, n := range next {
+		if old, ok := v.namespaces[name]; !ok || !sameNamespace(old, n) {
+			v.queueNamespace(name)
+		}
+	}
+	for name := range v.namespaces {
+		if _, ok := next[name]; !ok {
+			v.queueNamespace(name)
+		}
+	}
+	v.namespaces = next
+	v.synced["namespaces"] = true
+}
+
+func (h namespaceHandler) Event(ev kubeapi.Event) {
+	v := h.v
+	if ev.Type == kubeapi.Bookmark {
+		return
+	}
+	n, err := DecodeNamespace(ev.Object)
+	if err != nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old, had := v.namespaces[n.Name]
+	if ev.Type == kubeapi.Deleted {
+		delete(v.namespaces, n.Name)
+	} else {
+		v.namespaces[n.Name] = n
+	}
+	if !had || ev.Type == kubeapi.Deleted || !sameNamespace(old, n) {
+		v.queueNamespace(n.Name)
+	}
+}
+
+func sameNamespace(a, b Namespace) bool {
+	return maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
+}
+
+// queueNamespace queues every Service of namespace ns. v.mu is held.
+func (v *views) queueNamespace(ns string) {
+	for k := range v.services {
+		if k.ns == ns {
+			v.queue.Add(k)
+		}
+	}
+}
+
+func (h sliceHandler) Replace(items []json.RawMessage, _ string) {
+	v := h.v
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k, s := range v.slices {
+		v.queue.Add(nsName{k.ns, s.service})
+	}
+	v.slices, v.bySvc = map[nsName]slice{}, map[nsName]map[nsName]bool{}
+	for _, raw := range items {
+		m, s, err := decodeSlice(raw)
+		if err != nil {
+			continue
+		}
+		v.putSlice(nsName{m.Namespace, m.Name}, s)
+	}
+	v.synced["endpointslices"] = true
+}
+
+func (h sliceHandler) Event(ev kubeapi.Event) {
+	v := h.v
+	if ev.Type == kubeapi.Bookmark {
+		return
+	}
+	m, s, err := decodeSlice(ev.Object)
+	if err != nil {
+		return
+	}
+	k := nsName{m.Namespace, m.Name}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if old, ok := v.slices[k]; ok {
+		svc := nsName{k.ns, old.service}
+		delete(v.bySvc[svc], k)
+		delete(v.slices, k)
+		v.queue.Add(svc)
+	}
+	if ev.Type != kubeapi.Deleted {
+		v.putSlice(k, s)
+	}
+}
+
+// putSlice records an EndpointSlice. v.mu is held.
+func (v *views) putSlice(k nsName, s slice) {
+	if s.service == "" {
+		return
+	}
+	v.slices[k] = s
+	svc := nsName{k.ns, s.service}
+	if v.bySvc[svc] == nil {
+		v.bySvc[svc] = map[nsName]bool{}
+	}
+	v.bySvc[svc][k] = true
+	v.queue.Add(svc)
+}
+
+// state is what one leadership term knows of the MeshServices.
+type state struct {
+	// owned are the MeshServices made from each Service, by the labels
+	// the cache shows.
+	// (a slice: almost always one, a headless Service's a few).
+	owned map[nsName][]resource.Key
+	// ownerOf is the Service a managed MeshService was made from.
+	ownerOf map[resource.Key]nsName
+	// byName finds a MeshService of any mesh by name: one custom resource.
+	byName map[string]resource.Key
+	// pods caches the Pods of headless Services' endpoints, by UID.
+	pods map[string]*Pod
+	// reported is the last problem logged for each Service.
+	reported map[nsName]string
+	// sums digest the labels and spec of each managed MeshService, so that
+	// status writes do not send its Service round again.
+	sums map[resource.Key]uint64
+	// conflicts are the MeshServices in a Service's way (logged once), and
+	// the Service they are in the way of.
+	conflicts map[resource.Key]nsName
+}
+
+// Run keeps the MeshServices of Services until ctx ends. Call it only
+// while leading.
+func (c *Controller) Run(ctx context.Context) error {
+	svcQueue := reconcile.New[nsName]()
+	defer svcQueue.Close()
+	msQueue := reconcile.New[resource.Key]()
+	defer msQueue.Close()
+	cancel := c.o.Cache.Subscribe(func(keys []resource.Key) {
+		for _, k := range keys {
+			if k.Kind == resource.MeshService || k.Kind == resource.Mesh {
+				msQueue.Add(k)
+			}
+		}
+	})
+	defer cancel()
+	if !c.o.Cache.WaitSynced(ctx) {
+		return nil
+	}
+	v := &views{
+		services: map[nsName]Service{}, namespaces: map[string]Namespace{},
+		slices: map[nsName]slice{}, bySvc: map[nsName]map[nsName]bool{}, synced: map[string]bool{},
+		queue: svcQueue, log: c.o.Log,
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	for _, w := range []struct {
+		r kubeapi.Resource
+		h kubeapi.Handler
+	}{{kubeapi.Namespaces, namespaceHandler{v}}, {kubeapi.Services, serviceHandler{v}}, {kubeapi.EndpointSlices, sliceHandler{v}}} {
+		wg.Go(func() { c.o.Client.Follow(wctx, w.r, "", kubeapi.ListOptions{}, "", w.h, c.o.Log) })
+	}
+	start := time.Now()
+	if !c.waitViews(ctx, v) {
+		return nil
+	}
+	st := &state{owned: map[nsName][]resource.Key{}, ownerOf: map[resource.Key]nsName{}, byName: map[string]resource.Key{},
+		pods: map[string]*Pod{}, reported: map[nsName]string{}, sums: map[resource.Key]uint64{}, conflicts: map[resource.Key]nsName{}}
+	c.o.Cache.Scan(cache.Query{Kind: resource.MeshService}, func(o *resource.Object) {
+		c.index(st, o.Key(), o, svcQueue)
+	})
+	c.o.Log.Info("kubeservices controller started", "services", svcQueue.Len(), "meshservices", len(st.ownerOf), "dur", time.Since(start))
+	svcBatches := svcQueue.Batches(ctx)
+	msBatches := msQueue.Batches(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case keys, ok := <-msBatches:
+			if !ok {
+				return nil
+			}
+			for _, k := range keys {
+				if k.Kind == resource.Mesh {
+					v.mu.Lock()
+					for s := range v.services {
+						svcQueue.Add(s)
+					}
+					v.mu.Unlock()
+					continue
+				}
+				o, _ := c.o.Cache.Peek(k)
+				c.index(st, k, o, svcQueue)
+			}
+		case keys, ok := <-svcBatches:
+			if !ok {
+				return nil
+			}
+			if !c.process(ctx, st, v, svcQueue, keys) {
+				return nil
+			}
+		}
+	}
+}
+
+// waitViews waits until every watch has listed once.
+func (c *Controller) waitViews(ctx context.Context, v *views) bool {
+	for {
+		v.mu.Lock()
+		done := len(v.synced) == 3
+		v.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// index records the MeshService k (nil: deleted) and queues the Service
+// it was made from, so that an edit or a deletion of it is undone.
+func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *reconcile.Queue[nsName]) {
+	var owner nsName
+	var sum uint64
+	managed := o != nil && o.Labels[resource.LabelManagedBy] == ManagedBy
+	if managed {
+		owner = nsName{o.Labels[resource.LabelNamespace], o.Labels[resource.LabelServiceName]}
+		sum = intentSum(o)
+	}
+	old, had := st.ownerOf[k]
+	if had && managed && old == owner && st.sums[k] == sum {
+		return // a status write: nothing this controller writes changed
+	}
+	if had {
+		st.owned[old] = slices.DeleteFunc(st.owned[old], func(x resource.Key) bool { return x == k })
+		if len(st.owned[old]) == 0 {
+			delete(st.owned, old)
+		}
+		delete(st.ownerOf, k)
+		delete(st.sums, k)
+		q.Add(old)
+	}
+	if o == nil {
+		if st.byName[k.Name] == k {
+			delete(st.byName, k.Name)
+		}
+		if svc, ok := st.conflicts[k]; ok {
+			delete(st.conflicts, k)
+			q.Add(svc) // out of that Service's way
+		}
+	} else {
+		st.byName[k.Name] = k
+	}
+	if managed {
+		st.owned[owner] = append(st.owned[owner], k)
+		st.ownerOf[k] = owner
+		st.sums[k] = sum
+		q.Add(owner)
+	}
+	c.managed.Set(float64(len(st.ownerOf)))
+}
+
+// intentSum digests what the controller writes of a MeshService: its
+// labels and spec.
+func intentSum(o *resource.Object) uint64 {
+	h := fnv.New64a()
+	for _, k := range slices.Sorted(maps.Keys(o.Labels)) {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(o.Labels[k]))
+		h.Write([]byte{0})
+	}
+	spec, _ := json.Marshal(o.Spec)
+	h.Write(spec)
+	return h.Sum64()
+}
+
+// plan is the writes of a batch: deletes first (a MeshService moving to
+// another mesh is the same custom resource), then the rest.
+type plan struct {
+	deletes, writes []store.Op
+	services        map[resource.Key]nsName
+	// kick: VIPs of existing MeshServices were handed over.
+	kick bool
+}
+
+// process reconciles a batch of Services. It returns false when the
+// controller must stop (fenced, or ctx ended).
+func (c *Controller) process(ctx context.Context, st *state, v *views, q *reconcile.Queue[nsName], keys []nsName) bool {
+	slices.SortFunc(keys, func(a, b nsName) int { return strings.Compare(a.String(), b.String()) })
+	p := &plan{services: map[resource.Key]nsName{}}
+	// New VIPs of MeshServices that exist have no event of their own to
+	// wake the runner that writes them (those of new MeshServices come
+	// with their creation).
+	defer func() {
+		if p.kick {
+			c.o.Kick()
+		}
+	}()
+	for _, k := range keys {
+		c.reconcile(ctx, st, v, k, p)
+		if len(p.deletes)+len(p.writes) >= c.o.BatchSize {
+			if !c.write(ctx, q, p) {
+				return false
+			}
+			p = &plan{services: map[resource.Key]nsName{}}
+		}
+	}
+	return c.write(ctx, q, p)
+}
+
+// reconcile adds to p the writes that give Service k its MeshServices.
+func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsName, p *plan) {
+	v.mu.Lock()
+	svc, ok := v.services[k]
+	var in Input
+	if ok {
+		in = Input{Service: svc, ExportDefault: c.o.ExportDefault, SystemNamespace: c.o.SystemNamespace,
+			MeshExists: func(m string) bool {
+				_, ok := c.o.Cache.Peek(resource.Key{Kind: resource.Mesh, Name: m})
+				return ok
+			}}
+		if ns, ok := v.namespaces[k.ns]; ok {
+			in.Namespace = &ns
+		}
+	}
+	var refs []sliceEndpoint
+	for sk := range v.bySvc[k] {
+		refs = append(refs, v.slices[sk].endpoints...)
+	}
+	v.mu.Unlock()
+	var out Output
+	if ok {
+		in.Endpoints = c.endpoints(ctx, st, svc, refs)
+		out = Translate(in)
+	}
+	problem := strings.Join(out.Problems, "; ")
+	if problem != st.reported[k] {
+		if problem != "" {
+			c.o.Log.Warn("a Service's MeshService leaves something out", "namespace", k.ns, "service", k.name, "problems", problem)
+		}
+		st.reported[k] = problem
+	}
+	want := map[resource.Key]*resource.Object{}
+	vips := map[resource.Key][]resource.VIP{}
+	for _, o := range out.Services {
+		// The VIPs go to the VIP controller, which writes them (with the
+		// hostnames, in one status write); the object is created without.
+		vips[o.Key()] = o.Status.(*resource.ServiceStatus).VIPs
+		c.o.VIPs.SetPlatformVIPs(o.Key(), vips[o.Key()])
+		o.Status = nil
+		if errs := c.o.Admission.Admit(o, writer); len(errs) > 0 {
+			problem := fmt.Sprintf("MeshService %s not admitted: %v", o.Key(), errs)
+			if st.reported[k] != problem {
+				c.o.Log.Warn("a Service's MeshService is not admitted", "namespace", k.ns, "service", k.name, "err", errs)
+				st.reported[k] = problem
+			}
+			continue
+		}
+		want[o.Key()] = o
+	}
+	for _, key := range st.owned[k] {
+		if _, ok := want[key]; !ok {
+			p.deletes = append(p.deletes, store.Op{Type: store.OpDelete, Key: key})
+			p.services[key] = k
+		}
+	}
+	for key, o := range want {
+		if other, ok := st.byName[key.Name]; ok && other != key && st.ownerOf[other] == k {
+			// The same custom resource in another mesh: deleted above,
+			// created again once that is done.
+			p.writes = append(p.writes, store.Op{Type: store.OpCreate, Object: o, DiscardObject: true})
+			p.services[key] = k
+			continue
+		}
+		cur, exists := c.o.Cache.Peek(key)
+		in := key
+		if !exists {
+			in, exists = st.byName[key.Name] // the same object, in another mesh
+		}
+		if exists && (cur == nil || cur.Labels[resource.LabelManagedBy] != ManagedBy) {
+			if _, logged := st.conflicts[in]; !logged {
+				c.o.Log.Warn("a MeshService that was not made from this Service has its name; leaving it alone", "namespace", k.ns, "service", k.name, "meshservice", in.String())
+			}
+			st.conflicts[in] = k
+			continue
+		}
+		if !exists {
+			p.writes = append(p.writes, store.Op{Type: store.OpCreate, Object: o, DiscardObject: true})
+			p.services[key] = k
+			continue
+		}
+		if !sameLabels(cur.Labels, o.Labels) || !specEqual(cur.Spec, o.Spec) {
+			upd := cur.Clone()
+			upd.Labels, upd.Spec = mergedLabels(cur.Labels, o.Labels), o.Spec
+			p.writes = append(p.writes, store.Op{Type: store.OpUpdate, Object: upd, DiscardObject: true})
+			p.services[key] = k
+		}
+		if !slices.Equal(statusVIPs(cur), vips[key]) {
+			p.kick = true
+		}
+	}
+}
+
+func statusVIPs(o *resource.Object) []resource.VIP {
+	if st, ok := o.Status.(resource.ServiceStatusOf); ok && st != nil {
+		return st.Service().VIPs
+	}
+	return nil
+}
+
+// writer is who the controller is to admission.
+var writer = admission.Writer{Source: admission.System, Subject: "the Kubernetes Service controller"}
+
+// computed are the labels the store adds to what it reads: not ours to
+// compare or write.
+var computed = []string{resource.LabelDisplayName, resource.LabelNamespace, resource.LabelOrigin, resource.LabelZone}
+
+// sameLabels compares the labels a MeshService has with those the
+// translation wants, leaving out the ones the store computes (which
+// admission also sets on what the translation wants).
+func sameLabels(have, want map[string]string) bool {
+	h, w := maps.Clone(have), maps.Clone(want)
+	for _, k := range computed {
+		delete(h, k)
+		delete(w, k)
+	}
+	return maps.Equal(h, w)
+}
+
+// mergedLabels are want plus the computed labels the MeshService has.
+func mergedLabels(have, want map[string]string) map[string]string {
+	out := maps.Clone(want)
+	for _, k := range computed {
+		if v, ok := have[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func specEqual(a, b resource.Spec) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// endpoints returns the endpoints of a Service, with the Pods of a
+// headless Service's endpoints (read from the API, cached by UID).
+func (c *Controller) endpoints(ctx context.Context, st *state, svc Service, refs []sliceEndpoint) []Endpoint {
+	headless := len(svc.ClusterIPs) > 0 && svc.ClusterIPs[0] == "None"
+	out := make([]Endpoint, 0, len(refs))
+	for _, r := range refs {
+		ep := Endpoint{Addresses: r.addresses}
+		if r.pod.name != "" {
+			if headless {
+				ep.Pod = c.pod(ctx, st, r.pod)
+			} else {
+				ep.Pod = &Pod{Namespace: r.pod.namespace, Name: r.pod.name}
+			}
+		}
+		out = append(out, ep)
+	}
+	slices.SortFunc(out, func(a, b Endpoint) int {
+		an, bn := "", ""
+		if a.Pod != nil {
+			an = a.Pod.Name
+		}
+		if b.Pod != nil {
+			bn = b.Pod.Name
+		}
+		return strings.Compare(an, bn)
+	})
+	return out
+}
+
+func (c *Controller) pod(ctx context.Context, st *state, r podRef) *Pod {
+	if p, ok := st.pods[r.uid]; ok && r.uid != "" {
+		return p
+	}
+	var raw json.RawMessage
+	err := c.o.Client.Get(ctx, kubeapi.Pods, r.namespace, r.name, &raw)
+	if err != nil {
+		if !errors.Is(err, kubeapi.ErrNotFound) {
+			c.o.Log.Warn("reading a Pod of a headless Service", "namespace", r.namespace, "pod", r.name, "err", err)
+		}
+		return &Pod{Namespace: r.namespace, Name: r.name}
+	}
+	p, uid, err := decodePod(raw)
+	if err != nil {
+		return &Pod{Namespace: r.namespace, Name: r.name}
+	}
+	if uid != "" && (r.uid == "" || r.uid == uid) {
+		if len(st.pods) > 100000 {
+			clear(st.pods)
+		}
+		st.pods[uid] = p
+	}
+	return p
+}
+
+// write applies a plan: deletes, then the rest. It returns false when the
+// controller must stop.
+func (c *Controller) write(ctx context.Context, q *reconcile.Queue[nsName], p *plan) bool {
+	var last int64
+	for _, ops := range [][]store.Op{p.deletes, p.writes} {
+		if len(ops) == 0 {
+			continue
+		}
+		rs, err := c.o.Store.Apply(ctx, ops...)
+		if err != nil {
+			if errors.Is(err, store.ErrFenced) {
+				c.o.Log.Info("no longer the leader: dropping the MeshService writes", "ops", len(ops))
+				return false
+			}
+			if ctx.Err() != nil {
+				return false
+			}
+			c.o.Log.Warn("writing MeshServices failed; will retry", "ops", len(ops), "err", err)
+			for _, op := range ops {
+				q.AddAfter(time.Second, p.services[opKey(op)])
+			}
+			continue
+		}
+		for i, r := range rs {
+			op := ops[i]
+			name := strings.ReplaceAll(op.Type.String(), " ", "_")
+			switch {
+			case r.Err == nil:
+				c.writes.WithLabelValues(name, "ok").Inc()
+				last = max(last, r.Revision)
+				if op.Type == store.OpDelete {
+					c.o.VIPs.SetPlatformVIPs(op.Key, nil)
+				}
+			case errors.Is(r.Err, store.ErrConflict), errors.Is(r.Err, store.ErrAlreadyExists), errors.Is(r.Err, store.ErrNotFound):
+				// Someone wrote meanwhile: look again once the cache shows it.
+				c.writes.WithLabelValues(name, "conflict").Inc()
+				q.AddAfter(100*time.Millisecond, p.services[opKey(op)])
+			default:
+				c.writes.WithLabelValues(name, "error").Inc()
+				c.o.Log.Warn("writing a MeshService failed; will retry", "op", op.Type.String(), "key", opKey(op).String(), "err", r.Err)
+				q.AddAfter(time.Second, p.services[opKey(op)])
+			}
+		}
+	}
+	// The next batch reads the cache: let it show these writes first.
+	if last > 0 {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = c.o.Cache.WaitFor(wctx, last)
+		cancel()
+	}
+	return ctx.Err() == nil
+}
+
+func opKey(op store.Op) resource.Key {
+	if op.Object != nil {
+		return op.Object.Key()
+	}
+	return op.Key
+}
+
+// String is for logs.
+func (p *plan) String() string {
+	return fmt.Sprintf("%d deletes, %d writes", len(p.deletes), len(p.writes))
+}

@@ -1,0 +1,51 @@
+package server
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/kubeservices"
+	"github.com/meshnames/meshnames/internal/reconcile"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	kubestore "github.com/meshnames/meshnames/internal/store/kube"
+	"github.com/meshnames/meshnames/internal/vips"
+)
+
+// kubeControllers returns the leader's work that only env kubernetes has:
+// MeshServices from Services, and the conditions of invalid custom
+// resources.
+func (s *Server) kubeControllers(st store.Store, c *cache.Cache, cores []reconcile.Core, kick func(), reg prometheus.Registerer) []func(context.Context) error {
+	ks, ok := st.(*kubestore.Store)
+	if !ok {
+		return nil
+	}
+	// The Service controller hands the VIPs of its MeshServices to the VIP
+	// controller, which writes them, and admits what it writes as the
+	// control plane's own.
+	var addresses *vips.Core
+	for _, core := range cores {
+		if v, ok := core.(*vips.Core); ok {
+			addresses = v
+		}
+	}
+	adm := admission.New(admission.Options{Mode: s.cfg.Mode, Zone: s.cfg.Zone, DisplayName: ks.DisplayName})
+	services := kubeservices.New(kubeservices.Options{
+		Client: ks.Client(), Store: st, Cache: c, Admission: adm, VIPs: addresses, Kick: kick, ExportDefault: s.cfg.Services.ExportDefault,
+		SystemNamespace: ks.SystemNamespace(), Log: s.log.With("component", "kubeservices"), Registerer: reg,
+	})
+	return []func(context.Context) error{services.Run, ks.ReportInvalid}
+}
+
+// displayName returns the display names of the Kubernetes store's
+// resources, for admission: nil for the other stores, whose names are
+// their display names.
+func displayName(st store.Store) func(resource.Key) string {
+	if ks, ok := st.(*kubestore.Store); ok {
+		return ks.DisplayName
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package zonesync
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// BenchmarkSync_InitialSync measures the sync alone (no controllers): a
+// zone that starts with n services already stored, and a second zone that
+// has them once they went through the global. One op is the whole sync.
+func BenchmarkSync_InitialSync(b *testing.B) {
+	testHeartbeat = DefaultHeartbeat
+	defer func() { testHeartbeat = 200 * time.Millisecond }()
+	for _, tc := range []struct{ services, receivers int }{{1000, 1}, {10_000, 1}, {2000, 5}} {
+		b.Run(fmt.Sprintf("services=%d/receivers=%d", tc.services, tc.receivers), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				global := newCP(b, "global")
+				global.put(&resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}, resource.ModeGlobal, "")
+				_, addr, pin := runGlobal(b, global)
+				east := newCP(b, "east")
+				seed(b, east, "east", tc.services)
+				var receivers []*cp
+				for i := range tc.receivers {
+					receivers = append(receivers, newCP(b, fmt.Sprintf("west%d", i)))
+				}
+				b.StartTimer()
+				start, cpu0 := time.Now(), cpuTime()
+				runZone(b, east, "east", addr, writeToken(b, zoneToken(b, global, "east", pin)))
+				for i, r := range receivers {
+					z := fmt.Sprintf("west%d", i)
+					runZone(b, r, z, addr, writeToken(b, zoneToken(b, global, z, pin)))
+				}
+				for _, r := range receivers {
+					for r.c.Count(resource.MeshService, "default") < tc.services {
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
+				b.ReportMetric(float64(tc.services*tc.receivers)/time.Since(start).Seconds(), "placements/s")
+				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(tc.services*tc.receivers), "cpu-µs/placement")
+			}
+		})
+	}
+}
+
+// cpuTime is the CPU time (user and system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func seed(b *testing.B, p *cp, zone string, n int) {
+	ctx := context.Background()
+	ops := []store.Op{{Type: store.OpCreate, Object: &resource.Object{Kind: resource.Mesh, Name: "default",
+		Labels: map[string]string{resource.LabelOrigin: resource.OriginGlobal}, Spec: &resource.MeshSpec{}}}}
+	adm := admission.New(admission.Options{Mode: resource.ModeZone, Zone: zone})
+	for i := range n {
+		obj := meshService("default", fmt.Sprintf("svc-%06d", i), 80)
+		if errs := adm.Admit(obj, admission.Writer{Source: admission.User}); len(errs) > 0 {
+			b.Fatal(errs)
+		}
+		ops = append(ops, store.Op{Type: store.OpCreate, Object: obj, DiscardObject: true})
+		if len(ops) == 1000 || i == n-1 {
+			if _, err := p.st.Apply(ctx, ops...); err != nil {
+				b.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	if err := p.c.WaitFor(ctx, int64(n/1000+2)); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -1,0 +1,162 @@
+package zonesync
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/meshnames/meshnames/api/zonesync/v1"
+	"github.com/meshnames/meshnames/internal/decode"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/validate"
+)
+
+// Limits on what a peer may send.
+const (
+	// MaxMessageBytes is gRPC's limit on one message: a message over it
+	// ends the stream (gRPC's rule), so it is far above MaxChangesBytes,
+	// which this package enforces itself and which keeps the stream.
+	MaxMessageBytes = 16 << 20
+	// MaxChangesBytes bounds one encoded batch; a larger one is refused
+	// whole, counted, and the stream goes on.
+	MaxChangesBytes = 4 << 20
+	// MaxBatchItems bounds the puts and deletes of one batch.
+	MaxBatchItems = 5000
+	// batchBytes is what a sender aims one batch at, and batchItems the
+	// most resources it puts in one.
+	batchBytes = 512 << 10
+	batchItems = 1000
+)
+
+// errRefused marks input a receiver refuses: counted and logged, and the
+// stream goes on.
+var errRefused = errors.New("refused")
+
+// refusal is why a receiver refused a batch or a resource of it.
+type refusal struct {
+	reason string // bounded set, for the metric: malformed, oversized, kind, invalid, zone, owner
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return errRefused }
+
+func refuse(reason, format string, args ...any) error {
+	return &refusal{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// refusalReason returns the metric reason of a refusal, or "other".
+func refusalReason(err error) string {
+	var r *refusal
+	if errors.As(err, &r) {
+		return r.reason
+	}
+	return "other"
+}
+
+// DecodeChanges decodes one batch a peer sent. It refuses a batch over
+// MaxChangesBytes or MaxBatchItems and one that is not a valid Changes
+// message; nothing of a refused batch is applied.
+func DecodeChanges(b []byte) (*pb.Changes, error) {
+	if len(b) > MaxChangesBytes {
+		return nil, refuse("oversized", "a batch of %d bytes is over the limit of %d", len(b), MaxChangesBytes)
+	}
+	var c pb.Changes
+	if err := proto.Unmarshal(b, &c); err != nil {
+		return nil, refuse("malformed", "malformed batch: %v", err)
+	}
+	if n := len(c.Put) + len(c.Delete); n > MaxBatchItems {
+		return nil, refuse("oversized", "a batch of %d resources is over the limit of %d", n, MaxBatchItems)
+	}
+	if c.Revision < 0 {
+		return nil, refuse("malformed", "malformed batch: negative revision %d", c.Revision)
+	}
+	if c.Last && !c.Snapshot {
+		return nil, refuse("malformed", "malformed batch: last is set outside a snapshot")
+	}
+	return &c, nil
+}
+
+// encodeResource is the wire form of a stored resource.
+func encodeResource(o *resource.Object) (*pb.Resource, error) {
+	spec, err := json.Marshal(o.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", o.Key(), err)
+	}
+	r := &pb.Resource{Kind: string(o.Kind), Mesh: o.Mesh, Name: o.Name, Labels: o.Labels, Spec: spec}
+	if o.Status != nil {
+		if r.Status, err = json.Marshal(o.Status); err != nil {
+			return nil, fmt.Errorf("encode %s: %w", o.Key(), err)
+		}
+	}
+	return r, nil
+}
+
+// DecodeResource decodes a resource a peer sent as strictly as the REST API
+// decodes a user's: a known kind, a spec without unknown fields or wrong
+// types, defaulted and validated (every violation named by its field).
+// Status, written by the peer's controllers, is read as stored.
+func DecodeResource(r *pb.Resource) (*resource.Object, error) {
+	d, ok := resource.Lookup(resource.Kind(r.GetKind()))
+	if !ok {
+		return nil, refuse("kind", "unknown kind %q", r.GetKind())
+	}
+	if n := len(r.Spec) + len(r.Status); n > store.MaxObjectBytes {
+		return nil, refuse("oversized", "%s %q: %d bytes of spec and status is over the limit of %d", d.Kind, r.Name, n, store.MaxObjectBytes)
+	}
+	obj := &resource.Object{Kind: d.Kind, Mesh: r.Mesh, Name: r.Name, Labels: maps.Clone(r.Labels), Spec: d.NewSpec()}
+	var errs validate.Errors
+	if len(r.Spec) > 0 {
+		errs.Append(decode.JSON(r.Spec, obj.Spec, "spec"))
+	}
+	if len(r.Status) > 0 {
+		if !d.HasStatus {
+			errs.Addf("status", "must be empty: %s has no status", d.Kind)
+		} else if st, err := resource.UnmarshalStatus(d.Kind, r.Status); err != nil {
+			errs.Add("status", err.Error())
+		} else {
+			obj.Status = st
+		}
+	}
+	if len(errs) == 0 {
+		obj.Spec.Default()
+		errs = resource.Validate(obj)
+	}
+	if len(errs) > 0 {
+		return nil, refuse("invalid", "%s: %v", obj.Key(), errs)
+	}
+	return obj, nil
+}
+
+// decodeKey decodes the key of a deletion a peer sent.
+func decodeKey(k *pb.Key) (resource.Key, error) {
+	d, ok := resource.Lookup(resource.Kind(k.GetKind()))
+	if !ok {
+		return resource.Key{}, refuse("kind", "unknown kind %q", k.GetKind())
+	}
+	key := resource.Key{Kind: d.Kind, Mesh: k.GetMesh(), Name: k.GetName()}
+	check := validate.DNS1123Subdomain
+	if d.ServiceKind {
+		check = validate.DNS1035Label
+	}
+	if msg := check(key.Name); msg != "" {
+		return resource.Key{}, refuse("invalid", "delete %s: name: %s", key, msg)
+	}
+	if d.MeshScoped != (key.Mesh != "") {
+		return resource.Key{}, refuse("invalid", "delete %s: mesh must be set exactly for mesh-scoped kinds", key)
+	}
+	if key.Mesh != "" {
+		if msg := validate.DNS1123Subdomain(key.Mesh); msg != "" {
+			return resource.Key{}, refuse("invalid", "delete %s: mesh: %s", key, msg)
+		}
+	}
+	return key, nil
+}
+
+func wireKey(k resource.Key) *pb.Key {
+	return &pb.Key{Kind: string(k.Kind), Mesh: k.Mesh, Name: k.Name}
+}

@@ -1,0 +1,199 @@
+package zonesync
+
+import (
+	"maps"
+
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+// What flows where (the MeshService multizone design record; ARCHITECTURE.md
+// section 7):
+//
+//   - zone to global: the zone's own MeshServices (with status), its
+//     Dataplanes, and the HostnameGenerators and MeshExternalServices
+//     created in the zone; the global keeps them and sends none of them on,
+//     but the MeshServices.
+//   - global to zones: Meshes, the HostnameGenerators, MeshExternalServices
+//     and MeshMultiZoneServices created on the global, and every other
+//     zone's exported MeshServices, without status.
+
+// fromZone reports whether resources of kind k flow from zones to global.
+func fromZone(k resource.Kind) bool {
+	switch k {
+	case resource.MeshService, resource.Dataplane, resource.HostnameGenerator, resource.MeshExternalService:
+		return true
+	}
+	return false
+}
+
+// fromGlobal reports whether resources of kind k flow from global to zones.
+func fromGlobal(k resource.Kind) bool {
+	switch k {
+	case resource.Mesh, resource.HostnameGenerator, resource.MeshExternalService, resource.MeshMultiZoneService, resource.MeshService:
+		return true
+	}
+	return false
+}
+
+// zoneOut decides what a zone sends to global.
+type zoneOut struct {
+	// env is the zone's kuma.io/env, set on services that carry none, so
+	// that the global's default generators for synced services select them
+	// (seed 001).
+	env string
+	// exportDefault is spec.export.mode of a MeshService that sets none: the
+	// zone owns the service, so its setting decides, and the global stores
+	// the resolved mode.
+	exportDefault string
+}
+
+// put returns what the global gets of obj, a zone's resource, or nil.
+func (z zoneOut) put(obj *resource.Object) *resource.Object {
+	if !fromZone(obj.Kind) || obj.Labels[resource.LabelOrigin] == resource.OriginGlobal {
+		return nil
+	}
+	if obj.Kind == resource.MeshService {
+		obj = obj.Clone()
+		if obj.Labels == nil {
+			obj.Labels = map[string]string{}
+		}
+		if obj.Labels[resource.LabelEnv] == "" && z.env != "" {
+			obj.Labels[resource.LabelEnv] = z.env
+		}
+		if spec := obj.Spec.(*resource.MeshServiceSpec); spec.Export == nil {
+			spec.Export = &resource.Export{Mode: z.exportDefault}
+		}
+	}
+	return obj
+}
+
+// tombstone returns what the global deletes when the zone deleted k.
+func (z zoneOut) tombstone(k resource.Key) (resource.Key, bool) {
+	return k, fromZone(k.Kind)
+}
+
+// acceptFromZone turns what zone sent into the global's resource: a kind
+// that flows from zones, claiming no other zone, renamed <name>-<hash> and
+// attributed to zone whatever the payload says (origin zone, kuma.io/zone,
+// display name the zone's name for it).
+func acceptFromZone(obj *resource.Object, zone string) (*resource.Object, error) {
+	if !fromZone(obj.Kind) {
+		return nil, refuse("kind", "%s resources do not flow from zones to global", obj.Kind)
+	}
+	if v, ok := obj.Labels[resource.LabelZone]; ok && v != zone {
+		return nil, refuse("zone", "%s claims zone %q, but this stream is zone %q's", obj.Key(), v, zone)
+	}
+	if v, ok := obj.Labels[resource.LabelOrigin]; ok && v != resource.OriginZone {
+		return nil, refuse("zone", "%s has kuma.io/origin %q: a zone sends only what it created (origin zone)", obj.Key(), v)
+	}
+	if obj.Labels == nil {
+		obj.Labels = map[string]string{}
+	}
+	local := obj.Name
+	obj.Name = HashedName(obj.Kind, obj.Mesh, local, zone, obj.Labels[resource.LabelNamespace])
+	obj.Labels[resource.LabelOrigin] = resource.OriginZone
+	obj.Labels[resource.LabelZone] = zone
+	obj.Labels[resource.LabelDisplayName] = local
+	return obj, nil
+}
+
+// globalOut decides what the global sends to one zone.
+type globalOut struct {
+	zone string
+	// enabled reports whether a zone's services go to other zones
+	// (Zone.spec.enabled); nil means every zone is enabled.
+	enabled func(zone string) bool
+	// exportDefault is the export mode of a MeshService without one (a
+	// zone fills it in; this covers services that came without).
+	exportDefault string
+}
+
+// put returns what the zone gets of obj, a resource of the global: a
+// resource to store, or a key to delete there when obj stopped flowing
+// (its export mode turned None, or its zone was disabled), or neither.
+func (g globalOut) put(obj *resource.Object) (*resource.Object, *resource.Key) {
+	origin := obj.Labels[resource.LabelOrigin]
+	switch obj.Kind {
+	case resource.Mesh:
+		out := obj.Clone()
+		out.Labels = withLabels(out.Labels, resource.LabelOrigin, resource.OriginGlobal)
+		return out, nil
+	case resource.HostnameGenerator, resource.MeshExternalService, resource.MeshMultiZoneService:
+		if origin == resource.OriginZone {
+			return nil, nil // created in a zone: visible on global, not sent on
+		}
+		out := obj.Clone()
+		out.Name = HashedName(obj.Kind, obj.Mesh, obj.Name, "", "")
+		out.Labels = withLabels(out.Labels, resource.LabelOrigin, resource.OriginGlobal, resource.LabelDisplayName, obj.Name)
+		out.Status = nil
+		return out, nil
+	case resource.MeshService:
+		from := obj.Labels[resource.LabelZone]
+		if origin != resource.OriginZone || from == "" || from == g.zone {
+			return nil, nil // never a zone's own services back to it
+		}
+		if !g.exported(obj) || (g.enabled != nil && !g.enabled(from)) {
+			k := obj.Key()
+			return nil, &k
+		}
+		out := obj.Clone()
+		out.Labels = withLabels(out.Labels, resource.LabelOrigin, resource.OriginGlobal)
+		out.Status = nil // each zone computes its own VIPs and hostnames
+		return out, nil
+	}
+	return nil, nil
+}
+
+func (g globalOut) exported(obj *resource.Object) bool {
+	mode := g.exportDefault
+	if e := obj.Spec.(*resource.MeshServiceSpec).Export; e != nil && e.Mode != "" {
+		mode = e.Mode
+	}
+	return mode == resource.ExportAll
+}
+
+// tombstone returns what the zone deletes when the global deleted k. The
+// feed does not say where a deleted resource came from, so a deletion is
+// sent for every kind that may have flowed; the zone deletes only what it
+// got from global.
+func (g globalOut) tombstone(k resource.Key) (resource.Key, bool) {
+	switch k.Kind {
+	case resource.Mesh, resource.MeshService:
+		return k, true
+	case resource.HostnameGenerator, resource.MeshExternalService, resource.MeshMultiZoneService:
+		return resource.Key{Kind: k.Kind, Mesh: k.Mesh, Name: HashedName(k.Kind, k.Mesh, k.Name, "", "")}, true
+	}
+	return resource.Key{}, false
+}
+
+// acceptFromGlobal turns what the global sent into the zone's resource: a
+// kind that flows from global, never this zone's own service, labelled
+// kuma.io/origin: global, without status (the zone computes its own).
+func acceptFromGlobal(obj *resource.Object, zone string) (*resource.Object, error) {
+	if !fromGlobal(obj.Kind) {
+		return nil, refuse("kind", "%s resources do not flow from global to zones", obj.Kind)
+	}
+	if obj.Kind == resource.MeshService {
+		switch from := obj.Labels[resource.LabelZone]; from {
+		case zone:
+			return nil, refuse("zone", "%s is this zone's own service; global must not send it back", obj.Key())
+		case "":
+			return nil, refuse("invalid", "%s has no kuma.io/zone label: a synced service names its zone", obj.Key())
+		}
+	}
+	obj.Labels = withLabels(obj.Labels, resource.LabelOrigin, resource.OriginGlobal)
+	obj.Status = nil
+	return obj, nil
+}
+
+// withLabels returns labels (cloned) with the pairs kv set.
+func withLabels(labels map[string]string, kv ...string) map[string]string {
+	out := maps.Clone(labels)
+	if out == nil {
+		out = make(map[string]string, len(kv)/2)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}

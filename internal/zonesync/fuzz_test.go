@@ -1,0 +1,98 @@
+package zonesync
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/meshnames/meshnames/api/zonesync/v1"
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+func fuzzSeeds(f *testing.F) {
+	ms := meshService("default", "redis", 6379)
+	ms.Labels = map[string]string{resource.LabelZone: "east", "team": "db"}
+	r, _ := encodeResource(ms)
+	for _, c := range []*pb.Changes{
+		{Revision: 7, Put: []*pb.Resource{r}},
+		{Revision: 8, Delete: []*pb.Key{{Kind: "MeshService", Mesh: "default", Name: "redis"}}},
+		{Revision: 9, Snapshot: true, Last: true},
+		{Revision: 1, Put: []*pb.Resource{{Kind: "Dataplane", Mesh: "default", Name: "dp-1", Spec: []byte(`{"networking":{"address":"10.0.0.1","inbound":[{"port":80,"tags":{"kuma.io/service":"web"}}]}}`)}}},
+		{Revision: 2, Put: []*pb.Resource{{Kind: "HostnameGenerator", Name: "g", Spec: []byte(`{"selector":{"meshService":{}},"template":"{{ .DisplayName }}.x"}`)}}},
+	} {
+		b, _ := proto.Marshal(c)
+		f.Add(b)
+	}
+	f.Add([]byte{0x0a, 0xff})
+}
+
+// FuzzDecodeChanges feeds arbitrary bytes to everything a receiver does
+// with a batch before it writes: decoding, the resource decoder, the
+// global's and the zone's acceptance rules, and key decoding. None may
+// panic, and what they accept must be valid.
+func FuzzDecodeChanges(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := DecodeChanges(b)
+		if err != nil {
+			return
+		}
+		for _, r := range c.Put {
+			obj, err := DecodeResource(r)
+			if err != nil {
+				continue
+			}
+			if errs := resource.Validate(obj); len(errs) > 0 {
+				t.Fatalf("DecodeResource accepted an invalid resource: %v", errs)
+			}
+			if g, err := acceptFromZone(obj.Clone(), "east"); err == nil {
+				if g.Labels[resource.LabelZone] != "east" || g.Labels[resource.LabelOrigin] != resource.OriginZone {
+					t.Fatalf("acceptFromZone kept labels %v", g.Labels)
+				}
+				if errs := resource.Validate(g); len(errs) > 0 {
+					t.Fatalf("acceptFromZone made an invalid resource: %v", errs)
+				}
+			}
+			if z, err := acceptFromGlobal(obj.Clone(), "west"); err == nil && z.Status != nil {
+				t.Fatal("acceptFromGlobal kept the status")
+			}
+		}
+		for _, k := range c.Delete {
+			_, _ = decodeKey(k)
+		}
+	})
+}
+
+// FuzzDecodeResource feeds arbitrary fields to the resource decoder.
+func FuzzDecodeResource(f *testing.F) {
+	f.Add("MeshService", "default", "redis", []byte(`{"selector":{"dataplaneTags":{"app":"redis"}},"ports":[{"port":6379}]}`), []byte(`{"vips":[{"ip":"241.0.0.1"}]}`))
+	f.Add("Mesh", "", "default", []byte(`{}`), []byte(nil))
+	f.Add("MeshExternalService", "default", "httpbin", []byte(`{"match":{"type":"HostnameGenerator","port":80}}`), []byte(`null`))
+	f.Add("Zone", "", "east", []byte(`{"enabled":false}`), []byte(`{}`))
+	f.Fuzz(func(t *testing.T, kind, mesh, name string, spec, status []byte) {
+		obj, err := DecodeResource(&pb.Resource{Kind: kind, Mesh: mesh, Name: name, Spec: spec, Status: status})
+		if err != nil {
+			return
+		}
+		if errs := resource.Validate(obj); len(errs) > 0 {
+			t.Fatalf("accepted an invalid resource: %v", errs)
+		}
+		if _, err := encodeResource(obj); err != nil {
+			t.Fatalf("cannot encode what was decoded: %v", err)
+		}
+	})
+}
+
+// FuzzReadTokenClaims feeds arbitrary text to the zone's reading of its
+// own token.
+func FuzzReadTokenClaims(f *testing.F) {
+	f.Add("eyJhbGciOiJFZERTQSJ9.eyJyb2xlIjoiem9uZSIsInpvbmUiOiJlYXN0In0.sig")
+	f.Add("a.b.c")
+	f.Add("garbage")
+	f.Fuzz(func(t *testing.T, raw string) {
+		c, err := readTokenClaims(raw)
+		if err == nil && (c.Zone == "" || c.Role != "zone") {
+			t.Fatalf("accepted claims %+v", c)
+		}
+	})
+}

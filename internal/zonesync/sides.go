@@ -1,0 +1,136 @@
+package zonesync
+
+import (
+	"context"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// globalSide is the global's end of zone's stream.
+type globalSide struct {
+	zone  string
+	cache *cache.Cache
+	out   globalOut
+}
+
+func newGlobalSide(zone string, c *cache.Cache, exportDefault string) *globalSide {
+	g := &globalSide{zone: zone, cache: c}
+	g.out = globalOut{zone: zone, exportDefault: exportDefault, enabled: g.enabled}
+	return g
+}
+
+// enabled reports whether a zone's services go to other zones: unless its
+// Zone says spec.enabled: false (a zone without a Zone resource is
+// enabled).
+func (g *globalSide) enabled(zone string) bool {
+	z, ok := g.cache.Peek(resource.Key{Kind: resource.Zone, Name: zone})
+	if !ok {
+		return true
+	}
+	e := z.Spec.(*resource.ZoneSpec).Enabled
+	return e == nil || *e
+}
+
+func (g *globalSide) outPut(obj *resource.Object) (*resource.Object, *resource.Key) {
+	return g.out.put(obj)
+}
+
+func (g *globalSide) outTombstone(k resource.Key) (resource.Key, bool) { return g.out.tombstone(k) }
+
+// related returns, for a change of a Zone, the services of that zone: its
+// spec.enabled decides whether they go to other zones.
+func (g *globalSide) related(ctx context.Context, ev store.Event) []*resource.Object {
+	if ev.Key.Kind != resource.Zone || ev.Key.Name == g.zone {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = g.cache.WaitFor(wctx, ev.Revision) // the services' fate reads the Zone from the cache
+	objs, _ := g.cache.List(cache.Query{Kind: resource.MeshService,
+		Labels: map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelZone: ev.Key.Name}})
+	return objs
+}
+
+func (g *globalSide) accept(obj *resource.Object) (*resource.Object, error) {
+	return acceptFromZone(obj, g.zone)
+}
+
+func (g *globalSide) writer() admission.Writer {
+	return admission.Writer{Source: admission.FromZone, Zone: g.zone, Subject: "zone " + g.zone}
+}
+
+// resolve finds the global's copy of what the zone deleted as k: its name
+// hashes the zone's name with the namespace label it had, which a deletion
+// does not carry, so the name without a namespace is tried first and the
+// zone's resources of that display name after.
+func (g *globalSide) resolve(k resource.Key) []resource.Key {
+	if !fromZone(k.Kind) {
+		return nil
+	}
+	direct := resource.Key{Kind: k.Kind, Mesh: k.Mesh, Name: HashedName(k.Kind, k.Mesh, k.Name, g.zone, "")}
+	if _, ok := g.cache.Label(direct, resource.LabelZone); ok {
+		return []resource.Key{direct}
+	}
+	return g.cache.Keys(cache.Query{Kind: k.Kind, Mesh: k.Mesh,
+		Labels: map[string]string{resource.LabelZone: g.zone, resource.LabelDisplayName: k.Name}})
+}
+
+func (g *globalSide) owned() []resource.Key {
+	var keys []resource.Key
+	for _, d := range resource.Descriptors() {
+		if fromZone(d.Kind) {
+			keys = append(keys, g.cache.Keys(cache.Query{Kind: d.Kind,
+				Labels: map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelZone: g.zone}})...)
+		}
+	}
+	return keys
+}
+
+func (g *globalSide) keepStatus() bool { return true }
+
+// zoneSide is a zone's end of its stream.
+type zoneSide struct {
+	zone  string
+	cache *cache.Cache
+	out   zoneOut
+}
+
+func (z *zoneSide) outPut(obj *resource.Object) (*resource.Object, *resource.Key) {
+	return z.out.put(obj), nil
+}
+
+func (z *zoneSide) outTombstone(k resource.Key) (resource.Key, bool) { return z.out.tombstone(k) }
+
+func (z *zoneSide) related(context.Context, store.Event) []*resource.Object { return nil }
+
+func (z *zoneSide) accept(obj *resource.Object) (*resource.Object, error) {
+	return acceptFromGlobal(obj, z.zone)
+}
+
+func (z *zoneSide) writer() admission.Writer {
+	return admission.Writer{Source: admission.FromGlobal, Subject: "global"}
+}
+
+func (z *zoneSide) resolve(k resource.Key) []resource.Key {
+	if !fromGlobal(k.Kind) {
+		return nil
+	}
+	return []resource.Key{k}
+}
+
+func (z *zoneSide) owned() []resource.Key {
+	var keys []resource.Key
+	for _, d := range resource.Descriptors() {
+		if fromGlobal(d.Kind) {
+			keys = append(keys, z.cache.Keys(cache.Query{Kind: d.Kind,
+				Labels: map[string]string{resource.LabelOrigin: resource.OriginGlobal}})...)
+		}
+	}
+	return keys
+}
+
+func (z *zoneSide) keepStatus() bool { return false }

@@ -1,0 +1,456 @@
+package zonesync
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/meshnames/meshnames/api/zonesync/v1"
+	"github.com/meshnames/meshnames/internal/hostnames"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/token"
+)
+
+// federation is a global with the default mesh and generators, and zones.
+type federation struct {
+	global *cp
+	g      *Global
+	addr   string
+	pin    string
+	zones  map[string]*cp
+	runs   map[string]*zoneRunner
+}
+
+func newFederation(t *testing.T, zones ...string) *federation {
+	t.Helper()
+	f := &federation{global: newCP(t, "global"), zones: map[string]*cp{}, runs: map[string]*zoneRunner{}}
+	f.global.put(&resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}}, resource.ModeGlobal, "")
+	if err := hostnames.EnsureDefaults(context.Background(), f.global.st, resource.ModeGlobal, "", f.global.log); err != nil {
+		t.Fatal(err)
+	}
+	f.g, f.addr, f.pin = runGlobal(t, f.global)
+	for _, z := range zones {
+		f.zones[z] = newCP(t, z)
+		f.start(z)
+	}
+	for _, z := range zones {
+		f.zones[z].eventually("the default mesh", resource.Key{Kind: resource.Mesh, Name: "default"}, exists)
+	}
+	return f
+}
+
+func (f *federation) start(zone string) {
+	t := f.zones[zone].t
+	f.runs[zone] = runZone(t, f.zones[zone], zone, f.addr, writeToken(t, zoneToken(t, f.global, zone, f.pin)))
+}
+
+func (f *federation) insight(t *testing.T, zone string) (in struct {
+	Online                       bool
+	SentResources, SentSnapshots int64
+	ReceivedResources, Refused   int64
+}) {
+	t.Helper()
+	i, err := f.g.Insight(context.Background(), zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Online, in.SentResources, in.SentSnapshots = i.Online, i.Sent.Resources, i.Sent.Snapshots
+	in.ReceivedResources, in.Refused = i.Received.Resources, i.Refused
+	return in
+}
+
+// waitAcked waits until zone has acknowledged everything the global's
+// store holds now.
+func (f *federation) waitAcked(t *testing.T, zone string) {
+	t.Helper()
+	_, rev, err := f.global.st.List(context.Background(), resource.Mesh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		in, err := f.g.Insight(context.Background(), zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Sent.Acked >= rev {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s acknowledged revision %d, not %d, within 10s", zone, in.Sent.Acked, rev)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSync_ServiceReachesOtherZones walks the design record's example: a
+// service of east reaches the global with its status and west without,
+// renamed and relabelled, never back to east; export None, a disabled zone
+// and a deletion take it away from west.
+func TestSync_ServiceReachesOtherZones(t *testing.T) {
+	f := newFederation(t, "east", "west")
+	east, west, global := f.zones["east"], f.zones["west"], f.global
+
+	gen := resource.Key{Kind: resource.HostnameGenerator, Name: HashedName(resource.HostnameGenerator, "", "synced-universal-mesh-service", "", "")}
+	west.eventually("the global's generator, renamed", gen, func(o *resource.Object) bool {
+		return o != nil && o.Labels[resource.LabelOrigin] == resource.OriginGlobal && o.Labels[resource.LabelDisplayName] == "synced-universal-mesh-service"
+	})
+
+	ms := east.put(meshService("default", "redis", 6379), resource.ModeZone, "east")
+	ms.Status = &resource.ServiceStatus{VIPs: []resource.VIP{{IP: "241.0.0.1", Type: "Kuma"}}}
+	if _, err := store.UpdateStatus(context.Background(), east.st, ms); err != nil {
+		t.Fatal(err)
+	}
+	synced := msKey("default", HashedName(resource.MeshService, "default", "redis", "east", ""))
+	got := global.eventually("east's service with east's status", synced, func(o *resource.Object) bool {
+		return o != nil && o.Status != nil && len(o.Status.(*resource.ServiceStatus).VIPs) == 1
+	})
+	for k, want := range map[string]string{
+		resource.LabelOrigin: resource.OriginZone, resource.LabelZone: "east", resource.LabelDisplayName: "redis", resource.LabelEnv: resource.EnvUniversal,
+	} {
+		if got.Labels[k] != want {
+			t.Errorf("global: label %s = %q, want %q", k, got.Labels[k], want)
+		}
+	}
+	if e := got.Spec.(*resource.MeshServiceSpec).Export; e == nil || e.Mode != resource.ExportAll {
+		t.Errorf("global: spec.export = %+v, want the zone's default All", e)
+	}
+	got = west.eventually("east's service without status", synced, exists)
+	if got.Status != nil || got.Labels[resource.LabelOrigin] != resource.OriginGlobal || got.Labels[resource.LabelZone] != "east" || got.Labels[resource.LabelDisplayName] != "redis" {
+		t.Errorf("west holds %s", describe(got))
+	}
+	if _, err := east.st.Get(context.Background(), synced); err == nil {
+		t.Errorf("east got its own service back as %s", synced.Name)
+	}
+
+	// Export None keeps it home: the global still holds it, west loses it.
+	ms = east.put(meshService("default", "redis", 6379), resource.ModeZone, "east")
+	ms.Spec.(*resource.MeshServiceSpec).Export = &resource.Export{Mode: resource.ExportNone}
+	east.put(ms, resource.ModeZone, "east")
+	west.eventually("the service after export None", synced, absent)
+	global.eventually("the unexported service, marked None", synced, func(o *resource.Object) bool {
+		return o != nil && o.Spec.(*resource.MeshServiceSpec).Export.Mode == resource.ExportNone
+	})
+	ms.Spec.(*resource.MeshServiceSpec).Export = &resource.Export{Mode: resource.ExportAll}
+	east.put(ms, resource.ModeZone, "east")
+	west.eventually("the service exported again", synced, exists)
+
+	// A disabled zone's services leave the other zones.
+	off := false
+	global.put(&resource.Object{Kind: resource.Zone, Name: "east", Spec: &resource.ZoneSpec{Enabled: &off}}, resource.ModeGlobal, "")
+	west.eventually("the service of a disabled zone", synced, absent)
+	global.put(&resource.Object{Kind: resource.Zone, Name: "east", Spec: &resource.ZoneSpec{}}, resource.ModeGlobal, "")
+	west.eventually("the service of the zone enabled again", synced, exists)
+
+	east.delete(msKey("default", "redis"))
+	global.eventually("the deleted service", synced, absent)
+	west.eventually("the deleted service", synced, absent)
+	if in := f.insight(t, "east"); !in.Online || in.Refused != 0 {
+		t.Errorf("east's insight: %+v", in)
+	}
+}
+
+// TestSync_ResumesWithoutFullState: a zone that reconnects gets only what
+// changed while it was away.
+func TestSync_ResumesWithoutFullState(t *testing.T) {
+	f := newFederation(t, "east", "west")
+	east, west := f.zones["east"], f.zones["west"]
+	for _, n := range []string{"a", "b", "c", "d"} {
+		east.put(meshService("default", n, 80), resource.ModeZone, "east")
+	}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		west.eventually("east's services", msKey("default", HashedName(resource.MeshService, "default", n, "east", "")), exists)
+	}
+	f.waitAcked(t, "west")
+	f.runs["west"].stop()
+	f.global.waitLog(`msg="zone disconnected" zone=west`)
+	east.put(meshService("default", "e", 80), resource.ModeZone, "east")
+	east.delete(msKey("default", "a"))
+	f.global.eventually("east's deletion", msKey("default", HashedName(resource.MeshService, "default", "a", "east", "")), absent)
+	f.start("west")
+	west.eventually("the service created meanwhile", msKey("default", HashedName(resource.MeshService, "default", "e", "east", "")), exists)
+	west.eventually("the service deleted meanwhile", msKey("default", HashedName(resource.MeshService, "default", "a", "east", "")), absent)
+	in := f.insight(t, "west")
+	if in.SentSnapshots != 0 {
+		t.Errorf("west got %d full states, want none", in.SentSnapshots)
+	}
+	// What changed: e's creation, a's deletion; nothing of b, c, d, the mesh or the generators.
+	if in.SentResources > 2 {
+		t.Errorf("west got %d resources on resuming, want the 2 that changed", in.SentResources)
+	}
+}
+
+// TestSync_CompactedFeedSendsFullStateOnce: when the global's feed no
+// longer holds the zone's revision, the zone gets the full state once and
+// deletes what it no longer includes.
+func TestSync_CompactedFeedSendsFullStateOnce(t *testing.T) {
+	f := newFederation(t, "east", "west")
+	east, west := f.zones["east"], f.zones["west"]
+	east.put(meshService("default", "keep", 80), resource.ModeZone, "east")
+	east.put(meshService("default", "drop", 80), resource.ModeZone, "east")
+	dropped := msKey("default", HashedName(resource.MeshService, "default", "drop", "east", ""))
+	west.eventually("east's service", dropped, exists)
+	f.runs["west"].stop()
+	f.global.waitLog(`msg="zone disconnected" zone=west`)
+	east.delete(msKey("default", "drop"))
+	f.global.eventually("east's deletion", dropped, absent)
+	if _, err := f.global.st.(store.Compacter).Compact(context.Background(), -time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	f.start("west")
+	west.eventually("the service deleted while the feed was compacted", dropped, absent)
+	west.eventually("the service kept", msKey("default", HashedName(resource.MeshService, "default", "keep", "east", "")), exists)
+	if in := f.insight(t, "west"); in.SentSnapshots != 1 {
+		t.Errorf("west got %d full states, want 1", in.SentSnapshots)
+	}
+}
+
+// TestSync_ZoneGeneratorsReachGlobalOnly: a generator created in a zone is
+// visible on the global and goes to no other zone.
+func TestSync_ZoneGeneratorsReachGlobalOnly(t *testing.T) {
+	f := newFederation(t, "east", "west")
+	east, west := f.zones["east"], f.zones["west"]
+	hg := &resource.Object{Kind: resource.HostnameGenerator, Name: "mine", Spec: &resource.HostnameGeneratorSpec{
+		Template: "{{ .DisplayName }}.east.internal", Selector: resource.HostnameSelector{MeshService: &resource.LabelSelector{}}}}
+	east.put(hg, resource.ModeZone, "east")
+	onGlobal := resource.Key{Kind: resource.HostnameGenerator, Name: HashedName(resource.HostnameGenerator, "", "mine", "east", "")}
+	f.global.eventually("east's generator", onGlobal, func(o *resource.Object) bool {
+		return o != nil && o.Labels[resource.LabelOrigin] == resource.OriginZone && o.Labels[resource.LabelZone] == "east"
+	})
+	// West has everything the global sent after that and not east's generator.
+	marker := f.global.put(&resource.Object{Kind: resource.Mesh, Name: "marker", Spec: &resource.MeshSpec{}}, resource.ModeGlobal, "")
+	west.eventually("a later mesh", marker.Key(), exists)
+	for _, name := range []string{onGlobal.Name, HashedName(resource.HostnameGenerator, "", onGlobal.Name, "", "")} {
+		if _, err := west.st.Get(context.Background(), resource.Key{Kind: resource.HostnameGenerator, Name: name}); err == nil {
+			t.Errorf("west got east's generator as %s", name)
+		}
+	}
+}
+
+// rawZone is a zone client that sends what the test says, to check what the
+// global refuses.
+type rawZone struct {
+	t      *testing.T
+	stream grpc.BidiStreamingClient[pb.Envelope, pb.Envelope]
+}
+
+func dialRaw(t *testing.T, f *federation, zone, helloZone string) (*rawZone, error) {
+	t.Helper()
+	cfg, err := zoneTLS(f.pin, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+zoneToken(t, f.global, zone, f.pin))
+	stream, err := pb.NewZoneSyncClient(conn).Sync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(&pb.Envelope{Body: &pb.Envelope_Hello{Hello: &pb.Hello{Zone: helloZone, Epoch: "raw"}}}); err != nil {
+		return nil, err
+	}
+	env, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if env.GetWelcome() == nil {
+		t.Fatalf("got %v, want a welcome", env)
+	}
+	return &rawZone{t: t, stream: stream}, nil
+}
+
+func (r *rawZone) send(c []byte) {
+	r.t.Helper()
+	if err := r.stream.Send(&pb.Envelope{Body: &pb.Envelope_Changes{Changes: c}}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func encode(t *testing.T, c *pb.Changes) []byte {
+	b, err := proto.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func wire(t *testing.T, o *resource.Object) *pb.Resource {
+	r, err := encodeResource(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestSync_RefusesBadInput: each kind of bad input is refused with a
+// reason, counted, and the stream goes on; a good batch after them is
+// applied, and nothing of a refused batch is.
+func TestSync_RefusesBadInput(t *testing.T) {
+	f := newFederation(t)
+	f.global.put(&resource.Object{Kind: resource.Zone, Name: "east", Spec: &resource.ZoneSpec{}}, resource.ModeGlobal, "")
+	z, err := dialRaw(t, f, "east", "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := meshService("default", "good", 80)
+	good.Spec.Default()
+	other := meshService("default", "other", 80)
+	other.Labels = map[string]string{resource.LabelZone: "west"}
+	bad := meshService("default", "bad", 80)
+	bad.Spec.(*resource.MeshServiceSpec).Ports[0].Port = 70000
+	for _, tc := range []struct {
+		name   string
+		batch  []byte
+		reason string
+	}{
+		{"malformed", []byte{0xff, 0xff, 0xff}, "malformed batch"},
+		{"oversized", make([]byte, MaxChangesBytes+1), "over the limit"},
+		{"unknown-kind", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{{Kind: "Secret", Name: "x"}}}), `unknown kind "Secret"`},
+		{"kind-not-from-zones", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{wire(t, &resource.Object{Kind: resource.Mesh, Name: "m", Spec: &resource.MeshSpec{}})}}), "do not flow from zones"},
+		{"invalid", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{wire(t, bad)}}), "spec.ports[0].port"},
+		{"unknown-field", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{{Kind: "MeshService", Mesh: "default", Name: "x", Spec: []byte(`{"bogus":1}`)}}}), "bogus"},
+		{"other-zone", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{wire(t, other)}}), `claims zone "west"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.insight(t, "east").Refused
+			z.send(tc.batch)
+			for {
+				env, err := z.stream.Recv()
+				if err != nil {
+					t.Fatalf("the stream ended: %v", err)
+				}
+				if r := env.GetRejection(); r != nil {
+					if !strings.Contains(r.Reason, tc.reason) {
+						t.Errorf("rejection %q, want it to say %q", r.Reason, tc.reason)
+					}
+					break
+				}
+			}
+			if after := f.insight(t, "east").Refused; after != before+1 {
+				t.Errorf("refused %d, want %d", after, before+1)
+			}
+		})
+	}
+	// A batch with a bad resource applies its good one; the stream still works.
+	z.send(encode(t, &pb.Changes{Revision: 5, Put: []*pb.Resource{wire(t, good), wire(t, other)}}))
+	f.global.eventually("the good service after the refusals", msKey("default", HashedName(resource.MeshService, "default", "good", "east", "")), exists)
+	if _, err := f.global.st.Get(context.Background(), msKey("default", HashedName(resource.MeshService, "default", "other", "east", ""))); err == nil {
+		t.Error("the other zone's service was applied")
+	}
+	for _, n := range []string{"other", "bad", "x"} {
+		for _, zone := range []string{"east", "west"} {
+			if _, err := f.global.st.Get(context.Background(), msKey("default", HashedName(resource.MeshService, "default", n, zone, ""))); err == nil {
+				t.Errorf("refused service %s of %s was applied", n, zone)
+			}
+		}
+	}
+}
+
+// TestSync_RefusesWrongIdentity: a token for one zone used by another, a
+// token whose signature does not verify, garbage, and a global whose
+// certificate does not match the pin are refused with a clear reason.
+func TestSync_RefusesWrongIdentity(t *testing.T) {
+	f := newFederation(t)
+	if _, err := dialRaw(t, f, "east", "west"); err == nil || !strings.Contains(err.Error(), `the zone token is for zone "east", but this control plane says it is zone "west"`) {
+		t.Errorf("east's token as west: %v", err)
+	}
+	f.global.waitLog("refused a zone's sync stream: the zone token is for another zone")
+
+	good := zoneToken(t, f.global, "east", f.pin)
+	expired, err := testKeys[f.global.st].Sign(token.Claims{Subject: "zone east", Role: token.RoleZone, Zone: "east", SyncPin: f.pin,
+		IssuedAt: time.Now().Add(-2 * time.Hour), ExpiresAt: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, token, want string
+	}{
+		{"forged", good[:strings.LastIndexByte(good, '.')+1] + "AAAA", "token signature invalid"},
+		{"expired", expired, "token expired"},
+		{"garbage", "garbage", "the zone token is malformed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			east := newCP(t, "east-"+tc.name)
+			runZone(t, east, "east", f.addr, writeToken(t, tc.token))
+			east.waitLog(tc.want)
+		})
+	}
+
+	t.Run("wrong-pin", func(t *testing.T) {
+		east := newCP(t, "east-pin")
+		runZone(t, east, "east", f.addr, writeToken(t, zoneToken(t, f.global, "east", "sha256:"+strings.Repeat("0", 64))))
+		east.waitLog("does not match the pin in the zone token")
+	})
+	t.Run("wrong-zone-locally", func(t *testing.T) {
+		west := newCP(t, "west-local")
+		runZone(t, west, "west", f.addr, writeToken(t, zoneToken(t, f.global, "east", f.pin)))
+		west.waitLog(`the zone token is for zone \"east\", but this control plane is zone \"west\"`)
+	})
+}
+
+// TestSync_WhatFlowsWhere checks the table of docs/multizone.md for the
+// kinds beside MeshService: a zone's Dataplanes and external services
+// reach the global and no other zone; the global's external and
+// multi-zone services reach every zone, renamed, without status.
+func TestSync_WhatFlowsWhere(t *testing.T) {
+	f := newFederation(t, "east", "west")
+	east, west, global := f.zones["east"], f.zones["west"], f.global
+	dp := &resource.Object{Kind: resource.Dataplane, Mesh: "default", Name: "web-1", Spec: &resource.DataplaneSpec{
+		Networking: resource.DataplaneNetworking{Address: "10.0.0.1", Inbound: []resource.Inbound{{Port: 80, Tags: map[string]string{resource.TagService: "web"}}}}}}
+	east.put(dp, resource.ModeZone, "east")
+	mes := func(name string) *resource.Object {
+		return &resource.Object{Kind: resource.MeshExternalService, Mesh: "default", Name: name, Spec: &resource.MeshExternalServiceSpec{
+			Match: []resource.ExternalMatch{{Type: resource.MatchInternalVIP, Value: name + ".example.com", Port: 443}}}}
+	}
+	east.put(mes("east-api"), resource.ModeZone, "east")
+	global.put(mes("shared-api"), resource.ModeGlobal, "")
+	global.put(&resource.Object{Kind: resource.MeshMultiZoneService, Mesh: "default", Name: "redis", Spec: &resource.MeshMultiZoneServiceSpec{
+		Selector: resource.MultiZoneSelector{MeshService: &resource.LabelSelector{MatchLabels: map[string]string{"app": "redis"}}},
+		Ports:    []resource.Port{{Port: 6379}}}}, resource.ModeGlobal, "")
+
+	for _, k := range []resource.Key{
+		{Kind: resource.Dataplane, Mesh: "default", Name: HashedName(resource.Dataplane, "default", "web-1", "east", "")},
+		{Kind: resource.MeshExternalService, Mesh: "default", Name: HashedName(resource.MeshExternalService, "default", "east-api", "east", "")},
+	} {
+		global.eventually("east's "+string(k.Kind), k, func(o *resource.Object) bool {
+			return o != nil && o.Labels[resource.LabelZone] == "east" && o.Labels[resource.LabelOrigin] == resource.OriginZone
+		})
+	}
+	for _, k := range []resource.Key{
+		{Kind: resource.MeshExternalService, Mesh: "default", Name: HashedName(resource.MeshExternalService, "default", "shared-api", "", "")},
+		{Kind: resource.MeshMultiZoneService, Mesh: "default", Name: HashedName(resource.MeshMultiZoneService, "default", "redis", "", "")},
+	} {
+		for _, z := range []*cp{east, west} {
+			z.eventually("the global's "+string(k.Kind), k, func(o *resource.Object) bool {
+				return o != nil && o.Labels[resource.LabelOrigin] == resource.OriginGlobal && o.Status == nil
+			})
+		}
+	}
+	// West has everything the global sent after that, and none of east's.
+	marker := global.put(&resource.Object{Kind: resource.Mesh, Name: "marker", Spec: &resource.MeshSpec{}}, resource.ModeGlobal, "")
+	west.eventually("a later mesh", marker.Key(), exists)
+	for _, kind := range []resource.Kind{resource.Dataplane, resource.MeshExternalService} {
+		objs, _, err := west.st.List(context.Background(), kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if o.Labels[resource.LabelZone] == "east" {
+				t.Errorf("west got east's %s %s", kind, o.Name)
+			}
+		}
+	}
+}

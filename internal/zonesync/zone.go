@@ -1,0 +1,234 @@
+package zonesync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/meshnames/meshnames/api/zonesync/v1"
+	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// ZoneOptions configures a zone's connection to its global.
+type ZoneOptions struct {
+	Store store.Store
+	Cache *cache.Cache
+	Log   *slog.Logger
+	// Registerer receives the metrics (nil: none).
+	Registerer prometheus.Registerer
+	// Zone is this control plane's zone.
+	Zone string
+	// Address is the global's sync address: grpcs://host:port, or
+	// grpc://host:port with Insecure.
+	Address string
+	// TokenFile holds the zone token; it is read at every connection, so a
+	// new token takes effect at the next reconnect.
+	TokenFile string
+	// CAFile, when set, verifies the global's certificate chain instead of
+	// the pin in the token.
+	CAFile string
+	// Insecure allows grpc:// (no TLS).
+	Insecure bool
+	// Env is the zone's kuma.io/env; ExportDefault the export mode of its
+	// services that set none.
+	Env, ExportDefault string
+	// Version is meshnames' version, sent to the global for its insights.
+	Version string
+	// Heartbeat is used until the global says its own.
+	Heartbeat time.Duration
+	// MinBackoff and MaxBackoff bound the wait before a reconnection; it
+	// doubles from MinBackoff after each failed attempt, with jitter.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Zone keeps a zone's stream to its global up.
+type Zone struct {
+	o     ZoneOptions
+	m     *metrics
+	stats *stats
+}
+
+// NewZone returns a zone's sync client; it does no I/O.
+func NewZone(o ZoneOptions) *Zone {
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 200 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 30 * time.Second
+	}
+	m := newMetrics(o.Registerer)
+	return &Zone{o: o, m: m, stats: newStats(o.Zone, m)}
+}
+
+// Insight returns the zone's view of its stream to the global: Sent is
+// what the zone sent and the global acknowledged, Received what it stored
+// of the global's feed, Instance the global instance, Refused the
+// global's resources it refused. It reads; the stream keeps it current.
+func (z *Zone) Insight() api.ZoneInsight { return z.stats.insight() }
+
+// ParseAddress checks a global address: grpcs://host:port, or grpc:// when
+// insecure is allowed. It returns the dial target and whether to use TLS.
+func ParseAddress(addr string, insecureOK bool) (target string, useTLS bool, err error) {
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return "", false, fmt.Errorf("must be grpcs://HOST:PORT, got %q", addr)
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
+		return "", false, fmt.Errorf("must name a port: grpcs://HOST:PORT, got %q", addr)
+	}
+	switch u.Scheme {
+	case "grpcs":
+		return u.Host, true, nil
+	case "grpc":
+		if !insecureOK {
+			return "", false, fmt.Errorf("grpc:// sends the zone token and all synced resources in the clear; use grpcs://, or allow it with --sync-insecure")
+		}
+		return u.Host, false, nil
+	}
+	return "", false, fmt.Errorf("must start with grpcs:// (or grpc:// with --sync-insecure), got %q", addr)
+}
+
+// Run keeps the stream up until ctx ends, reconnecting with backoff and
+// jitter. The zone keeps serving what it stored meanwhile.
+func (z *Zone) Run(ctx context.Context) error {
+	epoch, err := Epoch(ctx, z.o.Store)
+	if err != nil {
+		return err
+	}
+	backoff := z.o.MinBackoff
+	for ctx.Err() == nil {
+		started := time.Now()
+		err := z.connect(ctx, epoch)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(started) > z.o.MaxBackoff {
+			backoff = z.o.MinBackoff // it ran well for a while: start over
+		}
+		// Jitter spreads the reconnections of many zones after a global
+		// restart: a wait between half and all of the backoff.
+		wait := backoff/2 + rand.N(backoff/2+1)
+		z.o.Log.Warn("the sync stream to the global ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, z.o.MaxBackoff)
+	}
+	return nil
+}
+
+// connect runs one stream.
+func (z *Zone) connect(ctx context.Context, epoch string) error {
+	raw, err := os.ReadFile(z.o.TokenFile)
+	if err != nil {
+		return fmt.Errorf("read the zone token: %w", err)
+	}
+	token := strings.TrimSpace(string(raw))
+	claims, err := readTokenClaims(token)
+	if err != nil {
+		return err
+	}
+	if claims.Zone != z.o.Zone {
+		return fmt.Errorf("the zone token is for zone %q, but this control plane is zone %q: issue a token with meshnames token zone --zone %s", claims.Zone, z.o.Zone, z.o.Zone)
+	}
+	target, useTLS, err := ParseAddress(z.o.Address, z.o.Insecure)
+	if err != nil {
+		return err
+	}
+	creds := insecure.NewCredentials()
+	if useTLS {
+		host, _, _ := net.SplitHostPort(target)
+		cfg, err := zoneTLS(claims.SyncPin, z.o.CAFile, host)
+		if err != nil {
+			return err
+		}
+		creds = credentials.NewTLS(cfg)
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", target, err)
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sctx = metadata.AppendToOutgoingContext(sctx, "authorization", "Bearer "+token)
+	stream, err := pb.NewZoneSyncClient(conn).Sync(sctx, grpc.WaitForReady(false))
+	if err != nil {
+		return streamErr(err)
+	}
+	pos, err := readPosition(ctx, z.o.Store, leaseFromGlobal)
+	if err != nil {
+		return err
+	}
+	hello := &pb.Hello{Zone: z.o.Zone, Version: z.o.Version, Resume: pos.wire(), Epoch: epoch}
+	if err := stream.Send(&pb.Envelope{Body: &pb.Envelope_Hello{Hello: hello}}); err != nil {
+		_, err = stream.Recv() // the server's reason, if it closed the stream
+		return streamErr(err)
+	}
+	hctx, hcancel := context.WithTimeout(ctx, helloTimeout)
+	env, err := recvWithin(hctx, stream.Recv)
+	hcancel()
+	if err != nil {
+		return streamErr(err)
+	}
+	w := env.GetWelcome()
+	if w == nil {
+		return errors.New("the global's first message is not a welcome")
+	}
+	heartbeat := z.o.Heartbeat
+	if w.GetHeartbeatMillis() > 0 {
+		heartbeat = time.Duration(w.GetHeartbeatMillis()) * time.Millisecond
+	}
+	z.stats.connected(w.GetInstance(), z.o.Version)
+	z.o.Log.Info("connected to the global", "instance", w.GetInstance(),
+		"resume_sent", w.GetResume().GetRevision(), "resume_received", pos.Revision)
+	l := &link{
+		peer: "global", admit: admission.New(admission.Options{Mode: resource.ModeZone, Zone: z.o.Zone, Store: z.o.Store, Cache: z.o.Cache}), st: z.o.Store, cache: z.o.Cache,
+		side:  &zoneSide{zone: z.o.Zone, cache: z.o.Cache, out: zoneOut{env: z.o.Env, exportDefault: z.o.ExportDefault}},
+		epoch: epoch, peerEpoch: w.GetEpoch(), ackLease: leaseFromGlobal, heartbeat: heartbeat,
+		log: z.o.Log, stats: z.stats, send: stream.Send, recv: stream.Recv,
+	}
+	err = l.run(sctx, positionOf(w.GetResume()))
+	if err == nil && ctx.Err() == nil {
+		err = errors.New("the stream ended")
+	}
+	z.stats.disconnected(err)
+	return streamErr(err)
+}
+
+// streamErr turns a gRPC status into an error that says what the global said.
+func streamErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if s, ok := status.FromError(err); ok {
+		return fmt.Errorf("the global refused or ended the stream: %s: %s", s.Code(), s.Message())
+	}
+	return err
+}
