@@ -31,15 +31,16 @@
 //
 // # Writes
 //
-// Apply checks and encodes its operations in the caller's goroutine
-// (backend.Check, backend.Encode) and queues them. One writer goroutine
+// Apply checks and encodes its operations in the caller's goroutine and
+// queues them (backend.Queue). One writer goroutine
 // takes every request queued since its last commit (up to maxGroupOps
 // operations) and writes them as one batch, committed with pebble.Sync: one
 // fsync of the write-ahead log per group, so a write is durable when Apply
 // returns. Requests and operations run in queue order, each checked against
-// the state before it (what earlier operations of the group wrote is read
-// from the group's own overlay), so a failed operation writes nothing and
-// does not affect the others. Revisions and record sequence numbers are
+// the state before it by the rules sqlstore follows too (backend.Next;
+// what earlier operations of the group wrote is read from the group's own
+// overlay), so a failed operation writes nothing and does not affect the
+// others. Revisions and record sequence numbers are
 // given out by the writer, in commit order. A fenced request
 // (store.WithFence) is checked first against the lease as the group left
 // it, by this process's clock; a stale fence fails the request alone,
