@@ -31,11 +31,12 @@ var layers = []struct {
 	{"pure libraries anyone may use", []string{"internal/decode", "internal/hostname", "internal/ipam", "internal/kubeapi"}},
 	{"the model: kinds, documents, configuration", []string{"internal/resource", "internal/config"}},
 	{"contracts: the store, the API's bodies", []string{"internal/store", "internal/api"}},
+	{"what the store backends share", []string{"internal/store/backend"}},
 	{"over the contracts: the SQL store, the cache, the API client, Kuma's wire shapes, tokens, the audit log and history", []string{
 		"internal/store/sqlstore", "internal/cache", "internal/client", "internal/kuma", "internal/token", "internal/audit", "internal/history",
 		"internal/crd",
 	}},
-	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres", "internal/store/kube"}},
+	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres", "internal/store/kube", "internal/store/pebble"}},
 	{"what the parts share: admission of writes, the controller runner, authentication", []string{"internal/admission", "internal/reconcile", "internal/auth"}},
 	{"parts: election, controllers, DNS, REST, GUI", []string{
 		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice", "internal/kubeservices",
@@ -50,10 +51,12 @@ var layers = []struct {
 // layer rule): the SQL store by its backends, the backends by the wiring.
 // Everything else reaches a backend through the store contract.
 var private = map[string][]string{
-	"internal/store/sqlstore": {"internal/store/sqlite", "internal/store/postgres", "internal/store/kube"},
+	"internal/store/sqlstore": {"internal/store/sqlite", "internal/store/postgres"},
+	"internal/store/backend":  {"internal/store/sqlstore", "internal/store/sqlite", "internal/store/pebble", "internal/store/kube"},
 	"internal/store/sqlite":   {"internal/server"},
 	"internal/store/postgres": {"internal/server"},
 	"internal/store/kube":     {"internal/server"},
+	"internal/store/pebble":   {"internal/server"},
 }
 
 // exceptions are imports that break the layer rule, each with why. An

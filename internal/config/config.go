@@ -138,12 +138,22 @@ type ServicesConfig struct {
 	DeletionGracePeriod Duration `json:"deletionGracePeriod"`
 }
 
+// Engines of the embedded store (StoreConfig.Engine).
+const (
+	EngineSQLite = "sqlite"
+	EnginePebble = "pebble"
+)
+
 // StoreConfig selects and tunes the store.
 type StoreConfig struct {
 	// URL is empty for the embedded store, or a postgres:// URL.
 	URL string `json:"url"`
 	// DataDir holds the embedded store.
 	DataDir string `json:"dataDir"`
+	// Engine is the embedded store's engine: sqlite or pebble. Pebble
+	// migrates a data directory that SQLite wrote; SQLite refuses one that
+	// pebble wrote.
+	Engine string `json:"engine"`
 	// TombstoneRetention is how long deletions stay in the change feed, so
 	// that readers that were away can resume without a full relist.
 	TombstoneRetention Duration `json:"tombstoneRetention"`
@@ -247,6 +257,7 @@ func Default() Config {
 		Zone: "default",
 		Store: StoreConfig{
 			DataDir:            "./meshnames-data",
+			Engine:             EngineSQLite,
 			TombstoneRetention: Duration(24 * time.Hour),
 		},
 		API: APIConfig{Addr: "127.0.0.1:5681", ShutdownTimeout: Duration(10 * time.Second),
@@ -304,6 +315,7 @@ func (c *Config) Validate() validate.Errors {
 	if c.Store.URL == "" && c.Store.DataDir == "" {
 		errs.Add("store.dataDir", "must not be empty when the embedded store is used")
 	}
+	errs.Check("store.engine", validate.OneOf(c.Store.Engine, EngineSQLite, EnginePebble))
 	if c.Store.TombstoneRetention < Duration(time.Minute) {
 		errs.Add("store.tombstoneRetention", "must be at least 1m")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/meshnames/meshnames/internal/kubeapi"
 	"github.com/meshnames/meshnames/internal/store"
 	kubestore "github.com/meshnames/meshnames/internal/store/kube"
+	"github.com/meshnames/meshnames/internal/store/pebble"
 	"github.com/meshnames/meshnames/internal/store/postgres"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
 )
@@ -31,6 +32,22 @@ func openStore(ctx context.Context, cfg config.Config, clock func() time.Time, l
 		log.Info("opened the PostgreSQL store", "url", cfg.Redacted().Store.URL)
 		return st, nil
 	}
+	if cfg.Store.Engine == config.EnginePebble {
+		opts := []pebble.Option{pebble.WithLogger(log.With("component", "store"))}
+		if clock != nil {
+			opts = append(opts, pebble.WithClock(clock))
+		}
+		st, err := pebble.Open(cfg.Store.DataDir, opts...)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("opened the embedded store", "dir", cfg.Store.DataDir, "engine", config.EnginePebble)
+		return st, nil
+	}
+	if pebble.Exists(cfg.Store.DataDir) {
+		// SQLite would start an empty store beside the data.
+		return nil, fmt.Errorf("store.engine: the data dir %s holds a store of the pebble engine: set store.engine to pebble", cfg.Store.DataDir)
+	}
 	var opts []sqlite.Option
 	if clock != nil {
 		opts = append(opts, sqlite.WithClock(clock))
@@ -39,7 +56,7 @@ func openStore(ctx context.Context, cfg config.Config, clock func() time.Time, l
 	if err != nil {
 		return nil, err
 	}
-	log.Info("opened the embedded store", "dir", cfg.Store.DataDir)
+	log.Info("opened the embedded store", "dir", cfg.Store.DataDir, "engine", config.EngineSQLite)
 	return st, nil
 }
 

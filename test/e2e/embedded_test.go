@@ -57,8 +57,21 @@ func getServicePort(api, name string) (int, int, error) {
 // acknowledged value (a write in flight at the kill may have landed too).
 func TestEmbedded_AcknowledgedWritesSurviveKill9(t *testing.T) {
 	t.Parallel() // no timing bound that other processes could break
+	testKill9(t)
+}
+
+// TestPebble_AcknowledgedWritesSurviveKill9 is the same with the pebble
+// engine.
+func TestPebble_AcknowledgedWritesSurviveKill9(t *testing.T) {
+	t.Parallel() // no timing bound that other processes could break
+	testKill9(t, "--store-engine", "pebble")
+}
+
+// testKill9 is the kill -9 test, with args naming the engine.
+func testKill9(t *testing.T, args ...string) {
 	dir := t.TempDir()
-	first := start(t, "first", "--data-dir", dir)
+	args = append([]string{"--data-dir", dir}, args...)
+	first := start(t, "first", args...)
 	first.waitReady(30 * time.Second)
 
 	const writers = 8
@@ -110,7 +123,7 @@ func TestEmbedded_AcknowledgedWritesSurviveKill9(t *testing.T) {
 		t.Fatalf("only %d creations acknowledged before the kill; the test did not exercise much", len(created))
 	}
 
-	second := start(t, "second", "--data-dir", dir)
+	second := start(t, "second", args...)
 	second.waitReady(30 * time.Second)
 	for name := range created {
 		code, _, err := getServicePort(second.api, name)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/meshnames/meshnames/internal/store"
-	"github.com/meshnames/meshnames/internal/store/sqlstore"
+	"github.com/meshnames/meshnames/internal/store/backend"
 )
 
 // MaxRecords bounds the records kept of each stream; the oldest go first.
@@ -28,7 +28,7 @@ type records struct {
 var _ store.Recorder = (*Store)(nil)
 
 func (r *records) append(rec store.Record, now time.Time) error {
-	if err := sqlstore.CheckRecord(&rec); err != nil {
+	if err := backend.CheckRecord(&rec); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -60,11 +60,11 @@ func (s *Store) Records(ctx context.Context, q store.RecordQuery) ([]store.Recor
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := sqlstore.CheckStream(q.Stream); err != nil {
+	if err := backend.CheckStream(q.Stream); err != nil {
 		return nil, fmt.Errorf("records: %w", err)
 	}
 	for i, t := range q.Terms {
-		if err := sqlstore.CheckRecord(&store.Record{Stream: q.Stream, Terms: []string{t}}); err != nil {
+		if err := backend.CheckRecord(&store.Record{Stream: q.Stream, Terms: []string{t}}); err != nil {
 			return nil, fmt.Errorf("records: terms[%d]: %w", i, err)
 		}
 	}
@@ -112,7 +112,7 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := sqlstore.CheckStream(stream); err != nil {
+	if err := backend.CheckStream(stream); err != nil {
 		return 0, fmt.Errorf("compact records: %w", err)
 	}
 	r := &s.records

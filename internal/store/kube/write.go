@@ -15,7 +15,7 @@ import (
 	"github.com/meshnames/meshnames/internal/kubeapi"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
-	"github.com/meshnames/meshnames/internal/store/sqlstore"
+	"github.com/meshnames/meshnames/internal/store/backend"
 )
 
 // plan is a checked resource operation.
@@ -203,7 +203,7 @@ func (s *Store) plan(op store.Op) (*plan, error) {
 		if op.Record == nil {
 			return nil, fmt.Errorf("%s: no record", op.Type)
 		}
-		if err := sqlstore.CheckRecord(op.Record); err != nil {
+		if err := backend.CheckRecord(op.Record); err != nil {
 			return nil, fmt.Errorf("%s to %q: %w", op.Type, op.Record.Stream, err)
 		}
 		return nil, nil
@@ -474,7 +474,7 @@ func (s *Store) patchStatus(ctx context.Context, op store.Op, p *plan) (json.Raw
 	}
 	version := e.version
 	for attempt := 0; ; attempt++ {
-		merged, err := sqlstore.PatchStatusJSON(cur, string(next), op.Patch)
+		merged, err := backend.PatchStatus(cur, string(next), op.Patch)
 		if err != nil {
 			return nil, err
 		}

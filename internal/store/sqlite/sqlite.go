@@ -26,15 +26,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/backend"
 	"github.com/meshnames/meshnames/internal/store/sqlstore"
 )
 
@@ -95,7 +94,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite: data dir: %w", err)
 	}
-	lock, err := lockDir(dir)
+	lock, err := backend.LockDir(dir, LockFile)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
@@ -164,37 +163,4 @@ func (s *Store) Close() error {
 		err = errors.Join(err, s.lock.Close()) // releases the flock
 	})
 	return err
-}
-
-// lockDir takes the exclusive lock of dir and writes our pid into the lock
-// file. The lock is tied to the open file: it is released when the file is
-// closed, also when the process dies, so a stale lock file does not block a
-// restart.
-func lockDir(dir string) (*os.File, error) {
-	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock data dir: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		pid := "unknown"
-		if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
-			pid = strings.TrimSpace(string(b))
-		}
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data dir %q is in use by another meshnames process (pid %s)", dir, pid)
-		}
-		return nil, fmt.Errorf("lock data dir %q: %w", dir, err)
-	}
-	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	if err := f.Truncate(0); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("lock data dir: %w", err)
-	}
-	if _, err := f.WriteAt(pid, 0); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("lock data dir: %w", err)
-	}
-	return f, nil
 }

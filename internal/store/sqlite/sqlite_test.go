@@ -1,12 +1,8 @@
 package sqlite_test
 
 import (
-	"bufio"
-	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -94,69 +90,10 @@ func TestOpen_DurableSettings(t *testing.T) {
 	}
 }
 
-// crashHelperEnv, when set, makes TestKill9_AcknowledgedWritesSurvive the
-// child process: it writes to the store in that directory until killed.
-const crashHelperEnv = "MESHNAMES_SQLITE_CRASH_DIR"
-
-// TestKill9_AcknowledgedWritesSurvive runs a child process that writes and
-// reports each acknowledged write, kills it with SIGKILL mid-stream, and
-// checks that every acknowledged write is there after reopening, and that
-// the dead process's lock does not block the reopening.
+// TestKill9_AcknowledgedWritesSurvive kills a writing child process with
+// SIGKILL and checks every acknowledged write after reopening.
 func TestKill9_AcknowledgedWritesSurvive(t *testing.T) {
-	if dir := os.Getenv(crashHelperEnv); dir != "" {
-		s, err := sqlite.Open(dir)
-		if err != nil {
-			fmt.Println("error:", err)
-			os.Exit(1)
-		}
-		for i := 0; ; i++ {
-			name := fmt.Sprintf("z%d", i)
-			if _, err := store.Create(context.Background(), s, &resource.Object{Kind: resource.Zone, Name: name, Spec: &resource.ZoneSpec{}}); err != nil {
-				fmt.Println("error:", err)
-				os.Exit(1)
-			}
-			fmt.Println("ack", name)
-		}
-	}
-
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKill9_AcknowledgedWritesSurvive$")
-	cmd.Env = append(os.Environ(), crashHelperEnv+"="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var acked []string
-	lines := bufio.NewScanner(out)
-	for len(acked) < 200 && lines.Scan() {
-		name, ok := strings.CutPrefix(lines.Text(), "ack ")
-		if !ok {
-			t.Fatalf("child: %s", lines.Text())
-		}
-		acked = append(acked, name)
-	}
-	if len(acked) < 200 {
-		t.Fatalf("child stopped after %d writes: %v", len(acked), lines.Err())
-	}
-
-	_, err = sqlite.Open(dir)
-	if want := fmt.Sprintf("(pid %d)", cmd.Process.Pid); err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("Open while the child runs = %v, want an error naming %s", err, want)
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait() // killed: the error is expected
-
-	s := openIn(t, dir)
-	for _, name := range acked {
-		if _, err := s.Get(t.Context(), resource.Key{Kind: resource.Zone, Name: name}); err != nil {
-			t.Fatalf("acknowledged write %s lost: %v", name, err)
-		}
-	}
+	storetest.Kill9(t, "TestKill9_AcknowledgedWritesSurvive", func(dir string) (store.Store, error) { return sqlite.Open(dir) })
 }
 
 func BenchmarkApplyCreate(b *testing.B) {

@@ -4,13 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/backend"
 )
-
-// maxLeaseName bounds store.Lease.Name, in bytes.
-const maxLeaseName = 253
 
 // applyLease executes a lease operation. Like apply, a failure of the
 // operation is in the Result (and writes nothing); an error is a failure of
@@ -20,7 +17,7 @@ func (w *writeTx) applyLease(op store.Op) (store.Result, error) {
 	if l == nil {
 		return store.Result{Err: fmt.Errorf("%s: no lease", op.Type)}, nil
 	}
-	if err := checkLeaseName(l.Name); err != nil {
+	if err := backend.CheckLeaseName(l.Name); err != nil {
 		return store.Result{Err: fmt.Errorf("%s %q: %w", op.Type, l.Name, err)}, nil
 	}
 	if op.Type == store.OpDeleteLease {
@@ -33,7 +30,7 @@ func (w *writeTx) applyLease(op store.Op) (store.Result, error) {
 		return store.Result{Err: fmt.Errorf("%s %q: value: %w (%d bytes, limit %d)",
 			op.Type, l.Name, store.ErrTooLarge, len(l.Value), store.MaxLeaseValueBytes)}, nil
 	}
-	expires, err := encodeExpiry(l.ExpiresAt)
+	expires, err := backend.EncodeExpiry(l.ExpiresAt)
 	if err != nil {
 		return store.Result{Err: fmt.Errorf("%s %q: %w", op.Type, l.Name, err)}, nil
 	}
@@ -72,65 +69,6 @@ func (w *writeTx) leaseStmt(bound **sql.Stmt, shared *sql.Stmt) *sql.Stmt {
 	return *bound
 }
 
-// checkLeaseName enforces store.Lease's name rules: 1 to 253 bytes of
-// printable ASCII (space to tilde). Besides being what the contract says,
-// ASCII keeps PostgreSQL text and SQLite TEXT alike, and lets prefixEnd
-// compute a range bound without carrying.
-func checkLeaseName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("name is required")
-	case len(name) > maxLeaseName:
-		return fmt.Errorf("name is %d bytes, limit %d", len(name), maxLeaseName)
-	case !printableASCII(name):
-		return fmt.Errorf("name must be printable ASCII")
-	}
-	return nil
-}
-
-func printableASCII(s string) bool {
-	for i := range len(s) {
-		if s[i] < ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
-}
-
-// encodeExpiry turns ExpiresAt into the expires_at column: 0 for the zero
-// time (never), Unix nanoseconds otherwise. A time that nanoseconds since
-// 1970 in an int64 cannot hold (before 1678 or after 2262), and the Unix
-// epoch itself, which would read back as never, are refused.
-func encodeExpiry(t time.Time) (int64, error) {
-	if t.IsZero() {
-		return 0, nil
-	}
-	n := t.UnixNano()
-	switch {
-	case !time.Unix(0, n).Equal(t):
-		return 0, fmt.Errorf("expiry %v is out of range (years 1678 to 2262)", t)
-	case n == 0:
-		return 0, fmt.Errorf("expiry %v is the Unix epoch, which is stored as never: use the zero time for never", t)
-	}
-	return n, nil
-}
-
-func decodeExpiry(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
-
-// prefixEnd returns the smallest string greater than every string that
-// starts with prefix, for a non-empty printable ASCII prefix: the prefix
-// with its last byte incremented (at most '~'+1, so still ASCII).
-func prefixEnd(prefix string) string {
-	b := []byte(prefix)
-	b[len(b)-1]++
-	return string(b)
-}
-
 // Leases implements store.Store. It reads with one statement, so one
 // snapshot, through the primary key: a range scan when prefix is not
 // empty. A prefix that is not printable ASCII matches no lease name.
@@ -138,7 +76,7 @@ func (s *Store) Leases(ctx context.Context, prefix string) ([]store.Lease, error
 	if s.isClosed() {
 		return nil, fmt.Errorf("leases %q: %w", prefix, store.ErrClosed)
 	}
-	if !printableASCII(prefix) {
+	if !backend.PrintableASCII(prefix) {
 		return nil, nil
 	}
 	var rows *sql.Rows
@@ -146,7 +84,7 @@ func (s *Store) Leases(ctx context.Context, prefix string) ([]store.Lease, error
 	if prefix == "" {
 		rows, err = s.reads.leasesAll.QueryContext(ctx)
 	} else {
-		rows, err = s.reads.leasesPrefix.QueryContext(ctx, prefix, prefixEnd(prefix))
+		rows, err = s.reads.leasesPrefix.QueryContext(ctx, prefix, backend.PrefixEnd(prefix))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("leases %q: %w", prefix, s.dbErr(ctx, err))
@@ -163,7 +101,7 @@ func (s *Store) Leases(ctx context.Context, prefix string) ([]store.Lease, error
 		if len(l.Value) == 0 {
 			l.Value = nil // both backends alike, whatever the driver returns
 		}
-		l.ExpiresAt = decodeExpiry(expires)
+		l.ExpiresAt = backend.DecodeExpiry(expires)
 		leases = append(leases, l)
 	}
 	if err := rows.Err(); err != nil {

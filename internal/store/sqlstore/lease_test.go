@@ -7,83 +7,18 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/backend"
 )
 
-func TestPrefixEnd(t *testing.T) {
-	for prefix, want := range map[string]string{
-		"a":                "b",
-		"vip/":             "vip0",
-		"vip/MeshService/": "vip/MeshService0",
-		"a~":               "a\x7f",
-		"~":                "\x7f",
-		" ":                "!",
-		"%":                "&",
-	} {
-		if got := prefixEnd(prefix); got != want {
-			t.Errorf("prefixEnd(%q) = %q, want %q", prefix, got, want)
-		}
-	}
-}
-
-func TestLeaseExpiryEncoding(t *testing.T) {
-	withNanos := time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.FixedZone("x", 3600))
-	for _, tc := range []struct {
-		in   time.Time
-		want int64
-	}{
-		{time.Time{}, 0},
-		{withNanos, withNanos.UnixNano()},
-		{time.Unix(0, -1), -1},
-		{time.Unix(0, 1), 1},
-	} {
-		got, err := encodeExpiry(tc.in)
-		if err != nil || got != tc.want {
-			t.Errorf("encodeExpiry(%v) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-		if back := decodeExpiry(got); !back.Equal(tc.in) || back.IsZero() != tc.in.IsZero() {
-			t.Errorf("decodeExpiry(encodeExpiry(%v)) = %v", tc.in, back)
-		}
-	}
-	for _, bad := range []time.Time{
-		time.Unix(0, 0), // would read back as never
-		time.Date(1677, 1, 1, 0, 0, 0, 0, time.UTC),   // before int64 nanoseconds
-		time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC),   // after
-		time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC),      // near zero but not zero
-		time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), // "forever" spelled as a date
-	} {
-		if n, err := encodeExpiry(bad); err == nil {
-			t.Errorf("encodeExpiry(%v) = %d, nil; want an error", bad, n)
-		}
-	}
-}
-
-func TestCheckLeaseName(t *testing.T) {
-	good := []string{"a", "vip/MeshService/241.0.0.7", " ~!%_", strings.Repeat("x", maxLeaseName)}
-	bad := []string{"", strings.Repeat("x", maxLeaseName+1), "a\x00", "a\t", "a\x7f", "é", "\xff"}
-	for _, n := range good {
-		if err := checkLeaseName(n); err != nil {
-			t.Errorf("checkLeaseName(%q) = %v", n, err)
-		}
-	}
-	for _, n := range bad {
-		if checkLeaseName(n) == nil {
-			t.Errorf("checkLeaseName(%q) = nil, want an error", n)
-		}
-	}
-}
-
-// TestLeases_PrefixUsesPrimaryKey checks that the prefix query is a range
-// scan of the primary key, not a scan of the table.
 func TestLeases_PrefixUsesPrimaryKey(t *testing.T) {
 	s, err := openSQLite(t, t.TempDir(), schema(t, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.write.Query(`EXPLAIN QUERY PLAN `+s.q.leasesPrefix, "vip/", prefixEnd("vip/"))
+	rows, err := s.write.Query(`EXPLAIN QUERY PLAN `+s.q.leasesPrefix, "vip/", backend.PrefixEnd("vip/"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,29 +54,27 @@ func TestCommit_LeaseStatementFailureFailsOnlyItsBatch(t *testing.T) {
 	put := func(name string) store.Op {
 		return store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: name, Value: []byte(name)}}
 	}
-	var group []*request
+	var group []*backend.Request
 	for _, ops := range [][]store.Op{
 		{put("a"), zoneOp("a")},
 		{zoneOp("p"), put("poison")},
 		{put("b"), zoneOp("b")},
 	} {
-		r := &request{ops: ops, done: make(chan outcome, 1)}
-		r.state.Store(claimed)
-		group = append(group, r)
+		group = append(group, backend.NewClaimed(ops))
 	}
 	s.commit(group)
 
-	bad := <-group[1].done
-	if !errors.Is(bad.err, store.ErrUnavailable) || !strings.Contains(bad.err.Error(), "poisoned") ||
-		!strings.Contains(bad.err.Error(), `put lease "poison"`) {
-		t.Errorf("poisoned batch: %v, want ErrUnavailable from the trigger, naming the lease", bad.err)
+	bad := group[1].Wait()
+	if !errors.Is(bad.Err, store.ErrUnavailable) || !strings.Contains(bad.Err.Error(), "poisoned") ||
+		!strings.Contains(bad.Err.Error(), `put lease "poison"`) {
+		t.Errorf("poisoned batch: %v, want ErrUnavailable from the trigger, naming the lease", bad.Err)
 	}
-	a, b := <-group[0].done, <-group[2].done
-	if a.err != nil || b.err != nil {
-		t.Fatalf("other batches: %v, %v; want success", a.err, b.err)
+	a, b := group[0].Wait(), group[2].Wait()
+	if a.Err != nil || b.Err != nil {
+		t.Fatalf("other batches: %v, %v; want success", a.Err, b.Err)
 	}
-	if a.results[1].Revision != 1 || b.results[1].Revision != 2 || a.results[0].Revision != 0 || b.results[0].Revision != 0 {
-		t.Errorf("revisions %v, %v; want resources 1, 2 and leases 0", a.results, b.results)
+	if a.Results[1].Revision != 1 || b.Results[1].Revision != 2 || a.Results[0].Revision != 0 || b.Results[0].Revision != 0 {
+		t.Errorf("revisions %v, %v; want resources 1, 2 and leases 0", a.Results, b.Results)
 	}
 	ls, err := s.Leases(t.Context(), "")
 	if err != nil || len(ls) != 2 || ls[0].Name != "a" || ls[1].Name != "b" {

@@ -24,7 +24,7 @@ func (s *Store) Get(ctx context.Context, k resource.Key) (*resource.Object, erro
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", k, s.dbErr(ctx, err))
 	}
-	o, err := r.object()
+	o, err := r.Object()
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", k, err)
 	}
@@ -56,7 +56,7 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 			return s.dbErr(ctx, err)
 		}
 		return s.scanRows(ctx, rows, func(r *row) error {
-			o, err := r.object()
+			o, err := r.Object()
 			if err != nil {
 				return err
 			}
@@ -82,10 +82,10 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 		return nil, fmt.Errorf("changes after %d: %w", after, store.ErrClosed)
 	}
 	if s.exclusive {
-		if evs, ok := s.recent.changes(after, limit); ok {
+		if evs, ok := s.recent.Changes(after, limit); ok {
 			return evs, nil
 		}
-	} else if last := s.recent.last(); last > after {
+	} else if last := s.recent.Last(); last > after {
 		// Other processes write too: this one's writes are the latest only
 		// if the database has none after them.
 		var revision int64
@@ -93,7 +93,7 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 			return nil, fmt.Errorf("changes after %d: %w", after, s.dbErr(ctx, err))
 		}
 		if revision == last {
-			if evs, ok := s.recent.changes(after, limit); ok {
+			if evs, ok := s.recent.Changes(after, limit); ok {
 				return evs, nil
 			}
 		}
@@ -117,9 +117,9 @@ func (s *Store) changesFromDB(ctx context.Context, after int64, limit int) ([]st
 			return s.dbErr(ctx, err)
 		}
 		return s.scanRows(ctx, rows, func(r *row) error {
-			e := store.Event{Type: store.EventDelete, Revision: r.revision, Key: r.key}
-			if !r.deleted {
-				o, err := r.object()
+			e := store.Event{Type: store.EventDelete, Revision: r.Revision, Key: r.Key}
+			if !r.Deleted {
+				o, err := r.Object()
 				if err != nil {
 					return err
 				}
@@ -207,7 +207,7 @@ func (s *Store) compact(ctx context.Context, before int64) (int, error) {
 	}
 	// Readers resuming below the new horizon must get ErrCompacted, which
 	// only the database tells.
-	s.recent.clear()
+	s.recent.Clear()
 	if _, err := tx.ExecContext(ctx, s.q.deleteTombstones, before); err != nil {
 		return 0, s.dbErr(ctx, err)
 	}

@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/backend"
 )
-
-// maxStream bounds store.Record.Stream.
-const maxStream = 63
 
 var _ store.Recorder = (*Store)(nil)
 
@@ -26,7 +22,7 @@ func (w *writeTx) appendRecord(op store.Op) (store.Result, error) {
 	if r == nil {
 		return store.Result{Err: fmt.Errorf("%s: no record", op.Type)}, nil
 	}
-	if err := checkRecord(r); err != nil {
+	if err := backend.CheckRecord(r); err != nil {
 		return store.Result{Err: fmt.Errorf("%s to %q: %w", op.Type, r.Stream, err)}, nil
 	}
 	at := w.now
@@ -51,79 +47,13 @@ func (w *writeTx) appendRecord(op store.Op) (store.Result, error) {
 	if _, err := w.leaseStmt(&w.insertRecordStmt, w.s.stmts.insertRecord).ExecContext(w.ctx, r.Stream, seq, at, string(terms), data); err != nil {
 		return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("append record to %q: %w", r.Stream, err))
 	}
-	for _, term := range dedupe(r.Terms) {
+	for _, term := range backend.Dedupe(r.Terms) {
 		if _, err := w.leaseStmt(&w.insertRecordTermStmt, w.s.stmts.insertRecordTerm).ExecContext(w.ctx, r.Stream, term, seq); err != nil {
 			return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("append record to %q: %w", r.Stream, err))
 		}
 	}
 	w.records = seq
 	return store.Result{}, nil
-}
-
-func dedupe(terms []string) []string {
-	out := make([]string, 0, len(terms))
-	for _, t := range terms {
-		dup := false
-		for _, o := range out {
-			dup = dup || o == t
-		}
-		if !dup {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// CheckRecord enforces store.Record's rules, for stores that keep records
-// but are not SQL (the Kubernetes store).
-func CheckRecord(r *store.Record) error { return checkRecord(r) }
-
-// CheckStream checks a stream name as CheckRecord does.
-func CheckStream(s string) error { return checkStream(s) }
-
-// checkRecord enforces store.Record's rules.
-func checkRecord(r *store.Record) error {
-	if err := checkStream(r.Stream); err != nil {
-		return err
-	}
-	if len(r.Terms) > store.MaxRecordTerms {
-		return fmt.Errorf("%d terms, limit %d", len(r.Terms), store.MaxRecordTerms)
-	}
-	for i, t := range r.Terms {
-		if err := checkTerm(t); err != nil {
-			return fmt.Errorf("terms[%d]: %w", i, err)
-		}
-	}
-	if len(r.Data) > store.MaxRecordBytes {
-		return fmt.Errorf("data: %w (%d bytes, limit %d)", store.ErrTooLarge, len(r.Data), store.MaxRecordBytes)
-	}
-	if !r.Time.IsZero() {
-		if n := r.Time.UnixNano(); !time.Unix(0, n).Equal(r.Time) {
-			return fmt.Errorf("time %v is out of range (years 1678 to 2262)", r.Time)
-		}
-	}
-	return nil
-}
-
-func checkStream(s string) error {
-	if s == "" || len(s) > maxStream || strings.ContainsFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
-	}) {
-		return fmt.Errorf("stream %q must be 1 to %d lower case letters, digits and '-'", s, maxStream)
-	}
-	return nil
-}
-
-func checkTerm(t string) error {
-	switch {
-	case t == "":
-		return fmt.Errorf("must not be empty")
-	case len(t) > store.MaxRecordTermBytes:
-		return fmt.Errorf("is %d bytes, limit %d", len(t), store.MaxRecordTermBytes)
-	case !utf8.ValidString(t) || strings.ContainsFunc(t, unicode.IsControl):
-		return fmt.Errorf("must be UTF-8 without control characters")
-	}
-	return nil
 }
 
 // Records implements store.Recorder. The query is built for the filters
@@ -133,19 +63,10 @@ func (s *Store) Records(ctx context.Context, q store.RecordQuery) ([]store.Recor
 	if s.isClosed() {
 		return nil, fmt.Errorf("records: %w", store.ErrClosed)
 	}
-	if err := checkStream(q.Stream); err != nil {
+	limit, err := backend.CheckRecordQuery(q)
+	if err != nil {
 		return nil, fmt.Errorf("records: %w", err)
 	}
-	for i, t := range q.Terms {
-		if err := checkTerm(t); err != nil {
-			return nil, fmt.Errorf("records: terms[%d]: %w", i, err)
-		}
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = store.DefaultRecordLimit
-	}
-	limit = min(limit, store.MaxRecordLimit)
 	var b strings.Builder
 	args := []any{q.Stream}
 	b.WriteString(`SELECT seq, time, terms, data FROM records WHERE stream = ?`)
@@ -165,7 +86,7 @@ func (s *Store) Records(ctx context.Context, q store.RecordQuery) ([]store.Recor
 		b.WriteString(` AND time < ?`)
 		args = append(args, q.Until.UnixNano())
 	}
-	for _, t := range dedupe(q.Terms) {
+	for _, t := range backend.Dedupe(q.Terms) {
 		b.WriteString(` AND seq IN (SELECT seq FROM record_terms WHERE stream = ? AND term = ?)`)
 		args = append(args, q.Stream, t)
 	}
@@ -211,7 +132,7 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 	if s.isClosed() {
 		return 0, fmt.Errorf("compact records: %w", store.ErrClosed)
 	}
-	if err := checkStream(stream); err != nil {
+	if err := backend.CheckStream(stream); err != nil {
 		return 0, fmt.Errorf("compact records: %w", err)
 	}
 	tx, err := s.write.BeginTx(ctx, nil)

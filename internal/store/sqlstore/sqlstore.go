@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/backend"
 )
 
 // DefaultWriteTimeout bounds one write transaction.
@@ -32,7 +32,7 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Exclusive says no other process writes the database (the embedded
 	// store holds a lock on its directory): Changes may then trust the
-	// writes of this process alone to be the latest (see recent).
+	// writes of this process alone to be the latest (see backend.Recent).
 	Exclusive bool
 }
 
@@ -54,14 +54,12 @@ type Store struct {
 	notifier *store.Notifier
 	// recent serves Changes to readers that are nearly caught up;
 	// exclusive is Config.Exclusive.
-	recent       recent
+	recent       backend.Recent
 	exclusive    bool
 	writeTimeout time.Duration
 
-	mu     sync.Mutex
-	cond   *sync.Cond // signals the writer: queue non-empty or closed
-	queue  []*request
-	closed bool
+	// queue holds the Apply calls the writer takes up in groups.
+	queue *backend.Queue
 
 	writerDone chan struct{}
 }
@@ -90,7 +88,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if s.writeTimeout <= 0 {
 		s.writeTimeout = DefaultWriteTimeout
 	}
-	s.cond = sync.NewCond(&s.mu)
+	s.queue = backend.NewQueue()
 	if err := s.migrate(ctx); err != nil {
 		_ = s.closeDBs() // the migration error is the one to report
 		return nil, fmt.Errorf("%s: migrate: %w", s.d.Name, err)
@@ -131,14 +129,9 @@ func (s *Store) Changed() <-chan struct{} { return s.notifier.C() }
 // wakes Changed waiters and closes the databases. A second Close returns
 // store.ErrClosed.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.queue.Close() {
 		return fmt.Errorf("%s: close: %w", s.d.Name, store.ErrClosed)
 	}
-	s.closed = true
-	s.cond.Signal()
-	s.mu.Unlock()
 
 	<-s.writerDone
 	err := s.closeDBs()
@@ -166,11 +159,7 @@ func (s *Store) closeDBs() error {
 	return err
 }
 
-func (s *Store) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
+func (s *Store) isClosed() bool { return s.queue.Closed() }
 
 // dbErr classifies an error that came from the database: ErrClosed once
 // the store is closed, the context's error when ctx ended, ErrUnavailable

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/backend"
 )
 
 // schema is the SQLite backend's schema (every migration of it), so that
@@ -74,24 +75,22 @@ func TestCommit_StatementFailureFailsOnlyItsBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var group []*request
+	var group []*backend.Request
 	for _, name := range []string{"a", "poison", "b"} {
-		r := &request{ops: []store.Op{zoneOp(name)}, done: make(chan outcome, 1)}
-		r.state.Store(claimed)
-		group = append(group, r)
+		group = append(group, backend.NewClaimed([]store.Op{zoneOp(name)}))
 	}
 	s.commit(group) // as the writer would, with all three in one transaction
 
-	bad := <-group[1].done
-	if !errors.Is(bad.err, store.ErrUnavailable) || !strings.Contains(bad.err.Error(), "poisoned") {
-		t.Errorf("poisoned batch: %v, want ErrUnavailable from the trigger", bad.err)
+	bad := group[1].Wait()
+	if !errors.Is(bad.Err, store.ErrUnavailable) || !strings.Contains(bad.Err.Error(), "poisoned") {
+		t.Errorf("poisoned batch: %v, want ErrUnavailable from the trigger", bad.Err)
 	}
-	a, b := <-group[0].done, <-group[2].done
-	if a.err != nil || b.err != nil {
-		t.Fatalf("other batches: %v, %v; want success", a.err, b.err)
+	a, b := group[0].Wait(), group[2].Wait()
+	if a.Err != nil || b.Err != nil {
+		t.Fatalf("other batches: %v, %v; want success", a.Err, b.Err)
 	}
-	if a.results[0].Revision != 1 || b.results[0].Revision != 2 {
-		t.Errorf("revisions %d, %d; want 1, 2", a.results[0].Revision, b.results[0].Revision)
+	if a.Results[0].Revision != 1 || b.Results[0].Revision != 2 {
+		t.Errorf("revisions %d, %d; want 1, 2", a.Results[0].Revision, b.Results[0].Revision)
 	}
 }
 

@@ -3,19 +3,13 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
-	"strings"
-	"sync/atomic"
-	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/backend"
 )
 
 // maxGroupOps bounds the operations the writer puts in one transaction, so
@@ -24,71 +18,12 @@ import (
 // transaction of its own.
 const maxGroupOps = 1000
 
-// Request states: the writer claims a pending request before it starts its
-// transaction; Apply abandons it when the caller's context ends first.
-const (
-	pending int32 = iota
-	claimed
-	abandoned
-)
-
-// request is one Apply call waiting for the writer.
-type request struct {
-	ops []store.Op
-	// prep are the ops checked and encoded by the caller, so that the
-	// writer, which runs one transaction at a time, does only what needs
-	// the transaction.
-	prep []prepared
-	// fence, when not nil, must be current for ops to be written.
-	fence *store.Fence
-	state atomic.Int32
-	// done receives the outcome once, after the commit (or failure) of the
-	// transaction that held the request.
-	done chan outcome
-}
-
-type outcome struct {
-	results []store.Result
-	err     error
-}
-
 // Apply implements store.Store. If ctx ends before the writer has started
 // on the batch, nothing is written and Apply returns ctx's error. If it
 // ends later, Apply returns at once with an error wrapping ctx's error and
 // saying that the batch may still commit; versions make retrying it safe.
 func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("apply: %w", err)
-	}
-	r := &request{ops: ops, prep: prepare(ops), done: make(chan outcome, 1)}
-	if f, ok := store.FenceFrom(ctx); ok {
-		if err := checkLeaseName(f.Lease); err != nil {
-			return nil, fmt.Errorf("apply: fence %q: %w", f.Lease, err)
-		}
-		r.fence = &f
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("apply: %w", store.ErrClosed)
-	}
-	if len(ops) == 0 {
-		s.mu.Unlock()
-		return []store.Result{}, nil
-	}
-	s.queue = append(s.queue, r)
-	s.cond.Signal()
-	s.mu.Unlock()
-
-	select {
-	case o := <-r.done:
-		return o.results, o.err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(pending, abandoned) {
-			return nil, fmt.Errorf("apply: %w", ctx.Err())
-		}
-		return nil, fmt.Errorf("apply: %w (the batch was already being written and may still commit)", ctx.Err())
-	}
+	return s.queue.Apply(ctx, ops)
 }
 
 // writeLoop is the writer goroutine: it commits queued requests in groups
@@ -96,45 +31,11 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 func (s *Store) writeLoop() {
 	defer close(s.writerDone)
 	for {
-		group := s.take()
+		group := s.queue.Take(maxGroupOps)
 		if group == nil {
 			return
 		}
 		s.commit(group)
-	}
-}
-
-// take waits for queued requests and claims up to maxGroupOps operations
-// worth of them, in queue order. It returns nil when the store is closed
-// and nothing is left to write.
-func (s *Store) take() []*request {
-	for {
-		s.mu.Lock()
-		for len(s.queue) == 0 && !s.closed {
-			s.cond.Wait()
-		}
-		if len(s.queue) == 0 {
-			s.mu.Unlock()
-			return nil
-		}
-		n, ops := 0, 0
-		for n < len(s.queue) && (n == 0 || ops+len(s.queue[n].ops) <= maxGroupOps) {
-			ops += len(s.queue[n].ops)
-			n++
-		}
-		taken := s.queue[:n]
-		s.queue = append([]*request(nil), s.queue[n:]...) // let taken requests be collected
-		s.mu.Unlock()
-
-		group := taken[:0]
-		for _, r := range taken {
-			if r.state.CompareAndSwap(pending, claimed) {
-				group = append(group, r)
-			}
-		}
-		if len(group) > 0 {
-			return group
-		}
 	}
 }
 
@@ -143,10 +44,10 @@ func (s *Store) take() []*request {
 // its request fails alone and the others are written again without it;
 // when the transaction fails as a whole (begin, lock, commit), which means
 // the database is the problem, every request in it fails.
-func (s *Store) commit(group []*request) {
+func (s *Store) commit(group []*backend.Request) {
 	outcomes, last, culprit, err := s.runTx(group)
 	if err != nil && culprit >= 0 && len(group) > 1 {
-		group[culprit].done <- outcome{err: fmt.Errorf("apply: %w", err)}
+		group[culprit].Done(backend.Outcome{Err: fmt.Errorf("apply: %w", err)})
 		s.commit(slices.Concat(group[:culprit], group[culprit+1:]))
 		return
 	}
@@ -155,10 +56,10 @@ func (s *Store) commit(group []*request) {
 	}
 	for i, r := range group {
 		if err != nil {
-			r.done <- outcome{err: fmt.Errorf("apply: %w", err)}
+			r.Done(backend.Outcome{Err: fmt.Errorf("apply: %w", err)})
 			continue
 		}
-		r.done <- outcomes[i]
+		r.Done(outcomes[i])
 	}
 }
 
@@ -167,7 +68,7 @@ func (s *Store) commit(group []*request) {
 // whole with store.ErrFenced and writes nothing) and the last revision
 // given out (0 when no operation succeeded). On failure, culprit is the
 // index of the request whose operation failed the transaction, or -1.
-func (s *Store) runTx(group []*request) (outcomes []outcome, last int64, culprit int, err error) {
+func (s *Store) runTx(group []*backend.Request) (outcomes []backend.Outcome, last int64, culprit int, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.writeTimeout)
 	defer cancel()
 	tx, err := s.write.BeginTx(ctx, nil)
@@ -184,29 +85,29 @@ func (s *Store) runTx(group []*request) (outcomes []outcome, last int64, culprit
 		return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("lock meta: %w", err))
 	}
 	base := w.revision
-	outcomes = make([]outcome, len(group))
+	outcomes = make([]backend.Outcome, len(group))
 	for i, r := range group {
-		if r.fence != nil {
-			current, err := w.fenced(r.fence)
+		if r.Fence != nil {
+			current, err := w.fenced(r.Fence)
 			if err != nil {
 				return nil, 0, -1, err
 			}
 			if !current {
-				outcomes[i].err = fmt.Errorf("apply: lease %q, holder %q, term %d: %w", r.fence.Lease, r.fence.Holder, r.fence.Term, store.ErrFenced)
+				outcomes[i].Err = fmt.Errorf("apply: lease %q, holder %q, term %d: %w", r.Fence.Lease, r.Fence.Holder, r.Fence.Term, store.ErrFenced)
 				continue
 			}
 		}
-		results := make([]store.Result, len(r.ops))
-		for j, op := range r.ops {
-			if err := dependencies(op, j, results); err != nil {
+		results := make([]store.Result, len(r.Ops))
+		for j, op := range r.Ops {
+			if err := backend.Dependencies(op, j, results); err != nil {
 				results[j] = store.Result{Err: err}
 				continue
 			}
-			if results[j], err = w.apply(op, r.prepared(j)); err != nil {
+			if results[j], err = w.apply(op, r.Prepared(j)); err != nil {
 				return nil, 0, i, err
 			}
 		}
-		outcomes[i].results = results
+		outcomes[i].Results = results
 	}
 	if w.records > w.recordsBase {
 		if _, err := tx.StmtContext(ctx, s.stmts.setRecordSeq).ExecContext(ctx, w.records); err != nil {
@@ -226,7 +127,7 @@ func (s *Store) runTx(group []*request) (outcomes []outcome, last int64, culprit
 	if err := tx.Commit(); err != nil {
 		return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("commit: %w", err))
 	}
-	s.recent.add(w.events)
+	s.recent.Add(w.events)
 	if w.revision == base {
 		return outcomes, 0, -1, nil
 	}
@@ -247,20 +148,6 @@ func (w *writeTx) fenced(f *store.Fence) (bool, error) {
 		return false, w.s.dbErr(w.ctx, fmt.Errorf("check fence %q: %w", f.Lease, err))
 	}
 	return true, nil
-}
-
-// dependencies checks op's DependsOn against the results of the earlier
-// operations of its batch: nil when op may run.
-func dependencies(op store.Op, index int, results []store.Result) error {
-	for _, d := range op.DependsOn {
-		switch {
-		case d < 0 || d >= index:
-			return fmt.Errorf("%s: DependsOn names op %d, which does not come before it (op %d)", op.Type, d, index)
-		case results[d].Err != nil:
-			return fmt.Errorf("%s: %w: op %d: %v", op.Type, store.ErrDependencyFailed, d, results[d].Err)
-		}
-	}
-	return nil
 }
 
 // writeTx is one write transaction in progress.
@@ -285,50 +172,12 @@ type writeTx struct {
 	insertRecordStmt, insertRecordTermStmt *sql.Stmt
 	// events are the changes of this transaction, for Store.recent once
 	// it commits.
-	events []recentEvent
+	events []backend.RecentEvent
 }
 
-// prepared is an operation on a resource checked and encoded.
-type prepared struct {
-	key resource.Key
-	row row   // what the operation writes (not for deletes)
-	err error // the operation fails with it
-	// encodeErr is an encoding failure, reported with the operation.
-	encodeErr error
-}
-
-// prepare checks and encodes the resource operations of ops.
-func prepare(ops []store.Op) []prepared {
-	var out []prepared
-	for i, op := range ops {
-		switch op.Type {
-		case store.OpPutLease, store.OpDeleteLease, store.OpCreateLease, store.OpAppendRecord:
-			continue
-		}
-		if out == nil {
-			out = make([]prepared, len(ops))
-		}
-		p := &out[i]
-		var d *resource.Descriptor
-		if p.key, d, p.err = check(op); p.err != nil || op.Type == store.OpDelete {
-			continue
-		}
-		p.row, p.encodeErr = encode(op.Object, op.Type, d)
-	}
-	return out
-}
-
-// prepared returns the preparation of the request's op i.
-func (r *request) prepared(i int) *prepared {
-	if r.prep == nil {
-		return nil
-	}
-	return &r.prep[i]
-}
-
-// apply executes one operation, prepared by prepare. A failure of the
+// apply executes one operation, prepared by backend.Prepare. A failure of the
 // operation is in the Result; an error is a failure of the transaction.
-func (w *writeTx) apply(op store.Op, p *prepared) (store.Result, error) {
+func (w *writeTx) apply(op store.Op, p *backend.Prepared) (store.Result, error) {
 	switch op.Type {
 	case store.OpPutLease, store.OpDeleteLease, store.OpCreateLease:
 		return w.applyLease(op)
@@ -336,122 +185,40 @@ func (w *writeTx) apply(op store.Op, p *prepared) (store.Result, error) {
 		return w.appendRecord(op)
 	}
 	if p == nil {
-		p = &prepare([]store.Op{op})[0]
+		p = &backend.Prepare([]store.Op{op})[0]
 	}
-	key, err := p.key, p.err
+	key, err := p.Key, p.Err
 	if err != nil {
 		return store.Result{Err: err}, nil
 	}
-	fail := func(err error, detail string) (store.Result, error) {
-		return store.Result{Err: fmt.Errorf("%s %s: %w%s", op.Type, key, err, detail)}, nil
+	var cur *row
+	if p.EncodeErr == nil {
+		if cur, err = w.load(key); err != nil {
+			return store.Result{}, err
+		}
 	}
-
-	next := p.row
-	if p.encodeErr != nil {
-		return fail(p.encodeErr, "")
-	}
-	cur, err := w.load(key)
+	next, err := backend.Next(op, p, cur, w.now)
 	if err != nil {
-		return store.Result{}, err
+		return store.Result{Err: err}, nil
 	}
-	live := cur != nil && !cur.deleted
-	switch op.Type {
-	case store.OpCreate:
-		if live {
-			return fail(store.ErrAlreadyExists, "")
-		}
-		next.version, next.created = 1, w.now
-	case store.OpUpdate, store.OpUpdateStatus, store.OpDelete, store.OpPatchStatus:
-		want := op.Version
-		if op.Type != store.OpDelete {
-			want = op.Object.Version
-		}
-		switch {
-		case !live:
-			return fail(store.ErrNotFound, "")
-		case op.Type == store.OpPatchStatus:
-			// Not versioned: the writer replaces only what it owns.
-		case op.Type != store.OpDelete || want != 0:
-			if want != cur.version {
-				return fail(store.ErrConflict, fmt.Sprintf(" (version %d, stored %d)", want, cur.version))
-			}
-		}
-		next.version, next.created = cur.version+1, cur.created
-		switch op.Type {
-		case store.OpUpdate:
-			next.status = cur.status
-		case store.OpUpdateStatus:
-			next.labels, next.spec = cur.labels, cur.spec
-		case store.OpPatchStatus:
-			next.labels, next.spec = cur.labels, cur.spec
-			if next.status, err = patchStatus(cur.status, next.status, op.Patch); err != nil {
-				return fail(err, "")
-			}
-		case store.OpDelete:
-			next.deleted = true // a tombstone keeps no labels, spec or status
-		}
-	}
-	if next.size() > store.MaxObjectBytes {
-		return fail(store.ErrTooLarge, fmt.Sprintf(" (%d bytes, limit %d)", next.size(), store.MaxObjectBytes))
-	}
-	next.key, next.modified = key, w.now
-	next.revision = w.revision + 1
+	next.Revision = w.revision + 1
 	if err := w.put(&next, cur != nil); err != nil {
 		return store.Result{}, err
 	}
-	w.revision = next.revision
-	if next.deleted {
-		w.events = append(w.events, recentEvent{rev: next.revision, key: key})
-		return store.Result{Revision: next.revision}, nil
+	w.revision = next.Revision
+	if next.Deleted {
+		w.events = append(w.events, backend.RecentEvent{Rev: next.Revision, Key: key})
+		return store.Result{Revision: next.Revision}, nil
 	}
-	obj, err := w.stored(op, &next, cur)
+	obj, err := w.s.recent.Stored(op, &next, cur)
 	if err != nil {
 		return store.Result{}, err
 	}
-	w.events = append(w.events, recentEvent{rev: next.revision, key: key, obj: obj})
+	w.events = append(w.events, backend.RecentEvent{Rev: next.Revision, Key: key, Obj: obj})
 	if op.DiscardObject {
-		return store.Result{Revision: next.revision}, nil
+		return store.Result{Revision: next.Revision}, nil
 	}
-	return store.Result{Object: obj.Clone(), Revision: next.revision}, nil
-}
-
-// stored returns the resource op wrote as next over cur, for readers only
-// (Store.recent; callers get a clone). Nothing of it is decoded that the
-// writer already has, since the writer runs one transaction at a time: a
-// create or an update wrote op.Object's labels and spec as they are, and
-// a status write kept those of the previous write of the resource, which
-// recent usually still holds; only a status is decoded then.
-func (w *writeTx) stored(op store.Op, next, cur *row) (*resource.Object, error) {
-	var obj *resource.Object
-	switch op.Type {
-	case store.OpCreate, store.OpUpdate:
-		obj = op.Object.Clone()
-		if len(obj.Labels) == 0 {
-			obj.Labels = nil
-		}
-		if op.Type == store.OpCreate {
-			return w.stamp(obj, next), nil
-		}
-	default:
-		prev := w.s.recent.objectBefore(next.key)
-		if prev == nil || cur == nil || prev.Revision != cur.revision {
-			return next.object()
-		}
-		c := *prev // labels and spec are read-only and shared
-		obj = &c
-	}
-	var err error
-	if obj.Status, err = resource.UnmarshalStatus(next.key.Kind, []byte(next.status)); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", next.key, err)
-	}
-	return w.stamp(obj, next), nil
-}
-
-// stamp sets the metadata of next on obj.
-func (w *writeTx) stamp(obj *resource.Object, next *row) *resource.Object {
-	obj.Version, obj.Revision = next.version, next.revision
-	obj.CreationTime, obj.ModificationTime = time.Unix(0, next.created).UTC(), time.Unix(0, next.modified).UTC()
-	return obj
+	return store.Result{Object: obj.Clone(), Revision: next.Revision}, nil
 }
 
 // load returns the row of key, live or tombstone, or nil.
@@ -470,164 +237,14 @@ func (w *writeTx) load(key resource.Key) (*row, error) {
 func (w *writeTx) put(r *row, exists bool) error {
 	var err error
 	if exists {
-		_, err = w.updateStmt.ExecContext(w.ctx, r.version, r.revision, r.deleted, r.labels, r.spec, r.status,
-			r.created, r.modified, string(r.key.Kind), r.key.Mesh, r.key.Name)
+		_, err = w.updateStmt.ExecContext(w.ctx, r.Version, r.Revision, r.Deleted, r.Labels, r.Spec, r.Status,
+			r.Created, r.Modified, string(r.Key.Kind), r.Key.Mesh, r.Key.Name)
 	} else {
-		_, err = w.insertStmt.ExecContext(w.ctx, string(r.key.Kind), r.key.Mesh, r.key.Name, r.version, r.revision,
-			r.deleted, r.labels, r.spec, r.status, r.created, r.modified)
+		_, err = w.insertStmt.ExecContext(w.ctx, string(r.Key.Kind), r.Key.Mesh, r.Key.Name, r.Version, r.Revision,
+			r.Deleted, r.Labels, r.Spec, r.Status, r.Created, r.Modified)
 	}
 	if err != nil {
-		return w.s.dbErr(w.ctx, fmt.Errorf("write %s: %w", r.key, err))
+		return w.s.dbErr(w.ctx, fmt.Errorf("write %s: %w", r.Key, err))
 	}
 	return nil
-}
-
-// check validates the shape of op and returns its key and the descriptor
-// of its kind. Its errors carry the operation and key as context.
-func check(op store.Op) (resource.Key, *resource.Descriptor, error) {
-	var key resource.Key
-	switch op.Type {
-	case store.OpCreate, store.OpUpdate, store.OpUpdateStatus, store.OpPatchStatus:
-		if op.Object == nil {
-			return key, nil, fmt.Errorf("%s: no object", op.Type)
-		}
-		if op.Type == store.OpPatchStatus && op.Patch == nil {
-			return key, nil, fmt.Errorf("%s %s: no patch", op.Type, op.Object.Key())
-		}
-		key = op.Object.Key()
-	case store.OpDelete:
-		key = op.Key
-	default:
-		return key, nil, fmt.Errorf("apply: unknown operation %v", op.Type)
-	}
-	bad := func(msg string, args ...any) (resource.Key, *resource.Descriptor, error) {
-		return key, nil, fmt.Errorf("%s %s: %s", op.Type, key, fmt.Sprintf(msg, args...))
-	}
-	d, ok := resource.Lookup(key.Kind)
-	switch {
-	case !ok:
-		return bad("unknown kind %q", key.Kind)
-	case key.Name == "":
-		return bad("name is required")
-	case !printable(key.Name) || !printable(key.Mesh):
-		// PostgreSQL text cannot hold NUL or invalid UTF-8; refuse them
-		// on every backend so that both behave alike.
-		return bad("name and mesh must be valid UTF-8 without control characters")
-	case d.MeshScoped && key.Mesh == "":
-		return bad("mesh is required: %s is mesh-scoped", key.Kind)
-	case !d.MeshScoped && key.Mesh != "":
-		return bad("mesh must be empty: %s is not mesh-scoped", key.Kind)
-	}
-	return key, d, nil
-}
-
-func printable(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
-}
-
-// encode encodes what op writes of obj: labels and spec for create and
-// update, status for create and update status.
-func encode(obj *resource.Object, t store.OpType, d *resource.Descriptor) (row, error) {
-	var r row
-	var err error
-	if t == store.OpCreate || t == store.OpUpdate {
-		if obj.Spec != nil && reflect.TypeOf(obj.Spec) != reflect.TypeOf(d.NewSpec()) {
-			return r, fmt.Errorf("spec is %T, want %T", obj.Spec, d.NewSpec())
-		}
-		if r.labels, err = encodeLabels(obj.Labels); err != nil {
-			return r, err
-		}
-		if r.spec, err = encodeSpec(obj.Spec); err != nil {
-			return r, err
-		}
-	}
-	if t == store.OpCreate || t == store.OpUpdateStatus || t == store.OpPatchStatus {
-		switch {
-		case !d.HasStatus && (obj.Status != nil || t != store.OpCreate):
-			return r, fmt.Errorf("%s has no status", d.Kind)
-		case obj.Status != nil && reflect.TypeOf(obj.Status) != reflect.TypeOf(d.NewStatus()):
-			return r, fmt.Errorf("status is %T, want %T", obj.Status, d.NewStatus())
-		}
-		if r.status, err = encodeStatus(obj.Status); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
-}
-
-// PatchStatusJSON applies p to the stored status cur, as OpPatchStatus
-// does: for stores that keep statuses as JSON but are not SQL (the
-// Kubernetes store).
-func PatchStatusJSON(cur, next string, p *store.StatusPatch) (string, error) {
-	return patchStatus(cur, next, p)
-}
-
-// patchStatus applies p to the stored status cur: the fields p names and
-// the conditions of the types it names come from next, the rest from cur.
-// Both are JSON objects, or "" for no status.
-func patchStatus(cur, next string, p *store.StatusPatch) (string, error) {
-	var c, n map[string]json.RawMessage
-	if cur != "" {
-		if err := json.Unmarshal([]byte(cur), &c); err != nil {
-			return "", fmt.Errorf("stored status: %w", err)
-		}
-	}
-	if next != "" {
-		if err := json.Unmarshal([]byte(next), &n); err != nil {
-			return "", fmt.Errorf("status: %w", err)
-		}
-	}
-	if c == nil {
-		c = map[string]json.RawMessage{}
-	}
-	for _, f := range p.Fields {
-		if v, ok := n[f]; ok {
-			c[f] = v
-		} else {
-			delete(c, f)
-		}
-	}
-	if len(p.Conditions) > 0 {
-		type cond struct {
-			Type string `json:"type"`
-		}
-		var kept []json.RawMessage
-		for _, list := range []struct {
-			raw  json.RawMessage
-			ours bool
-		}{{c["conditions"], false}, {n["conditions"], true}} {
-			var items []json.RawMessage
-			if len(list.raw) > 0 {
-				if err := json.Unmarshal(list.raw, &items); err != nil {
-					return "", fmt.Errorf("conditions: %w", err)
-				}
-			}
-			for _, it := range items {
-				var ct cond
-				if err := json.Unmarshal(it, &ct); err != nil {
-					return "", fmt.Errorf("condition: %w", err)
-				}
-				if slices.Contains(p.Conditions, ct.Type) == list.ours {
-					kept = append(kept, it)
-				}
-			}
-		}
-		if len(kept) == 0 {
-			delete(c, "conditions")
-		} else {
-			b, err := json.Marshal(kept)
-			if err != nil {
-				return "", err
-			}
-			c["conditions"] = b
-		}
-	}
-	if len(c) == 0 && cur == "" && next == "" {
-		return "", nil
-	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
 }

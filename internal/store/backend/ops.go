@@ -1,0 +1,248 @@
+package backend
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// Check validates the shape of a resource operation (create, update,
+// update status, patch status, delete) and returns its key and the
+// descriptor of its kind. Its errors carry the operation and key as
+// context.
+func Check(op store.Op) (resource.Key, *resource.Descriptor, error) {
+	var key resource.Key
+	switch op.Type {
+	case store.OpCreate, store.OpUpdate, store.OpUpdateStatus, store.OpPatchStatus:
+		if op.Object == nil {
+			return key, nil, fmt.Errorf("%s: no object", op.Type)
+		}
+		if op.Type == store.OpPatchStatus && op.Patch == nil {
+			return key, nil, fmt.Errorf("%s %s: no patch", op.Type, op.Object.Key())
+		}
+		key = op.Object.Key()
+	case store.OpDelete:
+		key = op.Key
+	default:
+		return key, nil, fmt.Errorf("apply: unknown operation %v", op.Type)
+	}
+	bad := func(msg string, args ...any) (resource.Key, *resource.Descriptor, error) {
+		return key, nil, fmt.Errorf("%s %s: %s", op.Type, key, fmt.Sprintf(msg, args...))
+	}
+	d, ok := resource.Lookup(key.Kind)
+	switch {
+	case !ok:
+		return bad("unknown kind %q", key.Kind)
+	case key.Name == "":
+		return bad("name is required")
+	case !Printable(key.Name) || !Printable(key.Mesh):
+		// PostgreSQL text cannot hold NUL or invalid UTF-8; refuse them
+		// on every backend so that all behave alike (and the embedded
+		// engine may use NUL as a separator in its keys).
+		return bad("name and mesh must be valid UTF-8 without control characters")
+	case d.MeshScoped && key.Mesh == "":
+		return bad("mesh is required: %s is mesh-scoped", key.Kind)
+	case !d.MeshScoped && key.Mesh != "":
+		return bad("mesh must be empty: %s is not mesh-scoped", key.Kind)
+	}
+	return key, d, nil
+}
+
+// Printable reports whether s is valid UTF-8 without control characters.
+func Printable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// Encoded is what an operation writes of an object, as JSON text: labels
+// and spec for create and update, status for create, update status and
+// patch status (empty when the operation does not write it; Status is
+// also empty for no status).
+type Encoded struct {
+	Labels, Spec, Status string
+}
+
+// Encode encodes what an operation of type t writes of obj, a resource of
+// the kind d describes.
+func Encode(obj *resource.Object, t store.OpType, d *resource.Descriptor) (Encoded, error) {
+	var e Encoded
+	var err error
+	if t == store.OpCreate || t == store.OpUpdate {
+		if obj.Spec != nil && reflect.TypeOf(obj.Spec) != reflect.TypeOf(d.NewSpec()) {
+			return e, fmt.Errorf("spec is %T, want %T", obj.Spec, d.NewSpec())
+		}
+		if e.Labels, err = EncodeLabels(obj.Labels); err != nil {
+			return e, err
+		}
+		if e.Spec, err = EncodeSpec(obj.Spec); err != nil {
+			return e, err
+		}
+	}
+	if t == store.OpCreate || t == store.OpUpdateStatus || t == store.OpPatchStatus {
+		switch {
+		case !d.HasStatus && (obj.Status != nil || t != store.OpCreate):
+			return e, fmt.Errorf("%s has no status", d.Kind)
+		case obj.Status != nil && reflect.TypeOf(obj.Status) != reflect.TypeOf(d.NewStatus()):
+			return e, fmt.Errorf("status is %T, want %T", obj.Status, d.NewStatus())
+		}
+		if e.Status, err = EncodeStatus(obj.Status); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
+}
+
+// EncodeLabels encodes labels as a JSON object ("{}" when there are none).
+func EncodeLabels(labels map[string]string) (string, error) {
+	if len(labels) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(labels)
+	if err != nil {
+		return "", fmt.Errorf("encode labels: %w", err)
+	}
+	return string(b), nil
+}
+
+// EncodeSpec encodes a spec as JSON ("{}" for nil).
+func EncodeSpec(s resource.Spec) (string, error) {
+	if s == nil {
+		return "{}", nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", fmt.Errorf("encode spec: %w", err)
+	}
+	return string(b), nil
+}
+
+// EncodeStatus encodes a status as JSON ("" for nil: no status).
+func EncodeStatus(s resource.Status) (string, error) {
+	if s == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", fmt.Errorf("encode status: %w", err)
+	}
+	return string(b), nil
+}
+
+// Decode builds the live object of key from its stored metadata and JSON
+// text (labels may be "" for none, status "" for no status). The object
+// belongs to the caller.
+func Decode(key resource.Key, version, revision, created, modified int64, labels, spec, status string) (*resource.Object, error) {
+	o := &resource.Object{
+		Kind:             key.Kind,
+		Mesh:             key.Mesh,
+		Name:             key.Name,
+		Version:          version,
+		Revision:         revision,
+		CreationTime:     time.Unix(0, created).UTC(),
+		ModificationTime: time.Unix(0, modified).UTC(),
+	}
+	var err error
+	if labels != "" {
+		if o.Labels, err = resource.UnmarshalLabels([]byte(labels), o.Name); err != nil {
+			return nil, fmt.Errorf("decode %s labels: %w", key, err)
+		}
+	}
+	if o.Spec, err = resource.UnmarshalSpec(key.Kind, []byte(spec)); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", key, err)
+	}
+	if o.Status, err = resource.UnmarshalStatus(key.Kind, []byte(status)); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return o, nil
+}
+
+// Dependencies checks op's DependsOn against the results of the earlier
+// operations of its batch (op is at index): nil when op may run.
+func Dependencies(op store.Op, index int, results []store.Result) error {
+	for _, d := range op.DependsOn {
+		switch {
+		case d < 0 || d >= index:
+			return fmt.Errorf("%s: DependsOn names op %d, which does not come before it (op %d)", op.Type, d, index)
+		case results[d].Err != nil:
+			return fmt.Errorf("%s: %w: op %d: %v", op.Type, store.ErrDependencyFailed, d, results[d].Err)
+		}
+	}
+	return nil
+}
+
+// PatchStatus applies p to the stored status cur: the fields p names and
+// the conditions of the types it names come from next, the rest from cur.
+// Both are JSON objects, or "" for no status.
+func PatchStatus(cur, next string, p *store.StatusPatch) (string, error) {
+	var c, n map[string]json.RawMessage
+	if cur != "" {
+		if err := json.Unmarshal([]byte(cur), &c); err != nil {
+			return "", fmt.Errorf("stored status: %w", err)
+		}
+	}
+	if next != "" {
+		if err := json.Unmarshal([]byte(next), &n); err != nil {
+			return "", fmt.Errorf("status: %w", err)
+		}
+	}
+	if c == nil {
+		c = map[string]json.RawMessage{}
+	}
+	for _, f := range p.Fields {
+		if v, ok := n[f]; ok {
+			c[f] = v
+		} else {
+			delete(c, f)
+		}
+	}
+	if len(p.Conditions) > 0 {
+		type cond struct {
+			Type string `json:"type"`
+		}
+		var kept []json.RawMessage
+		for _, list := range []struct {
+			raw  json.RawMessage
+			ours bool
+		}{{c["conditions"], false}, {n["conditions"], true}} {
+			var items []json.RawMessage
+			if len(list.raw) > 0 {
+				if err := json.Unmarshal(list.raw, &items); err != nil {
+					return "", fmt.Errorf("conditions: %w", err)
+				}
+			}
+			for _, it := range items {
+				var ct cond
+				if err := json.Unmarshal(it, &ct); err != nil {
+					return "", fmt.Errorf("condition: %w", err)
+				}
+				if slices.Contains(p.Conditions, ct.Type) == list.ours {
+					kept = append(kept, it)
+				}
+			}
+		}
+		if len(kept) == 0 {
+			delete(c, "conditions")
+		} else {
+			b, err := json.Marshal(kept)
+			if err != nil {
+				return "", err
+			}
+			c["conditions"] = b
+		}
+	}
+	if len(c) == 0 && cur == "" && next == "" {
+		return "", nil
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}

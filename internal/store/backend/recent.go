@@ -1,0 +1,195 @@
+package backend
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// RecentCap is how many events a Recent keeps at least once it has seen
+// that many (at most a quarter more): a reader further behind reads the
+// database.
+const RecentCap = 4096
+
+// Recent holds the events of this process's last commits, so that Changes
+// serves a reader that is nearly caught up - the cache of this process
+// follows every write within milliseconds - with the objects the writer
+// already has, instead of reading back and decoding the rows it has just
+// written. The stored feed stays the source for everyone else (other
+// instances on PostgreSQL, zone streams that resume from a revision).
+//
+// Its events cover a contiguous range of revisions: a commit whose first
+// revision does not follow the last one kept (another process wrote in
+// between) starts it afresh, and a compaction empties it. Where other
+// processes write too (PostgreSQL), Changes uses it only after checking
+// that the database holds nothing after its last revision. Objects are
+// kept read-only and cloned for each reader. Safe for concurrent use.
+type Recent struct {
+	mu     sync.Mutex
+	events []RecentEvent // by revision, contiguous
+	// latest is the object of the last event of each key in events,
+	// for building the object of a status write without decoding labels
+	// and spec.
+	latest map[resource.Key]*resource.Object
+}
+
+// RecentEvent is one committed write: Obj is the stored object, read-only
+// from then on (nil for a deletion).
+type RecentEvent struct {
+	Rev int64
+	Key resource.Key
+	Obj *resource.Object // nil for a deletion
+}
+
+// ObjectBefore returns the last object r holds for key, or nil. It is
+// read-only: labels and spec may be shared with a copy whose status is
+// replaced.
+func (r *Recent) ObjectBefore(key resource.Key) *resource.Object {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.latest[key]
+}
+
+// Add appends the events of one commit, in revision order.
+func (r *Recent) Add(evs []RecentEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.events); n > 0 && r.events[n-1].Rev+1 != evs[0].Rev {
+		r.reset()
+	}
+	if r.latest == nil {
+		r.latest = map[resource.Key]*resource.Object{}
+	}
+	for _, e := range evs {
+		r.events = append(r.events, e)
+		if e.Obj == nil {
+			delete(r.latest, e.Key)
+		} else {
+			r.latest[e.Key] = e.Obj
+		}
+	}
+	// Trim only once a quarter of the cap is over it, so that the copy
+	// down below is paid once per many commits, not at every one.
+	if over := len(r.events) - RecentCap; over > RecentCap/4 {
+		for _, e := range r.events[:over] {
+			if r.latest[e.Key] == e.Obj {
+				delete(r.latest, e.Key)
+			}
+		}
+		// Copy down rather than reslice, so the array does not grow for
+		// good.
+		r.events = append(r.events[:0], r.events[over:]...)
+	}
+}
+
+// Last returns the last revision r holds, or 0.
+func (r *Recent) Last() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.events) == 0 {
+		return 0
+	}
+	return r.events[len(r.events)-1].Rev
+}
+
+// First returns the first revision r holds, or 0.
+func (r *Recent) First() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.events) == 0 {
+		return 0
+	}
+	return r.events[0].Rev
+}
+
+// reset forgets everything (a compaction, another writer).
+func (r *Recent) reset() {
+	r.events = r.events[:0]
+	clear(r.latest)
+}
+
+// Clear forgets everything: after a compaction, readers that resume below
+// the new horizon must get store.ErrCompacted, which only the database
+// tells.
+func (r *Recent) Clear() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reset()
+}
+
+// Changes answers Changes(after, limit) when r holds every revision
+// after after up to its last, and that is at least one: the latest event
+// of each key written in that range, in revision order. ok is false when
+// the database must be read.
+func (r *Recent) Changes(after int64, limit int) (evs []store.Event, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.events)
+	if n == 0 || after+1 < r.events[0].Rev || after >= r.events[n-1].Rev {
+		return nil, false
+	}
+	start := int(after + 1 - r.events[0].Rev)
+	last := map[resource.Key]int64{}
+	for _, e := range r.events[start:] {
+		last[e.Key] = e.Rev
+	}
+	for _, e := range r.events[start:] {
+		if last[e.Key] != e.Rev {
+			continue // written again later in the range
+		}
+		ev := store.Event{Type: store.EventDelete, Revision: e.Rev, Key: e.Key}
+		if e.Obj != nil {
+			ev.Type, ev.Object = store.EventPut, e.Obj.Clone()
+		}
+		evs = append(evs, ev)
+		if len(evs) == limit {
+			break
+		}
+	}
+	return evs, true
+}
+
+// Stored returns the object that op wrote as next over cur (nil when the
+// key had no row), for the readers of r (callers of Apply get a clone),
+// decoding as little as it can: a create or an update wrote op.Object's
+// labels and spec as they are, and a status write kept those of the
+// previous write of the resource, which r usually still holds (when that
+// write was in the same group, not yet added, it is decoded).
+func (r *Recent) Stored(op store.Op, next, cur *Row) (*resource.Object, error) {
+	var obj *resource.Object
+	switch op.Type {
+	case store.OpCreate, store.OpUpdate:
+		obj = op.Object.Clone()
+		if len(obj.Labels) == 0 {
+			obj.Labels = nil
+		}
+		if op.Type == store.OpCreate {
+			return stamp(obj, next), nil
+		}
+	default:
+		prev := r.ObjectBefore(next.Key)
+		if prev == nil || cur == nil || prev.Revision != cur.Revision {
+			return next.Object()
+		}
+		c := *prev // labels and spec are read-only and shared
+		obj = &c
+	}
+	var err error
+	if obj.Status, err = resource.UnmarshalStatus(next.Key.Kind, []byte(next.Status)); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", next.Key, err)
+	}
+	return stamp(obj, next), nil
+}
+
+// stamp sets the metadata of next on obj.
+func stamp(obj *resource.Object, next *Row) *resource.Object {
+	obj.Version, obj.Revision = next.Version, next.Revision
+	obj.CreationTime, obj.ModificationTime = time.Unix(0, next.Created).UTC(), time.Unix(0, next.Modified).UTC()
+	return obj
+}

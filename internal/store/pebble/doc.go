@@ -1,0 +1,67 @@
+// Package pebble is an embedded store backend on an LSM key-value engine
+// (github.com/cockroachdb/pebble, pure Go): the same contract as the SQLite
+// backend, in the same kind of data directory, written without SQL. It
+// exists because SQLite (translated from C to Go) spent most of the
+// embedded store's serial writer time; see docs/performance.md.
+//
+// # Data directory
+//
+// dir/LOCK is the flock every embedded engine takes (backend.LockDir), so
+// that one process uses the directory; the database lives in dir/pebble.
+// Open finds a directory written by the SQLite backend (dir/meshnames.db
+// and no dir/pebble) and migrates it: every resource (tombstones
+// included), lease and record is copied with its revision, version, times
+// and sequence number into dir/pebble.new, which is synced and then renamed
+// to dir/pebble; only then is the SQLite file renamed to
+// meshnames.db.migrated. A migration cut short leaves the SQLite file in
+// place and is done again at the next Open. (migrate.go)
+//
+// # Keys
+//
+// One ordered key space holds, by the first byte of the key (keys.go):
+// meta values (the last revision, the compaction horizon, the last record
+// sequence number, the format); objects by (kind, mesh, name), live or
+// tombstones, with version, revision, times and labels, spec and status as
+// the JSON text of backend.Encode; the change feed, one key per object by
+// the revision of its last write (rewriting an object deletes its previous
+// revision key, so the feed holds each object once, at its last write);
+// tombstones by deletion time, for Compact; leases by name; records by
+// (stream, seq), their terms by (stream, term, seq) and their times by
+// (stream, time, seq).
+//
+// # Writes
+//
+// Apply checks and encodes its operations in the caller's goroutine and
+// queues them (backend.Queue). One writer goroutine
+// takes every request queued since its last commit (up to maxGroupOps
+// operations) and writes them as one batch, committed with pebble.Sync: one
+// fsync of the write-ahead log per group, so a write is durable when Apply
+// returns. Requests and operations run in queue order, each checked against
+// the state before it by the rules sqlstore follows too (backend.Next;
+// what earlier operations of the group wrote is read from the group's own
+// overlay), so a failed operation writes nothing and does not affect the
+// others. Revisions and record sequence numbers are
+// given out by the writer, in commit order. A fenced request
+// (store.WithFence) is checked first against the lease as the group left
+// it, by this process's clock; a stale fence fails the request alone,
+// with store.ErrFenced. The writer is the only one who writes, so a
+// takeover of the lease is ordered with the fenced writes.
+//
+// # Reads
+//
+// Get reads one key. List, Changes and Records read from one pebble
+// snapshot, so List's revision matches its objects. Changes is served from
+// backend.Recent (the objects this process just wrote) when the reader is
+// nearly caught up, and from the revision keys otherwise.
+//
+// # Memory
+//
+// The block cache is CacheBytes and the memtable MemTableBytes, both
+// small: the control plane holds its own indexed copy of every resource
+// (the cache), so the store is read mostly at start. Table files are read
+// with pread, not mapped, so they do not count in the process's RSS.
+//
+// It imports store, store/backend and resource; it must not import the
+// other backends nor anything above store. A Store is safe for concurrent
+// use; Close waits for the writes already queued.
+package pebble

@@ -1,0 +1,286 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/backend"
+)
+
+// maxGroupOps bounds the operations the writer puts in one batch. A single
+// request larger than this still gets a batch of its own.
+const maxGroupOps = 1000
+
+// Apply implements store.Store (backend.Queue.Apply).
+func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, error) {
+	return s.queue.Apply(ctx, ops)
+}
+
+func (s *Store) writeLoop() {
+	defer close(s.writerDone)
+	for {
+		group := s.queue.Take(maxGroupOps)
+		if group == nil {
+			return
+		}
+		s.commit(group)
+	}
+}
+
+// commit writes group in one synced batch and hands every request its
+// outcome. A failure to read or commit fails every request of the group
+// (the database is the problem) and leaves the store as it was.
+func (s *Store) commit(group []*backend.Request) {
+	s.writeMu.Lock()
+	outcomes, notify, err := s.writeGroup(group)
+	s.writeMu.Unlock()
+	if err == nil && notify {
+		s.notifier.Notify()
+	}
+	for i, r := range group {
+		if err != nil {
+			r.Done(backend.Outcome{Err: fmt.Errorf("apply: %w", err)})
+			continue
+		}
+		r.Done(outcomes[i])
+	}
+}
+
+// writeTx is one group being written.
+type writeTx struct {
+	s     *Store
+	b     *pebble.Batch
+	now   int64 // Unix nanoseconds, one reading of the clock per group
+	clock int64 // the real clock, for fences
+	// revision and records are the last revision and record sequence
+	// number given out, so far in this group.
+	revision, records int64
+	// rows and leases are what this group wrote, read before the
+	// database: nil for a deleted lease.
+	rows   map[string]*row
+	leases map[string][]byte
+	events []backend.RecentEvent
+}
+
+func (s *Store) writeGroup(group []*backend.Request) ([]backend.Outcome, bool, error) {
+	w := &writeTx{s: s, b: s.db.NewBatch(), now: s.now().UnixNano(), clock: time.Now().UnixNano(),
+		revision: s.revision, records: s.records, rows: map[string]*row{}, leases: map[string][]byte{}}
+	defer w.b.Close()
+	outcomes := make([]backend.Outcome, len(group))
+	for i, r := range group {
+		if r.Fence != nil {
+			current, err := w.fenced(r.Fence)
+			if err != nil {
+				return nil, false, err
+			}
+			if !current {
+				outcomes[i].Err = fmt.Errorf("apply: lease %q, holder %q, term %d: %w", r.Fence.Lease, r.Fence.Holder, r.Fence.Term, store.ErrFenced)
+				continue
+			}
+		}
+		results := make([]store.Result, len(r.Ops))
+		for j, op := range r.Ops {
+			if err := backend.Dependencies(op, j, results); err != nil {
+				results[j] = store.Result{Err: err}
+				continue
+			}
+			var err error
+			if results[j], err = w.apply(op, r.Prepared(j)); err != nil {
+				return nil, false, err
+			}
+		}
+		outcomes[i].Results = results
+	}
+	if w.records > s.records {
+		_ = w.b.Set(metaRecords, u64(uint64(w.records)), nil)
+	}
+	if w.revision > s.revision {
+		_ = w.b.Set(metaRevision, u64(uint64(w.revision)), nil)
+	}
+	if w.b.Empty() {
+		return outcomes, false, nil
+	}
+	if err := w.b.Commit(pebble.Sync); err != nil {
+		return nil, false, dbErr(fmt.Errorf("commit: %w", err))
+	}
+	notify := w.revision > s.revision
+	s.revision, s.records = w.revision, w.records
+	s.recent.Add(w.events)
+	return outcomes, notify, nil
+}
+
+// fenced reports whether the lease of f holds f's holder and term and has
+// not expired by the real clock, as the group left it.
+func (w *writeTx) fenced(f *store.Fence) (bool, error) {
+	v, ok, err := w.lease(f.Lease)
+	if err != nil || !ok {
+		return false, err
+	}
+	expires, value, err := decodeLease(f.Lease, v)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(value, f.LeaseValue()) && (expires == 0 || expires > w.clock), nil
+}
+
+// apply executes one operation. A failure of the operation is in the
+// Result; an error is a failure of the whole group.
+func (w *writeTx) apply(op store.Op, p *backend.Prepared) (store.Result, error) {
+	switch op.Type {
+	case store.OpPutLease, store.OpDeleteLease, store.OpCreateLease:
+		return w.applyLease(op)
+	case store.OpAppendRecord:
+		return w.appendRecord(op)
+	}
+	if p == nil {
+		p = &backend.Prepare([]store.Op{op})[0]
+	}
+	key, err := p.Key, p.Err
+	if err != nil {
+		return store.Result{Err: err}, nil
+	}
+	okey := objectKey(key)
+	var cur *row
+	if p.EncodeErr == nil {
+		if cur, err = w.load(key, okey); err != nil {
+			return store.Result{}, err
+		}
+	}
+	next, err := backend.Next(op, p, cur, w.now)
+	if err != nil {
+		return store.Result{Err: err}, nil
+	}
+	next.Revision = w.revision + 1
+	w.put(okey, &next, cur)
+	w.revision = next.Revision
+	if next.Deleted {
+		w.events = append(w.events, backend.RecentEvent{Rev: next.Revision, Key: key})
+		return store.Result{Revision: next.Revision}, nil
+	}
+	obj, err := w.s.recent.Stored(op, &next, cur)
+	if err != nil {
+		return store.Result{}, err
+	}
+	w.events = append(w.events, backend.RecentEvent{Rev: next.Revision, Key: key, Obj: obj})
+	if op.DiscardObject {
+		return store.Result{Revision: next.Revision}, nil
+	}
+	return store.Result{Object: obj.Clone(), Revision: next.Revision}, nil
+}
+
+// load returns the row of key (okey is its object key), live or
+// tombstone, or nil: as this group left it, else as stored.
+func (w *writeTx) load(key resource.Key, okey []byte) (*row, error) {
+	if r, ok := w.rows[string(okey)]; ok {
+		return r, nil
+	}
+	v, c, err := w.s.db.Get(okey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, dbErr(fmt.Errorf("load %s: %w", key, err))
+	}
+	defer c.Close()
+	return decodeRow(key, v)
+}
+
+// put writes next over cur (nil when the key has no row): the object, its
+// revision key in place of cur's, and the tombstone index.
+func (w *writeTx) put(okey []byte, next, cur *row) {
+	path := okey[1:]
+	if cur != nil {
+		_ = w.b.Delete(revisionKey(cur.Revision), nil)
+		if cur.Deleted {
+			_ = w.b.Delete(tombstoneKey(cur.Modified, cur.Key), nil)
+		}
+	}
+	_ = w.b.Set(okey, encodeRow(next), nil)
+	_ = w.b.Set(revisionKey(next.Revision), path, nil)
+	if next.Deleted {
+		_ = w.b.Set(tombstoneKey(next.Modified, next.Key), nil, nil)
+	}
+	w.rows[string(okey)] = next
+}
+
+// lease returns the stored value of the lease named, as this group left
+// it.
+func (w *writeTx) lease(name string) ([]byte, bool, error) {
+	if v, ok := w.leases[name]; ok {
+		return v, v != nil, nil
+	}
+	v, c, err := w.s.db.Get(leaseKey(name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, dbErr(fmt.Errorf("read lease %q: %w", name, err))
+	}
+	defer c.Close()
+	return append([]byte(nil), v...), true, nil
+}
+
+// applyLease executes a lease operation; lease operations take no
+// revision.
+func (w *writeTx) applyLease(op store.Op) (store.Result, error) {
+	l := op.Lease
+	if l == nil {
+		return store.Result{Err: fmt.Errorf("%s: no lease", op.Type)}, nil
+	}
+	if op.Type == store.OpDeleteLease {
+		if err := backend.CheckLeaseName(l.Name); err != nil {
+			return store.Result{Err: fmt.Errorf("%s %q: %w", op.Type, l.Name, err)}, nil
+		}
+		_ = w.b.Delete(leaseKey(l.Name), nil)
+		w.leases[l.Name] = nil
+		return store.Result{}, nil
+	}
+	expires, err := backend.CheckLease(l)
+	if err != nil {
+		return store.Result{Err: fmt.Errorf("%s %q: %w", op.Type, l.Name, err)}, nil
+	}
+	if op.Type == store.OpCreateLease {
+		_, exists, err := w.lease(l.Name)
+		if err != nil {
+			return store.Result{}, err
+		}
+		if exists {
+			return store.Result{Err: fmt.Errorf("%s %q: %w", op.Type, l.Name, store.ErrAlreadyExists)}, nil
+		}
+	}
+	v := encodeLease(expires, l.Value)
+	_ = w.b.Set(leaseKey(l.Name), v, nil)
+	w.leases[l.Name] = v
+	return store.Result{}, nil
+}
+
+// appendRecord executes an OpAppendRecord: the record, its terms and its
+// time index, with the next sequence number.
+func (w *writeTx) appendRecord(op store.Op) (store.Result, error) {
+	r := op.Record
+	if r == nil {
+		return store.Result{Err: fmt.Errorf("%s: no record", op.Type)}, nil
+	}
+	if err := backend.CheckRecord(r); err != nil {
+		return store.Result{Err: fmt.Errorf("%s to %q: %w", op.Type, r.Stream, err)}, nil
+	}
+	at := w.now
+	if !r.Time.IsZero() {
+		at = r.Time.UnixNano()
+	}
+	seq := w.records + 1
+	_ = w.b.Set(recordKey(r.Stream, seq), encodeRecord(at, r.Terms, r.Data), nil)
+	for _, t := range backend.Dedupe(r.Terms) {
+		_ = w.b.Set(termKey(r.Stream, t, seq), nil, nil)
+	}
+	_ = w.b.Set(timeKey(r.Stream, at, seq), nil, nil)
+	w.records = seq
+	return store.Result{}, nil
+}
