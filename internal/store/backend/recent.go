@@ -37,11 +37,15 @@ type Recent struct {
 }
 
 // RecentEvent is one committed write: Obj is the stored object, read-only
-// from then on (nil for a deletion).
+// from then on; or, when the writer could not build it without decoding
+// (a status write whose previous object Recent no longer held), Row, which
+// the first reader decodes (so that the writer, which runs one
+// transaction at a time, never decodes). Both are nil for a deletion.
 type RecentEvent struct {
 	Rev int64
 	Key resource.Key
-	Obj *resource.Object // nil for a deletion
+	Obj *resource.Object
+	Row *Row
 }
 
 // ObjectBefore returns the last object r holds for key, or nil. It is
@@ -69,7 +73,7 @@ func (r *Recent) Add(evs []RecentEvent) {
 	for _, e := range evs {
 		r.events = append(r.events, e)
 		if e.Obj == nil {
-			delete(r.latest, e.Key)
+			delete(r.latest, e.Key) // deleted, or not decoded yet
 		} else {
 			r.latest[e.Key] = e.Obj
 		}
@@ -126,12 +130,13 @@ func (r *Recent) Clear() {
 // Changes answers Changes(after, limit) when r holds every revision
 // after after up to its last, and that is at least one: the latest event
 // of each key written in that range, in revision order. ok is false when
-// the database must be read.
+// the database must be read. Events kept as rows are decoded here, by the
+// reader, outside the lock, and kept decoded for the readers that follow.
 func (r *Recent) Changes(after int64, limit int) (evs []store.Event, ok bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	n := len(r.events)
 	if n == 0 || after+1 < r.events[0].Rev || after >= r.events[n-1].Rev {
+		r.mu.Unlock()
 		return nil, false
 	}
 	start := int(after + 1 - r.events[0].Rev)
@@ -139,29 +144,81 @@ func (r *Recent) Changes(after int64, limit int) (evs []store.Event, ok bool) {
 	for _, e := range r.events[start:] {
 		last[e.Key] = e.Rev
 	}
+	var rows map[int]*Row // index in evs -> row to decode
 	for _, e := range r.events[start:] {
 		if last[e.Key] != e.Rev {
 			continue // written again later in the range
 		}
 		ev := store.Event{Type: store.EventDelete, Revision: e.Rev, Key: e.Key}
-		if e.Obj != nil {
+		switch {
+		case e.Obj != nil:
 			ev.Type, ev.Object = store.EventPut, e.Obj.Clone()
+		case e.Row != nil:
+			ev.Type = store.EventPut
+			if rows == nil {
+				rows = map[int]*Row{}
+			}
+			rows[len(evs)] = e.Row
 		}
 		evs = append(evs, ev)
 		if len(evs) == limit {
 			break
 		}
 	}
+	r.mu.Unlock()
+	if rows == nil {
+		return evs, true
+	}
+	decoded := map[int64]*resource.Object{}
+	for i, row := range rows {
+		o, err := row.Object()
+		if err != nil {
+			return nil, false // the database will say what is wrong
+		}
+		evs[i].Object = o
+		decoded[evs[i].Revision] = o
+	}
+	r.keep(decoded)
+	for i := range rows {
+		evs[i].Object = evs[i].Object.Clone() // the kept one is read-only
+	}
 	return evs, true
 }
 
-// Stored returns the object that op wrote as next over cur (nil when the
-// key had no row), for the readers of r (callers of Apply get a clone),
-// decoding as little as it can: a create or an update wrote op.Object's
-// labels and spec as they are, and a status write kept those of the
-// previous write of the resource, which r usually still holds (when that
-// write was in the same group, not yet added, it is decoded).
-func (r *Recent) Stored(op store.Op, next, cur *Row) (*resource.Object, error) {
+// keep stores objects decoded by a reader in place of their rows, by
+// revision, where r still holds them.
+func (r *Recent) keep(decoded map[int64]*resource.Object) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.events) == 0 {
+		return
+	}
+	first := r.events[0].Rev
+	for rev, o := range decoded {
+		i := rev - first
+		if i < 0 || i >= int64(len(r.events)) {
+			continue
+		}
+		e := &r.events[i]
+		if e.Rev != rev || e.Row == nil || e.Obj != nil {
+			continue
+		}
+		e.Obj, e.Row = o, nil
+	}
+}
+
+// Event returns the event of op, which wrote next over cur (nil when the
+// key had no row), for the readers of r, decoding nothing: a create or an
+// update wrote op.Object's labels and spec as they are, and a status write
+// kept those of the previous write of the resource, which r usually still
+// holds; when it does not (that write is older, or in the same group and
+// not added yet), the event keeps next's row for its first reader to
+// decode.
+func (r *Recent) Event(op store.Op, next, cur *Row) (RecentEvent, error) {
+	ev := RecentEvent{Rev: next.Revision, Key: next.Key}
+	if next.Deleted {
+		return ev, nil
+	}
 	var obj *resource.Object
 	switch op.Type {
 	case store.OpCreate, store.OpUpdate:
@@ -170,21 +227,33 @@ func (r *Recent) Stored(op store.Op, next, cur *Row) (*resource.Object, error) {
 			obj.Labels = nil
 		}
 		if op.Type == store.OpCreate {
-			return stamp(obj, next), nil
+			ev.Obj = stamp(obj, next)
+			return ev, nil
 		}
 	default:
 		prev := r.ObjectBefore(next.Key)
 		if prev == nil || cur == nil || prev.Revision != cur.Revision {
-			return next.Object()
+			row := *next
+			ev.Row = &row
+			return ev, nil
 		}
 		c := *prev // labels and spec are read-only and shared
 		obj = &c
 	}
 	var err error
 	if obj.Status, err = resource.UnmarshalStatus(next.Key.Kind, []byte(next.Status)); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", next.Key, err)
+		return ev, fmt.Errorf("decode %s: %w", next.Key, err)
 	}
-	return stamp(obj, next), nil
+	ev.Obj = stamp(obj, next)
+	return ev, nil
+}
+
+// Object returns a copy of the object of ev, which the caller owns.
+func (ev RecentEvent) Object() (*resource.Object, error) {
+	if ev.Obj != nil {
+		return ev.Obj.Clone(), nil
+	}
+	return ev.Row.Object()
 }
 
 // stamp sets the metadata of next on obj.

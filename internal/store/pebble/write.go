@@ -160,19 +160,19 @@ func (w *writeTx) apply(op store.Op, p *backend.Prepared) (store.Result, error) 
 	next.Revision = w.revision + 1
 	w.put(okey, &next, cur)
 	w.revision = next.Revision
-	if next.Deleted {
-		w.events = append(w.events, backend.RecentEvent{Rev: next.Revision, Key: key})
-		return store.Result{Revision: next.Revision}, nil
-	}
-	obj, err := w.s.recent.Stored(op, &next, cur)
+	ev, err := w.s.recent.Event(op, &next, cur)
 	if err != nil {
 		return store.Result{}, err
 	}
-	w.events = append(w.events, backend.RecentEvent{Rev: next.Revision, Key: key, Obj: obj})
-	if op.DiscardObject {
+	w.events = append(w.events, ev)
+	if next.Deleted || op.DiscardObject {
 		return store.Result{Revision: next.Revision}, nil
 	}
-	return store.Result{Object: obj.Clone(), Revision: next.Revision}, nil
+	obj, err := ev.Object()
+	if err != nil {
+		return store.Result{}, err
+	}
+	return store.Result{Object: obj, Revision: next.Revision}, nil
 }
 
 // load returns the row of key (okey is its object key), live or
