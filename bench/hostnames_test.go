@@ -171,6 +171,7 @@ func BenchmarkPutToHostname(b *testing.B) {
 			b.ReportMetric(ready.Sub(p.started).Seconds(), "ready-s")
 			b.ReportMetric(ctrl.Seconds(), "controller-start-s")
 			b.ReportMetric(failed, "initial-failed-writes")
+			p.stop() // SIGTERM: a MESHNAMES_CPU_PROFILE is written
 		})
 	}
 }

@@ -402,6 +402,21 @@ func (c *Cache) Peek(k resource.Key) (*resource.Object, bool) {
 	return e.shared(k), true
 }
 
+// RevisionOf returns the revision of the resource with key k, without
+// decoding it, and whether the cache holds it.
+func (c *Cache) RevisionOf(k resource.Key) (int64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.groups[group{k.Kind, k.Mesh}][k.Name]
+	switch {
+	case !ok:
+		return 0, false
+	case e.hot != nil:
+		return e.hot.Revision, true
+	}
+	return e.cold.revision()
+}
+
 // Label returns the value of the label name of the resource with key k,
 // and whether the resource has it, without decoding the resource.
 func (c *Cache) Label(k resource.Key, name string) (string, bool) {

@@ -527,6 +527,18 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 		hot[k] = o
 	}
 	hotList, _ := c.List(Query{Kind: resource.MeshService})
+	revisionsAre := func(when string) {
+		t.Helper()
+		for _, k := range keys {
+			if rev, ok := c.RevisionOf(k); !ok || rev != hot[k].Revision {
+				t.Errorf("%s: RevisionOf(%s) = %d, %v, want %d", when, k, rev, ok, hot[k].Revision)
+			}
+		}
+		if _, ok := c.RevisionOf(resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "absent"}); ok {
+			t.Errorf("%s: RevisionOf an absent key says it is there", when)
+		}
+	}
+	revisionsAre("hot")
 	// Scan and Keys see what List sees; Scan shares hot objects.
 	scanAll := func() []*resource.Object {
 		var out []*resource.Object
@@ -565,6 +577,7 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 		t.Errorf("meshnames_cache_decoded_objects = %v after the freeze, want 0", n)
 	}
 	_ = reg
+	revisionsAre("frozen")
 	for _, k := range keys {
 		o, _ := c.Get(k)
 		if diff := cmp.Diff(hot[k], o); diff != "" {

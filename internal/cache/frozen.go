@@ -115,6 +115,17 @@ func (f frozen) thaw(k resource.Key, labels map[string]string) (*resource.Object
 	return o, nil
 }
 
+// revision returns the revision of the resource f holds, without
+// decoding it; false when the header is unreadable.
+func (f frozen) revision() (int64, bool) {
+	_, n := binary.Varint(f) // the version
+	if n <= 0 {
+		return 0, false
+	}
+	rev, m := binary.Varint(f[n:])
+	return rev, m > 0
+}
+
 // Frozen returns how many times an entry has been frozen: a count of
 // decoded resources the cache has let go of.
 func (c *Cache) Frozen() uint64 { return c.frozen.Load() }

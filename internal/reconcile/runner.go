@@ -229,12 +229,54 @@ type term struct {
 	digest    Digest
 	statuses  int
 	batch     []pendingWrite
+	// committing is the batch the store is committing while the cores
+	// decide the next one; nil when none is.
+	committing *commit
+	// seen holds the revision of each resource the cores observed since
+	// the last pass; echoes, the revision of each status write of the
+	// runner made over the revision the cores had observed, until the
+	// cache reports it (echo).
+	seen, echoes map[resource.Key]int64
+}
+
+// see records that the cores observe obj.
+func (t *term) see(obj *resource.Object) {
+	if t.seen == nil {
+		t.seen = map[resource.Key]int64{}
+	}
+	t.seen[obj.Key()] = obj.Revision
+}
+
+// echo reports whether the change of k the cache reported is the
+// runner's own status write and nothing else, which the cores need not
+// observe: they decided that status, over the revision they had seen.
+// Reading the revision does not decode the resource.
+func (t *term) echo(k resource.Key) bool {
+	rev, ok := t.echoes[k]
+	if !ok {
+		return false
+	}
+	delete(t.echoes, k)
+	cur, ok := t.r.o.Cache.RevisionOf(k)
+	return ok && cur == rev
+}
+
+// commit is a batch handed to the store.
+type commit struct {
+	batch   []pendingWrite
+	results []store.Result
+	err     error
+	done    chan struct{}
 }
 
 type pendingWrite struct {
 	Write
 	key    resource.Key // of a status patch
 	status bool
+	// base is the revision of the resource the cores observed and
+	// decided the status patch over; 0 when they may not have observed
+	// the revision the cache holds.
+	base int64
 }
 
 func (r *Runner) watches(k resource.Kind) bool {
@@ -290,6 +332,7 @@ func (r *Runner) term(ctx context.Context) error {
 		}
 		r.o.Cache.Scan(cache.Query{Kind: k}, func(obj *resource.Object) {
 			objects++
+			t.see(obj)
 			for _, c := range watching {
 				c.Observe(obj.Key(), obj)
 			}
@@ -313,8 +356,13 @@ func (r *Runner) term(ctx context.Context) error {
 		if keys := t.q.Take(); keys != nil {
 			start := time.Now()
 			for _, k := range keys {
+				if t.echo(k) {
+					continue
+				}
 				obj, ok := r.o.Cache.Peek(k)
-				if !ok {
+				if ok {
+					t.see(obj)
+				} else {
 					obj = nil
 				}
 				for _, c := range r.cores {
@@ -425,10 +473,15 @@ func (t *term) pass(ctx context.Context, extra []resource.Key) error {
 			continue
 		}
 		if err := t.decide(ctx, k, p); err != nil {
+			t.wait()
 			return err
 		}
 	}
-	return t.flush(ctx)
+	t.seen = nil
+	if err := t.flush(ctx); err != nil {
+		return err
+	}
+	return t.wait()
 }
 
 // decide builds the status of service k from every core's part and queues
@@ -466,7 +519,11 @@ func (t *term) decide(ctx context.Context, k resource.Key, p patch) error {
 	t.written.Put(k, want)
 	sp := store.StatusPatch(p)
 	op := store.Op{Type: store.OpPatchStatus, Object: &resource.Object{Kind: k.Kind, Mesh: k.Mesh, Name: k.Name, Status: st}, Patch: &sp, DiscardObject: true}
-	t.batch = append(t.batch, pendingWrite{Write: Write{Op: op}, key: k, status: true})
+	var base int64
+	if seen, ok := t.seen[k]; ok && seen == obj.Revision {
+		base = seen
+	}
+	t.batch = append(t.batch, pendingWrite{Write: Write{Op: op}, key: k, status: true, base: base})
 	if t.r.o.Record != nil {
 		at := len(t.batch) - 1
 		for _, op := range t.r.o.Record(obj, st, sp) {
@@ -490,7 +547,11 @@ func (t *term) sum(st resource.Status) uint64 {
 	return t.digest.Sum()
 }
 
-// flush writes the queued writes in one transaction.
+// flush hands the queued writes to the store as one transaction, once
+// the batch before them is committed, and returns without waiting for
+// this one: the cores decide the next batch while the store commits
+// (wait waits). A pass ends with wait, so that nothing is in flight
+// between passes.
 func (t *term) flush(ctx context.Context) error {
 	batch := t.batch
 	t.batch, t.statuses = nil, 0
@@ -504,20 +565,40 @@ func (t *term) flush(ctx context.Context) error {
 			}
 		}
 	}
+	if err := t.wait(); err != nil {
+		return err
+	}
 	ops := make([]store.Op, len(batch))
 	for i, w := range batch {
 		ops[i] = w.Op
 	}
-	results, err := t.r.o.Store.Apply(ctx, ops...)
-	if err != nil {
-		if errors.Is(err, store.ErrFenced) {
+	c := &commit{batch: batch, done: make(chan struct{})}
+	t.committing = c
+	go func() {
+		defer close(c.done)
+		c.results, c.err = t.r.o.Store.Apply(ctx, ops...)
+	}()
+	return nil
+}
+
+// wait waits for the batch the store is committing, if any, and takes
+// in its results.
+func (t *term) wait() error {
+	c := t.committing
+	if c == nil {
+		return nil
+	}
+	t.committing = nil
+	<-c.done
+	if c.err != nil {
+		if errors.Is(c.err, store.ErrFenced) {
 			return errFenced
 		}
 		t.r.writes.WithLabelValues("batch", "error").Inc()
-		return err
+		return c.err
 	}
-	for i, w := range batch {
-		res := results[i]
+	for i, w := range c.batch {
+		res := c.results[i]
 		what := "other"
 		if w.status {
 			what = "status"
@@ -528,6 +609,12 @@ func (t *term) flush(ctx context.Context) error {
 			t.lastWrite = max(t.lastWrite, res.Revision)
 			if w.status {
 				t.written.Written(w.key, res.Revision)
+				if w.base != 0 && res.Previous == w.base {
+					if t.echoes == nil {
+						t.echoes = map[resource.Key]int64{}
+					}
+					t.echoes[w.key] = res.Revision
+				}
 			}
 		case w.status && errors.Is(res.Err, store.ErrNotFound):
 			// Deleted meanwhile; the deletion event follows.

@@ -22,11 +22,12 @@ type labelCore struct {
 	reconcile.Base
 	cond, label string
 
-	mu      sync.Mutex
-	values  map[resource.Key]string
-	dirty   []resource.Key
-	decided int
-	starts  int
+	mu       sync.Mutex
+	values   map[resource.Key]string
+	dirty    []resource.Key
+	decided  int
+	starts   int
+	observed map[resource.Key]int
 }
 
 func newLabelCore(cond, label string) *labelCore {
@@ -39,7 +40,7 @@ func (c *labelCore) Watches(k resource.Kind) bool { return k == resource.MeshSer
 func (c *labelCore) Start(context.Context, reconcile.Env) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.values, c.dirty = map[resource.Key]string{}, nil
+	c.values, c.dirty, c.observed = map[resource.Key]string{}, nil, map[resource.Key]int{}
 	c.starts++
 	return nil
 }
@@ -47,6 +48,7 @@ func (c *labelCore) Start(context.Context, reconcile.Env) error {
 func (c *labelCore) Observe(k resource.Key, obj *resource.Object) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.observed[k]++
 	if obj == nil {
 		delete(c.values, k)
 		return
@@ -338,5 +340,74 @@ func TestRunner_OpsAndWake(t *testing.T) {
 	}
 	if len(ls) != 2 {
 		t.Errorf("leases %+v, want one and two", ls)
+	}
+}
+
+func (c *labelCore) observations(k resource.Key) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.observed[k]
+}
+
+// interleave writes, once, a change of its own just before the first
+// batch that patches the status of key: a user's write landing between
+// the runner's decision and its commit.
+type interleave struct {
+	store.Store
+	key    resource.Key
+	once   sync.Once
+	before func()
+}
+
+func (s *interleave) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, error) {
+	for _, op := range ops {
+		if op.Type == store.OpPatchStatus && op.Object.Key() == s.key {
+			s.once.Do(s.before)
+		}
+	}
+	return s.Store.Apply(ctx, ops...)
+}
+
+// The cache's report of the runner's own status write is not observed
+// again by the cores (they decided it), but a write that landed between
+// their decision and its commit is, even when the cache reports both as
+// one change.
+func TestRunner_SkipsOnlyItsOwnEchoes(t *testing.T) {
+	e := newEnv(t, reconciletest.Options{})
+	e.create(service("s0", map[string]string{"a": "v"}))
+	e.create(service("s1", map[string]string{"a": "v"}))
+	c := newLabelCore("A", "a")
+	late := &interleave{Store: e.st, key: svcKey("s1")}
+	late.before = func() {
+		cur := e.get("s1")
+		cur.Labels["a"] = "late"
+		if _, err := store.Update(context.Background(), e.st, cur); err != nil {
+			t.Error(err)
+		}
+	}
+	e.rt = reconciletest.Start(t, late, reconciletest.Options{Cores: func() []reconcile.Core { return []reconcile.Core{c} }})
+	e.rt.Settle()
+	if got := conditions(e.get("s0"))["A"]; got != "v" {
+		t.Errorf("s0: condition %q, want v", got)
+	}
+	if n := c.observations(svcKey("s0")); n != 1 {
+		t.Errorf("s0 observed %d times, want 1: the first view, not the echo of its status write", n)
+	}
+	if got := conditions(e.get("s1"))["A"]; got != "late" {
+		t.Errorf("s1: condition %q, want late: the label written before the status patch committed was missed", got)
+	}
+
+	// A change is observed once, and its status write's echo not at all.
+	cur := e.get("s0")
+	cur.Labels["a"] = "w"
+	if _, err := store.Update(context.Background(), e.st, cur); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.Settle()
+	if got := conditions(e.get("s0"))["A"]; got != "w" {
+		t.Errorf("s0: condition %q, want w", got)
+	}
+	if n := c.observations(svcKey("s0")); n != 2 {
+		t.Errorf("s0 observed %d times, want 2: the first view and the label update", n)
 	}
 }

@@ -329,6 +329,11 @@ type Result struct {
 	Object *resource.Object
 	// Revision is the revision the write was given.
 	Revision int64
+	// Previous is the revision of the resource this write replaced, 0
+	// when there was none (a create) or the store does not say (a
+	// subscriber that wrote at Revision over Previous, and had seen
+	// Previous, has seen everything up to Revision).
+	Previous int64
 	Err      error
 }
 

@@ -87,3 +87,12 @@ func Next(op store.Op, p *Prepared, cur *Row, now int64) (Row, error) {
 	}
 	return next, nil
 }
+
+// LiveRevision is the revision of r when it holds a live resource, 0
+// when r is nil or a tombstone (store.Result.Previous).
+func LiveRevision(r *Row) int64 {
+	if r == nil || r.Deleted {
+		return 0
+	}
+	return r.Revision
+}

@@ -165,14 +165,14 @@ func (w *writeTx) apply(op store.Op, p *backend.Prepared) (store.Result, error) 
 		return store.Result{}, err
 	}
 	w.events = append(w.events, ev)
+	res := store.Result{Revision: next.Revision, Previous: backend.LiveRevision(cur)}
 	if next.Deleted || op.DiscardObject {
-		return store.Result{Revision: next.Revision}, nil
+		return res, nil
 	}
-	obj, err := ev.Object()
-	if err != nil {
+	if res.Object, err = ev.Object(); err != nil {
 		return store.Result{}, err
 	}
-	return store.Result{Object: obj, Revision: next.Revision}, nil
+	return res, nil
 }
 
 // load returns the row of key (okey is its object key), live or

@@ -82,3 +82,33 @@ func testPatchStatus(t *testing.T, e *env) {
 		t.Error("a patch without Patch was accepted")
 	}
 }
+
+// testPreviousRevision: a write's result names the revision of the live
+// resource it replaced, 0 for a create (also after a deletion).
+func testPreviousRevision(t *testing.T, e *env) {
+	created := e.applyOK(t, store.Op{Type: store.OpCreate, Object: meshService(mesh, "prev")})[0]
+	if created.Previous != 0 {
+		t.Errorf("create: Previous %d, want 0", created.Previous)
+	}
+	upd := created.Object.Clone()
+	upd.Labels = map[string]string{"team": "a"}
+	updated := e.applyOK(t, store.Op{Type: store.OpUpdate, Object: upd})[0]
+	st := updated.Object.Clone()
+	st.Status = serviceStatus("prev.mesh")
+	patched := e.applyOK(t, store.Op{Type: store.OpPatchStatus, Object: st, Patch: &store.StatusPatch{Fields: []string{"addresses"}}, DiscardObject: true})[0]
+	deleted := e.applyOK(t, store.Op{Type: store.OpDelete, Key: created.Object.Key()})[0]
+	again := e.applyOK(t, store.Op{Type: store.OpCreate, Object: meshService(mesh, "prev")})[0]
+	for _, c := range []struct {
+		what      string
+		got, want int64
+	}{
+		{"update", updated.Previous, created.Revision},
+		{"status patch", patched.Previous, updated.Revision},
+		{"delete", deleted.Previous, patched.Revision},
+		{"create after delete", again.Previous, 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: Previous %d, want %d", c.what, c.got, c.want)
+		}
+	}
+}

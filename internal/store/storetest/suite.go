@@ -37,6 +37,7 @@ func RunExcept(t *testing.T, open Opener, skip map[string]string) {
 		{"ConcurrentUpdatesOneWinner", testConcurrentUpdatesOneWinner},
 		{"UpdateKeepsStatus", testUpdateKeepsStatus},
 		{"UpdateStatusKeepsSpecAndLabels", testUpdateStatusKeepsSpecAndLabels},
+		{"PreviousRevision", testPreviousRevision},
 		{"RevisionsIncrease", testRevisionsIncrease},
 		{"ConcurrentRevisionsMatchChanges", testConcurrentRevisionsMatchChanges},
 		{"BatchFailedOpDoesNotAffectOthers", testBatchFailedOpDoesNotAffectOthers},
