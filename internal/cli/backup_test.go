@@ -34,6 +34,9 @@ func TestBackupCommand(t *testing.T) {
 	if m := want.FindStringSubmatch(out); m == nil || m[1] != strconv.FormatInt(st.Size(), 10) {
 		t.Errorf("backup printed %q; want %s with the file's size %d", out, want, st.Size())
 	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %o, want 600: it holds the keys that sign tokens", file, st.Mode().Perm())
+	}
 	if _, err := os.Stat(file + ".tmp"); !os.IsNotExist(err) {
 		t.Errorf("%s.tmp is left: %v", file, err)
 	}

@@ -16,14 +16,25 @@ import (
 // same file system, so that pebble's checkpoint hard-links its tables).
 const BackupTempPrefix = ".backup-"
 
-// BackupTempDir makes a new temporary directory for a backup's snapshot
-// in the data directory dir. The caller removes it.
-func BackupTempDir(dir string) (string, error) {
+// Backup is the frame of an embedded engine's store.Backuper: snapshot
+// writes the data directory's files into tmp, a new temporary directory
+// inside the data directory dir; Backup then writes tmp to w as a tar
+// (TarTree) and removes tmp, also when it fails (what a failed removal
+// leaves, RemoveBackupTemps removes at the next Open). It returns the
+// paths of the tar.
+func Backup(ctx context.Context, dir string, w io.Writer, snapshot func(tmp string) error) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
 	tmp, err := os.MkdirTemp(dir, BackupTempPrefix+"*")
 	if err != nil {
-		return "", fmt.Errorf("backup: temporary directory: %w", err)
+		return nil, fmt.Errorf("backup: temporary directory: %w", err)
 	}
-	return tmp, nil
+	defer func() { _ = os.RemoveAll(tmp) }()
+	if err := snapshot(tmp); err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	return TarTree(ctx, w, tmp)
 }
 
 // RemoveBackupTemps removes the temporary directories that backups cut

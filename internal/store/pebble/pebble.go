@@ -52,7 +52,6 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 type Store struct {
 	db       *pebble.DB
 	dir      string // the data directory, absolute
-	log      *slog.Logger
 	lock     *os.File
 	now      func() time.Time
 	notifier store.Notifier
@@ -127,7 +126,7 @@ func open(dir string, o *options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dir: dir, log: o.log, now: o.now, queue: backend.NewQueue(), writerDone: make(chan struct{})}
+	s := &Store{db: db, dir: dir, now: o.now, queue: backend.NewQueue(), writerDone: make(chan struct{})}
 	if err := s.load(); err != nil {
 		_ = db.Close()
 		return nil, err

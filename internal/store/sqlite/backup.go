@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/meshnames/meshnames/internal/store"
@@ -14,27 +13,23 @@ import (
 )
 
 // Backup implements store.Backuper: VACUUM INTO a temporary file inside
-// the data directory, from one read transaction of a connection of its own
-// (so neither the writer nor the read pool waits for it), written to w as
-// meshnames.db and removed, also when Backup fails. The copy is a plain
-// database file without a write-ahead log; Open turns WAL mode on again.
+// the data directory, from one read transaction of a connection of its
+// own (so neither the writer nor the read pool waits for it), written to w
+// as meshnames.db and removed, also when Backup fails (backend.Backup).
+// The copy is a plain database file without a write-ahead log; Open turns
+// WAL mode on again.
 func (s *Store) Backup(ctx context.Context, w io.Writer) (store.BackupInfo, error) {
 	info := store.BackupInfo{Engine: "sqlite"}
 	if s.closed.Load() {
 		return info, fmt.Errorf("sqlite: backup: %w", store.ErrClosed)
 	}
-	if err := ctx.Err(); err != nil {
-		return info, fmt.Errorf("sqlite: backup: %w", err)
-	}
-	tmp, err := backend.BackupTempDir(s.dir)
+	var err error
+	info.Files, err = backend.Backup(ctx, s.dir, w, func(tmp string) error {
+		rev, err := vacuumInto(ctx, filepath.Join(s.dir, DatabaseFile), filepath.Join(tmp, DatabaseFile))
+		info.Revision = rev
+		return err
+	})
 	if err != nil {
-		return info, fmt.Errorf("sqlite: %w", err)
-	}
-	defer func() { _ = os.RemoveAll(tmp) }() // the next Open removes what is left
-	if info.Revision, err = vacuumInto(ctx, filepath.Join(s.dir, DatabaseFile), filepath.Join(tmp, DatabaseFile)); err != nil {
-		return info, fmt.Errorf("sqlite: backup: %w", err)
-	}
-	if info.Files, err = backend.TarTree(ctx, w, tmp); err != nil {
 		return info, fmt.Errorf("sqlite: %w", err)
 	}
 	return info, nil

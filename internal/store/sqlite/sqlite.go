@@ -11,6 +11,10 @@
 // and fails at once when another process, or another Store in this
 // process, holds it. Notifications are therefore in-process only.
 //
+// Backup (store.Backuper) copies the database with VACUUM INTO a
+// temporary dir/.backup-* and writes it as a tar of meshnames.db; Open
+// removes such a directory that a crash left.
+//
 // It imports store and store/sqlstore; it must not import anything above
 // store (cache, apiserver, server). A Store is safe for concurrent use; one
 // connection writes, a small pool reads.
