@@ -64,8 +64,20 @@ const (
 	VerbIssueToken  = "issue-token"
 	VerbRevokeToken = "revoke-token"
 	VerbRotateKey   = "rotate-key"
+	// VerbBackup is a backup of the store taken (GET /_backup).
+	VerbBackup = "backup"
 	// VerbSync is a write a zone's sync stream tried (multizone).
 	VerbSync = "sync"
+)
+
+// The trailers of a backup (GET /_backup, a tar stream of a data
+// directory), sent after the stream: a client that does not find them got
+// a stream cut short, which is not a backup.
+const (
+	// BackupEngineTrailer names the engine that wrote it: pebble or sqlite.
+	BackupEngineTrailer = "Meshnames-Backup-Engine"
+	// BackupRevisionTrailer is the store revision it holds.
+	BackupRevisionTrailer = "Meshnames-Backup-Revision"
 )
 
 // Audit results.

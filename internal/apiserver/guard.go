@@ -45,14 +45,14 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) string {
 	}
 	if ref != nil {
 		s.refuse(w, ref)
-		if writes(r.Method) && a.Class != auth.Read {
+		if audited(r, a) {
 			entry.Result, entry.Code, entry.Reason = api.ResultRefused, ref.Status, ref.Detail
 			s.appendAudit(r.Context(), entry)
 		}
 		return route
 	}
 	ctx := auth.WithIdentity(r.Context(), id)
-	if !writes(r.Method) || a.Class == auth.Read {
+	if !audited(r, a) {
 		return s.dispatch(w, r.WithContext(ctx))
 	}
 	p := &pendingAudit{entry: entry}
@@ -77,6 +77,12 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) string {
 
 // writes reports whether a request of method may change something.
 func writes(method string) bool { return method != http.MethodGet && method != http.MethodHead }
+
+// audited reports whether the guard audits a request: every one that may
+// write, and backups, which read everything.
+func audited(r *http.Request, a auth.Action) bool {
+	return a.Class == auth.Backup || (writes(r.Method) && a.Class != auth.Read)
+}
 
 // appendAudit writes e on its own and logs it. The request may be gone:
 // the entry is written anyway.
@@ -144,6 +150,9 @@ func classify(r *http.Request) (auth.Action, string) {
 			a.AllMeshes = true
 		}
 		return a, "/gui"
+	case len(seg) == 1 && seg[0] == "_backup":
+		a.Class = auth.Backup
+		return a, "/_backup"
 	case len(seg) == 1 && seg[0] == "_apply":
 		// A dry run: it writes nothing, so it is a read for every role.
 		return a, "/_apply"
@@ -197,6 +206,8 @@ func classify(r *http.Request) (auth.Action, string) {
 // whether a PUT creates or updates.
 func verbOf(r *http.Request, a auth.Action) string {
 	switch {
+	case a.Class == auth.Backup:
+		return api.VerbBackup
 	case a.Class == auth.Tokens && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/_rotate-key"):
 		return api.VerbRotateKey
 	case a.Class == auth.Tokens && r.Method == http.MethodPost:

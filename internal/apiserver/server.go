@@ -88,6 +88,10 @@ type Options struct {
 	// and /history read it.
 	Auth  *auth.Guard
 	Store store.Store
+	// NoBackup says why Store takes no backup (it is not a
+	// store.Backuper) and what to use instead; GET /_backup answers it
+	// with 501. Empty: a generic advice.
+	NoBackup string
 	// Keys serves the token endpoints; nil answers them 404.
 	Keys *token.Keys
 	// SyncPin, when set, gives the pin ("sha256:<hex>") of the global's
@@ -218,6 +222,11 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 			s.leader(w, r)
 		}
 		return "/_leader"
+	case len(seg) == 1 && seg[0] == "_backup":
+		if allow(w, r, http.MethodGet) {
+			s.backup(w, r)
+		}
+		return "/_backup"
 	case seg[0] == "tokens" || (len(seg) == 1 && (seg[0] == "audit" || seg[0] == "history")):
 		return s.security(w, r, seg)
 	}

@@ -74,9 +74,10 @@ func waitSynced(t *testing.T, c *cache.Cache) {
 }
 
 type reply struct {
-	code   int
-	header http.Header
-	body   []byte
+	code    int
+	header  http.Header
+	body    []byte
+	trailer http.Header
 }
 
 func (r reply) error() Error {
@@ -112,7 +113,7 @@ func (e *env) do(method, path, contentType, body string, headers ...string) repl
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return reply{code: resp.StatusCode, header: resp.Header, body: b}
+	return reply{code: resp.StatusCode, header: resp.Header, body: b, trailer: resp.Trailer}
 }
 
 func (e *env) put(path, body string, headers ...string) reply {

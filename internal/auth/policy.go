@@ -25,6 +25,9 @@ const (
 	Audit
 	// History is reading the history of hostnames and VIPs.
 	History
+	// Backup is taking a backup of the whole store (GET /_backup): admin
+	// only, and audited although it is a GET.
+	Backup
 	// Other is a path the policy does not know: GET is a Read, every
 	// other method needs admin (new endpoints are closed by default).
 	Other
@@ -114,6 +117,10 @@ func Authorize(id Identity, a Action) error {
 	case Tokens:
 		if id.Role != token.RoleAdmin {
 			return deny("only admin may manage tokens")
+		}
+	case Backup:
+		if id.Role != token.RoleAdmin {
+			return deny("only admin may take a backup: it holds every mesh and the keys that sign tokens")
 		}
 	case Audit:
 		if id.Role == token.RoleServiceOwner {

@@ -53,10 +53,10 @@ virtual IPs, and answers their names over DNS.
 "meshnames serve" runs a control plane; "meshnames config show" prints the
 configuration it would run with; "meshnames install crds" prints the CRDs of
 the Kubernetes mode. The other commands are clients of a running
-control plane: apply, diff, get, delete, inspect, token, audit and version
-talk to the server named by their --server flag or $` + ServerEnv + ` (default
-` + client.DefaultServer + `), sending the token of --token-file or
-$` + TokenEnv + ` (without one, requests from the server's own host are
+control plane: apply, diff, get, delete, inspect, token, audit, backup and
+version talk to the server named by their --server flag or $` + ServerEnv + `
+(default ` + client.DefaultServer + `), sending the token of --token-file
+or $` + TokenEnv + ` (without one, requests from the server's own host are
 admin).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -92,6 +92,7 @@ admin).`,
 		newVersionCmd(env, newClient),
 		newTokenCmd(env, newClient),
 		newAuditCmd(env, newClient),
+		newBackupCmd(env, newClient),
 	}
 	for _, c := range clients {
 		c.PersistentFlags().StringVar(&server, "server", "", serverUsage)

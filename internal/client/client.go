@@ -193,29 +193,12 @@ func (c *Client) do(ctx context.Context, method, pathAndQuery string, body []byt
 }
 
 func (c *Client) once(ctx context.Context, method, pathAndQuery string, body []byte, header http.Header) (*response, error) {
-	u := c.base.String() + pathAndQuery
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	resp, err := c.send(ctx, c.http, method, pathAndQuery, rd, header)
 	if err != nil {
-		return nil, err
-	}
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		var ne net.Error
-		var oe *net.OpError
-		if errors.As(err, &oe) || (errors.As(err, &ne) && !ne.Timeout()) {
-			return nil, &UnreachableError{Server: c.Server(), Err: err}
-		}
 		return nil, err
 	}
 	defer resp.Body.Close()
@@ -225,15 +208,48 @@ func (c *Client) once(ctx context.Context, method, pathAndQuery string, body []b
 	}
 	r := &response{status: resp.StatusCode, header: resp.Header, body: b}
 	if resp.StatusCode >= 400 {
-		e := &APIError{Status: resp.StatusCode}
-		if json.Unmarshal(b, e) != nil || e.Title == "" {
-			e.Title = http.StatusText(resp.StatusCode)
-			e.Detail = strings.TrimSpace(string(b))
-		}
-		e.Status = resp.StatusCode
-		return r, e
+		return r, apiError(resp.StatusCode, b)
 	}
 	return r, nil
+}
+
+// send sends a request with the client's token through hc, and returns
+// the response for the caller to read and close.
+func (c *Client) send(ctx context.Context, hc *http.Client, method, pathAndQuery string, body io.Reader, header http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+pathAndQuery, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		var ne net.Error
+		var oe *net.OpError
+		if errors.As(err, &oe) || (errors.As(err, &ne) && !ne.Timeout()) {
+			return nil, &UnreachableError{Server: c.Server(), Err: err}
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+// apiError is the error of an answer with status >= 400 and body b.
+func apiError(status int, b []byte) *APIError {
+	e := &APIError{Status: status}
+	if json.Unmarshal(b, e) != nil || e.Title == "" {
+		e.Title = http.StatusText(status)
+		e.Detail = strings.TrimSpace(string(b))
+	}
+	e.Status = status
+	return e
 }
 
 // Info returns the server's version, mode and zone.

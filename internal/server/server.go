@@ -120,8 +120,8 @@ func (s *Server) Run(ctx context.Context) error {
 	apiOpts := apiserver.Options{
 		// The API's writes carry their audit entries into the store.
 		Cache: c, Admission: admission.New(admission.Options{Store: apiserver.AuditingStore(st), Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone, DisplayName: displayName(st)}),
-		Store: st,
-		Log:   s.log.With("component", "api"), Registry: reg, Version: s.version,
+		Store: st, NoBackup: noBackup(s.cfg),
+		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error {
 			if err := ready(c); err != nil {
 				return err

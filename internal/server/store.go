@@ -60,6 +60,18 @@ func openStore(ctx context.Context, cfg config.Config, clock func() time.Time, l
 	return st, nil
 }
 
+// noBackup says, for a store that takes no backup through meshnames (not
+// a store.Backuper), what backs it up instead.
+func noBackup(cfg config.Config) string {
+	switch {
+	case cfg.KubernetesEnv():
+		return "the Kubernetes store takes no backup through meshnames: its resources are in the Kubernetes API server, so back up its etcd (an etcd snapshot, or the cluster's backup tool)"
+	case cfg.Postgres():
+		return "the PostgreSQL store takes no backup through meshnames: back up its database with pg_dump (or PostgreSQL's own continuous archiving)"
+	}
+	return ""
+}
+
 // compactLoop drops tombstones older than the retention, every tenth of the
 // retention (at most hourly).
 func compactLoop(ctx context.Context, st store.Store, retention time.Duration, log *slog.Logger) error {

@@ -56,6 +56,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/meshnames/meshnames/internal/resource"
@@ -421,4 +422,30 @@ func one(ctx context.Context, s Store, op Op) (*resource.Object, error) {
 		return nil, err
 	}
 	return rs[0].Object, rs[0].Err
+}
+
+// Backuper is implemented by the stores that can write an online backup of
+// themselves: the embedded engines (pebble and SQLite). PostgreSQL and the
+// Kubernetes store do not: their databases have their own backups.
+type Backuper interface {
+	// Backup writes to w a tar stream of a data directory that holds a
+	// consistent snapshot of the store: extracted into an empty
+	// directory, it is a data directory the same engine opens. Writes
+	// go on during the backup; the snapshot holds every write
+	// acknowledged before Backup was called. The stream holds the
+	// store's files only (not the lock file, nor anything else in the
+	// data directory). When Backup fails, what it wrote to w is not a
+	// backup.
+	Backup(ctx context.Context, w io.Writer) (BackupInfo, error)
+}
+
+// BackupInfo describes a backup that Backup wrote.
+type BackupInfo struct {
+	// Engine is the engine that wrote it: "pebble" or "sqlite".
+	Engine string
+	// Revision is the store revision of the snapshot: the last write it
+	// holds.
+	Revision int64
+	// Files are the paths in the tar stream, in its order.
+	Files []string
 }

@@ -46,26 +46,13 @@ func TestPebble_MigratesSQLiteDataDir(t *testing.T) {
 	first := start(t, "sqlite", "--data-dir", dir)
 	first.waitReady(30 * time.Second)
 	const n = 20
-	vips := map[string]string{}
 	for i := range n {
 		name := fmt.Sprintf("svc-%d", i)
 		if code, err := putService(t.Context(), first.api, name, 8000+i); err != nil || code != http.StatusCreated {
 			t.Fatalf("PUT %s = %d, %v", name, code, err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(vips) < n && time.Now().Before(deadline) {
-		for i := range n {
-			name := fmt.Sprintf("svc-%d", i)
-			if vip, err := serviceVIP(first.api, name); err == nil && vip != "" {
-				vips[name] = vip
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if len(vips) < n {
-		t.Fatalf("%d of %d services got a VIP on the SQLite engine", len(vips), n)
-	}
+	vips := waitVIPs(t, first.api, n)
 	if err := first.stop(30 * time.Second); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
 	}

@@ -16,6 +16,10 @@
 // meshnames.db.migrated. A migration cut short leaves the SQLite file in
 // place and is done again at the next Open. (migrate.go)
 //
+// Backup (store.Backuper) checkpoints the database into a temporary
+// dir/.backup-* and writes it as a tar of pebble/; Open removes such a
+// directory that a crash left. (backup.go)
+//
 // # Keys
 //
 // One ordered key space holds, by the first byte of the key (keys.go):

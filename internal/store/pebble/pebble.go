@@ -51,6 +51,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // Store is the pebble store.
 type Store struct {
 	db       *pebble.DB
+	dir      string // the data directory, absolute
 	lock     *os.File
 	now      func() time.Time
 	notifier store.Notifier
@@ -77,6 +78,7 @@ var (
 	_ store.Store     = (*Store)(nil)
 	_ store.Compacter = (*Store)(nil)
 	_ store.Recorder  = (*Store)(nil)
+	_ store.Backuper  = (*Store)(nil)
 )
 
 // Exists reports whether dir holds a pebble store.
@@ -103,6 +105,10 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebble: %w", err)
 	}
+	if err := backend.RemoveBackupTemps(dir); err != nil {
+		_ = lock.Close() // releases the flock
+		return nil, fmt.Errorf("pebble: %w", err)
+	}
 	s, err := open(dir, &o)
 	if err != nil {
 		_ = lock.Close() // releases the flock
@@ -120,7 +126,7 @@ func open(dir string, o *options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, now: o.now, queue: backend.NewQueue(), writerDone: make(chan struct{})}
+	s := &Store{db: db, dir: dir, now: o.now, queue: backend.NewQueue(), writerDone: make(chan struct{})}
 	if err := s.load(); err != nil {
 		_ = db.Close()
 		return nil, err

@@ -76,3 +76,9 @@ func TestOpen_SecondOpenFailsWhileLocked(t *testing.T) {
 	}
 	openIn(t, dir)
 }
+
+// TestBackup_WhileWriting takes an online backup while writers go on and
+// opens it.
+func TestBackup_WhileWriting(t *testing.T) {
+	storetest.Backup(t, func(dir string) (store.Store, error) { return pebble.Open(dir) })
+}

@@ -11,6 +11,10 @@
 // and fails at once when another process, or another Store in this
 // process, holds it. Notifications are therefore in-process only.
 //
+// Backup (store.Backuper) copies the database with VACUUM INTO a
+// temporary dir/.backup-* and writes it as a tar of meshnames.db; Open
+// removes such a directory that a crash left.
+//
 // It imports store and store/sqlstore; it must not import anything above
 // store (cache, apiserver, server). A Store is safe for concurrent use; one
 // connection writes, a small pool reads.
@@ -28,6 +32,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -71,14 +76,17 @@ func WithClock(now func() time.Time) Option {
 // Store is the SQLite store. Compact is sqlstore.Store.Compact.
 type Store struct {
 	*sqlstore.Store
+	dir       string  // the data directory, absolute
 	write     *sql.DB // the writer's connection, for tests of its settings
 	lock      *os.File
 	closeOnce sync.Once
+	closed    atomic.Bool
 }
 
 var (
 	_ store.Store     = (*Store)(nil)
 	_ store.Compacter = (*Store)(nil)
+	_ store.Backuper  = (*Store)(nil)
 )
 
 // Open opens (creating when needed) the store in dir.
@@ -98,12 +106,16 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
+	if err := backend.RemoveBackupTemps(dir); err != nil {
+		_ = lock.Close() // releases the flock
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	s, write, err := open(dir, &o)
 	if err != nil {
 		_ = lock.Close() // releases the flock
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	return &Store{Store: s, write: write, lock: lock}, nil
+	return &Store{Store: s, dir: dir, write: write, lock: lock}, nil
 }
 
 func open(dir string, o *options) (*sqlstore.Store, *sql.DB, error) {
@@ -112,14 +124,12 @@ func open(dir string, o *options) (*sqlstore.Store, *sql.DB, error) {
 		return nil, nil, err
 	}
 	dsn := func(extra ...string) string {
-		u := url.URL{Scheme: "file", Path: filepath.Join(dir, DatabaseFile)}
-		q := []string{
+		return fileDSN(filepath.Join(dir, DatabaseFile), append([]string{
 			"_pragma=busy_timeout(10000)",
 			"_pragma=journal_mode(WAL)",
 			"_pragma=synchronous(FULL)",
 			"_txlock=immediate", // write transactions take the write lock at BEGIN
-		}
-		return u.String() + "?" + strings.Join(append(q, extra...), "&")
+		}, extra...)...)
 	}
 	write, err := sql.Open("sqlite", dsn())
 	if err != nil {
@@ -153,8 +163,16 @@ func open(dir string, o *options) (*sqlstore.Store, *sql.DB, error) {
 	return s, write, err
 }
 
+// fileDSN is the data source name of the database file path with query
+// parameters q.
+func fileDSN(path string, q ...string) string {
+	u := url.URL{Scheme: "file", Path: path}
+	return u.String() + "?" + strings.Join(q, "&")
+}
+
 // Close closes the database and releases the data directory.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	err := s.Store.Close()
 	if errors.Is(err, store.ErrClosed) {
 		return err

@@ -119,3 +119,9 @@ func BenchmarkApplyPutLease(b *testing.B) {
 func BenchmarkLeasesPrefix(b *testing.B) {
 	storetest.BenchLeasesPrefix(b, openIn(b, b.TempDir()))
 }
+
+// TestBackup_WhileWriting takes an online backup while writers go on and
+// opens it.
+func TestBackup_WhileWriting(t *testing.T) {
+	storetest.Backup(t, func(dir string) (store.Store, error) { return sqlite.Open(dir) })
+}
