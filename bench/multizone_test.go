@@ -21,7 +21,6 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
-	"github.com/meshnames/meshnames/internal/store/sqlite"
 	"github.com/meshnames/meshnames/internal/token"
 	"github.com/meshnames/meshnames/internal/zonesync"
 )
@@ -40,10 +39,7 @@ func envInt(name string, def int) int {
 func prepareGlobal(tb testing.TB, dir string, zones []string) map[string]string {
 	tb.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	st := openEmbedded(tb, dir)
 	defer st.Close()
 	keys, err := token.LoadKeys(ctx, st)
 	if err != nil {
@@ -73,10 +69,7 @@ func prepareGlobal(tb testing.TB, dir string, zones []string) map[string]string 
 func seedZone(tb testing.TB, dir, zone string, n int) {
 	tb.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	st := openEmbedded(tb, dir)
 	defer st.Close()
 	ops := []store.Op{{Type: store.OpCreate, Object: &resource.Object{Kind: resource.Mesh, Name: "default",
 		Labels: map[string]string{resource.LabelOrigin: resource.OriginGlobal}, Spec: &resource.MeshSpec{}}}}

@@ -28,8 +28,10 @@ import (
 	"time"
 
 	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/pebble"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
 )
 
@@ -489,6 +491,25 @@ func systemLabels(name string, labels map[string]string) map[string]string {
 	return out
 }
 
+// openEmbedded opens the embedded store in dir with the engine the
+// servers of the benchmarks use: MESHNAMES_STORE_ENGINE when set, else the
+// default, pebble; so that a server started on a seeded directory does not
+// migrate it first.
+func openEmbedded(tb testing.TB, dir string) store.Store {
+	tb.Helper()
+	var st store.Store
+	var err error
+	if os.Getenv("MESHNAMES_STORE_ENGINE") == config.EngineSQLite {
+		st, err = sqlite.Open(dir)
+	} else {
+		st, err = pebble.Open(dir)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
 // seedObjects creates mesh "default" and the n objects obj(0..n-1) in the
 // embedded store in dir, directly through the store (no server running);
 // each must be what the API would have stored: defaulted, validated and
@@ -496,10 +517,7 @@ func systemLabels(name string, labels map[string]string) map[string]string {
 func seedObjects(tb testing.TB, dir string, n int, object func(i int) *resource.Object) {
 	tb.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	st := openEmbedded(tb, dir)
 	defer func() {
 		if err := st.Close(); err != nil {
 			tb.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func TestBackupCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := regexp.MustCompile(`^Wrote ` + regexp.QuoteMeta(file) + `: (\d+) bytes, sqlite store at revision [1-9]\d*\.\n$`)
+	want := regexp.MustCompile(`^Wrote ` + regexp.QuoteMeta(file) + `: (\d+) bytes, pebble store at revision [1-9]\d*\.\n$`)
 	if m := want.FindStringSubmatch(out); m == nil || m[1] != strconv.FormatInt(st.Size(), 10) {
 		t.Errorf("backup printed %q; want %s with the file's size %d", out, want, st.Size())
 	}
@@ -41,8 +42,9 @@ func TestBackupCommand(t *testing.T) {
 		t.Errorf("%s.tmp is left: %v", file, err)
 	}
 	b, _ := os.ReadFile(file)
-	if names := tarNames(t, b); len(names) != 1 || names[0] != "meshnames.db" {
-		t.Errorf("the backup holds %v", names)
+	names := tarNames(t, b)
+	if !slices.Contains(names, "pebble/") || slices.ContainsFunc(names, func(n string) bool { return !strings.HasPrefix(n, "pebble/") }) {
+		t.Errorf("the backup holds %v, want pebble/ and what is in it", names)
 	}
 
 	stdout, stderr, err := runWith(url, nil, "backup", "-o", "-")

@@ -28,7 +28,7 @@ var configFlags = []struct {
 	{"zone", "zone", "zone name of this control plane", false},
 	{"store", "store.url", `"embedded" (the default) or a PostgreSQL URL: postgres://user@host:5432/db`, false},
 	{"data-dir", "store.dataDir", "directory of the embedded store", false},
-	{"store-engine", "store.engine", "engine of the embedded store: sqlite or pebble (pebble migrates a SQLite data dir)", false},
+	{"store-engine", "store.engine", "engine of the embedded store: pebble (the default; migrates a SQLite data dir) or sqlite", false},
 	{"api-addr", "api.addr", "address of the REST API (off loopback it needs --api-tls-cert and --api-tls-key, or --api-insecure)", false},
 	{"api-tls-cert", "api.tls.cert", "PEM certificate (chain) of the REST API: serve HTTPS", false},
 	{"api-tls-key", "api.tls.key", "PEM private key of --api-tls-cert", false},

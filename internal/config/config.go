@@ -257,7 +257,7 @@ func Default() Config {
 		Zone: "default",
 		Store: StoreConfig{
 			DataDir:            "./meshnames-data",
-			Engine:             EngineSQLite,
+			Engine:             EnginePebble,
 			TombstoneRetention: Duration(24 * time.Hour),
 		},
 		API: APIConfig{Addr: "127.0.0.1:5681", ShutdownTimeout: Duration(10 * time.Second),

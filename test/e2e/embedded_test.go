@@ -50,18 +50,18 @@ func getServicePort(api, name string) (int, int, error) {
 	return resp.StatusCode, doc.Spec.Ports[0].Port, nil
 }
 
-// TestEmbedded_AcknowledgedWritesSurviveKill9 kills the server with SIGKILL
+// TestSQLite_AcknowledgedWritesSurviveKill9 kills the server with SIGKILL
 // while writers are creating and updating services, restarts it on the same
 // data directory and checks that every write the API acknowledged is there:
 // created services exist, and each updated service holds at least the last
 // acknowledged value (a write in flight at the kill may have landed too).
-func TestEmbedded_AcknowledgedWritesSurviveKill9(t *testing.T) {
+func TestSQLite_AcknowledgedWritesSurviveKill9(t *testing.T) {
 	t.Parallel() // no timing bound that other processes could break
-	testKill9(t)
+	testKill9(t, "--store-engine", "sqlite")
 }
 
 // TestPebble_AcknowledgedWritesSurviveKill9 is the same with the pebble
-// engine.
+// engine, the default.
 func TestPebble_AcknowledgedWritesSurviveKill9(t *testing.T) {
 	t.Parallel() // no timing bound that other processes could break
 	testKill9(t, "--store-engine", "pebble")

@@ -43,7 +43,7 @@ func serviceVIP(api, name string) (string, error) {
 func TestPebble_MigratesSQLiteDataDir(t *testing.T) {
 	t.Parallel() // no timing bound that other processes could break
 	dir := t.TempDir()
-	first := start(t, "sqlite", "--data-dir", dir)
+	first := start(t, "sqlite", "--data-dir", dir, "--store-engine", "sqlite")
 	first.waitReady(30 * time.Second)
 	const n = 20
 	for i := range n {
@@ -74,7 +74,7 @@ func TestPebble_MigratesSQLiteDataDir(t *testing.T) {
 		t.Fatalf("SIGTERM: %v", err)
 	}
 
-	third := start(t, "sqlite-again", "--data-dir", dir)
+	third := start(t, "sqlite-again", "--data-dir", dir, "--store-engine", "sqlite")
 	if err := third.wait(30 * time.Second); err == nil {
 		t.Fatal("the SQLite engine started on a pebble data dir")
 	}

@@ -34,7 +34,7 @@ import (
 	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
-	"github.com/meshnames/meshnames/internal/store/sqlite"
+	"github.com/meshnames/meshnames/internal/store/pebble"
 )
 
 // Generator is the name of the HostnameGenerator the seeded services use.
@@ -132,7 +132,7 @@ func seedStore(dir string, n int) error {
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("%s exists; seed a fresh directory", dir)
 	}
-	st, err := sqlite.Open(dir)
+	st, err := pebble.Open(dir) // the default engine of meshnames serve
 	if err != nil {
 		return err
 	}
