@@ -257,6 +257,9 @@ func (t *term) echo(k resource.Key) bool {
 		return false
 	}
 	delete(t.echoes, k)
+	if len(t.echoes) == 0 {
+		t.echoes = nil // a map keeps its size: let the first pass's go
+	}
 	cur, ok := t.r.o.Cache.RevisionOf(k)
 	return ok && cur == rev
 }
