@@ -187,8 +187,8 @@ func (d decoder) decode(c crd.Kind, raw []byte) (decoded, error) {
 // without namespace), the namespace, the mesh, and for kinds a zone
 // owns, the origin and zone when absent.
 //
-// A resource a zone received from global keeps the display name and
-// namespace it has where it was made (seed 002: kuma.io/display-name is
+// A resource that came through the zone sync (synced) keeps the display
+// name and namespace it has where it was made (seed 002: kuma.io/display-name is
 // "the original name of the object"), which the synced generators'
 // templates use: its object is named <name>-<hash> in the system
 // namespace.
@@ -277,16 +277,23 @@ func (d decoder) encode(c crd.Kind, r crRef, obj *resource.Object) ([]byte, erro
 	return json.Marshal(out)
 }
 
-// synced reports whether an object of these labels is one a zone received
-// from global.
+// synced reports whether an object of these labels came through the zone
+// sync: on a zone, what global sent (origin global); on a global, what a
+// zone sent (origin zone).
 func (d decoder) synced(labels map[string]string) bool {
-	return d.mode == resource.ModeZone && labels[resource.LabelOrigin] == resource.OriginGlobal
+	switch d.mode {
+	case resource.ModeZone:
+		return labels[resource.LabelOrigin] == resource.OriginGlobal
+	case resource.ModeGlobal:
+		return labels[resource.LabelOrigin] == resource.OriginZone
+	}
+	return false
 }
 
 // storedLabels returns the labels of obj as the custom resource holds
 // them: the labels the decoder computes from the object's identity (the
-// display name and the namespace) are not stored, but on what a zone
-// received from global, where they name the original (computeLabels).
+// display name and the namespace) are not stored, but on what came through
+// the zone sync, where they name the original (computeLabels).
 func (d decoder) storedLabels(c crd.Kind, obj *resource.Object) map[string]string {
 	labels := maps.Clone(obj.Labels)
 	if labels == nil {
