@@ -47,7 +47,8 @@ func named(m *msView, hostname string) bool {
 // reaches the global and west, where west names it with the synced
 // Kubernetes generator and answers it; a MeshService of west reaches east
 // as a custom resource in the system namespace with its hashed name
-// (seed 002), named and answered there. An unexported Service stays home,
+// (seed 002), named and answered there, as does a MeshExternalService of
+// the global. An unexported Service stays home,
 // a deleted one leaves west, and east converges after a kill -9: the
 // global resumes its feed to east, and east sends its full state once.
 func TestMultizone_KubernetesZone(t *testing.T) {
@@ -112,6 +113,20 @@ func TestMultizone_KubernetesZone(t *testing.T) {
 	if cr.Metadata.Labels[resource.LabelOrigin] != "global" || len(cr.Status.VIPs) != 1 || cr.Status.VIPs[0].IP != inEast.Status.VIPs[0].IP ||
 		len(cr.Status.Addresses) != 1 || cr.Status.Addresses[0].Hostname != redisHost {
 		t.Errorf("the custom resource of %s: labels %v, status %+v", redisSynced, cr.Metadata.Labels, cr.Status)
+	}
+
+	// A MeshExternalService of the global reaches east's system namespace
+	// too, and keeps the display name its synced generator names it by.
+	if code := put(t, g.api, "/meshes/default/meshexternalservices/httpbin", `{"type":"MeshExternalService","name":"httpbin","mesh":"default",
+		"spec":{"match":[{"type":"Domain","value":"httpbin.org","port":443,"protocol":"tls"}]}}`); code != http.StatusCreated {
+		t.Fatalf("PUT httpbin on the global = %d", code)
+	}
+	if ip := waitAnswer(t, east, "httpbin.extsvc.mesh.local"); !strings.HasPrefix(ip, "242.") {
+		t.Errorf("east answers httpbin.extsvc.mesh.local with %s, want a VIP of 242.0.0.0/8", ip)
+	}
+	mesr := kubeapi.Resource{Group: "kuma.io", Version: "v1alpha1", Resource: "meshexternalservices", Namespaced: true}
+	if err := c.Client.Get(t.Context(), mesr, "meshnames-system", zonesync.HashedName(resource.MeshExternalService, "default", "httpbin", "", ""), nil); err != nil {
+		t.Errorf("the custom resource of the global's httpbin in east: %v", err)
 	}
 
 	// kuma.io/export-mode: None keeps a Service home: the global has it,
