@@ -395,12 +395,20 @@ func (c *Controller) waitViews(ctx context.Context, v *views) bool {
 	}
 }
 
+// made reports whether o is a MeshService this controller made: labelled
+// kuma.io/managed-by: k8s-controller, and not a copy of another zone's
+// (kuma.io/origin: global), which keeps that label and its Service's name
+// and namespace labels but belongs to the zone sync.
+func made(o *resource.Object) bool {
+	return o != nil && o.Labels[resource.LabelManagedBy] == ManagedBy && o.Labels[resource.LabelOrigin] != resource.OriginGlobal
+}
+
 // index records the MeshService k (nil: deleted) and queues the Service
 // it was made from, so that an edit or a deletion of it is undone.
 func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *reconcile.Queue[nsName]) {
 	var owner nsName
 	var sum uint64
-	managed := o != nil && o.Labels[resource.LabelManagedBy] == ManagedBy
+	managed := made(o)
 	if managed {
 		owner = nsName{o.Labels[resource.LabelNamespace], o.Labels[resource.LabelServiceName]}
 		sum = intentSum(o)
@@ -556,7 +564,7 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 		if !exists {
 			in, exists = st.byName[key.Name] // the same object, in another mesh
 		}
-		if exists && (cur == nil || cur.Labels[resource.LabelManagedBy] != ManagedBy) {
+		if exists && !made(cur) {
 			if _, logged := st.conflicts[in]; !logged {
 				c.o.Log.Warn("a MeshService that was not made from this Service has its name; leaving it alone", "namespace", k.ns, "service", k.name, "meshservice", in.String())
 			}

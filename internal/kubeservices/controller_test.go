@@ -503,3 +503,33 @@ spec:
 		t.Errorf("the MeshService was written (version %d, was %d)", after.Version, before.Version)
 	}
 }
+
+// TestController_SyncedCopyLeftAlone: a copy of another zone's MeshService
+// made from a Service (labelled kuma.io/managed-by: k8s-controller and
+// kuma.io/origin: global, in the system namespace) is the zone sync's: the
+// controller, which has no Service for it, does not delete it.
+func TestController_SyncedCopyLeftAlone(t *testing.T) {
+	e := newEnv(t)
+	e.meshedNamespace("kuma.io/sidecar-injection: enabled")
+	e.apply(`apiVersion: kuma.io/v1alpha1
+kind: MeshService
+metadata:
+  name: web-bbmrhn96mpxqs9
+  namespace: meshnames-system
+  labels: {kuma.io/mesh: default, kuma.io/origin: global, kuma.io/zone: north, kuma.io/managed-by: k8s-controller, k8s.kuma.io/service-name: web}
+spec:
+  ports: [{port: 80}]
+`)
+	synced := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "web-bbmrhn96mpxqs9"}
+	e.wait(synced, "the synced copy in the store", exists)
+	e.apply(`apiVersion: v1
+kind: Service
+metadata: {name: marker, namespace: $NS}
+spec:
+  ports: [{port: 80}]
+`)
+	e.wait(e.key("marker"), "created", exists)
+	if _, err := e.st.Get(t.Context(), synced); err != nil {
+		t.Errorf("the controller deleted a synced copy: %v", err)
+	}
+}

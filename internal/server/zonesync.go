@@ -63,12 +63,21 @@ func (s *Server) newSync(ctx context.Context, st store.Store, c *cache.Cache, ke
 			Store: st, Cache: c, Log: s.log.With("component", "zonesync"), Registerer: reg,
 			Zone: s.cfg.Zone, Address: sc.GlobalAddress, TokenFile: sc.ZoneTokenFile,
 			CAFile: sc.GlobalCAFile, Insecure: sc.Insecure,
-			Env: resource.EnvUniversal, ExportDefault: s.cfg.Services.ExportDefault,
+			Env: syncEnv(s.cfg), ExportDefault: s.cfg.Services.ExportDefault,
 			Version: s.version, Heartbeat: sc.Heartbeat.D(),
 		})
 		return &syncParts{zone: z}, nil
 	}
 	return &syncParts{}, nil
+}
+
+// syncEnv is the kuma.io/env a zone sets on the services it sends that
+// carry none, so that the global's synced generators select them.
+func syncEnv(cfg config.Config) string {
+	if cfg.KubernetesEnv() {
+		return resource.EnvKubernetes
+	}
+	return resource.EnvUniversal
 }
 
 // run serves the global's side until ctx ends; a zone's client runs with

@@ -809,6 +809,12 @@ func TestCore_PlatformAddressedServices(t *testing.T) {
 	}
 	e.create(ms("pooled"))
 	e.waitVIPs(key(resource.MeshService, "pooled"), "241.0.0.1 ")
+	// A copy of another zone's Kubernetes service keeps the label, not the
+	// ClusterIP (seed 002): it gets a VIP of the pool.
+	synced := ms("web-other-zone")
+	synced.Labels = map[string]string{resource.LabelManagedBy: resource.ManagedByKubernetes, resource.LabelOrigin: resource.OriginGlobal}
+	e.create(synced)
+	e.waitVIPs(synced.Key(), "241.0.0.2 ")
 
 	e.core.SetPlatformVIPs(kube.Key(), []resource.VIP{{IP: "10.244.0.9", Type: resource.VIPKubernetes}})
 	e.rt.Runner.Kick()

@@ -615,10 +615,13 @@ func (c *Core) Decide(obj *resource.Object, status resource.Status) []store.Op {
 }
 
 // platformAddressed reports whether obj's VIPs come from the platform: a
-// MeshService made from a Kubernetes Service (kuma.io/managed-by:
-// k8s-controller), whose ClusterIP or Pod IPs that controller writes.
+// MeshService made from a Kubernetes Service of this zone (kuma.io/managed-by:
+// k8s-controller), whose ClusterIP or Pod IPs that controller writes. A
+// copy synced from another zone keeps the label, but ClusterIPs do not
+// travel (seed 002): it gets VIPs from the pool like any synced service.
 func platformAddressed(obj *resource.Object) bool {
-	return obj.Kind == resource.MeshService && obj.Labels[resource.LabelManagedBy] == resource.ManagedByKubernetes
+	return obj.Kind == resource.MeshService && obj.Labels[resource.LabelManagedBy] == resource.ManagedByKubernetes &&
+		obj.Labels[resource.LabelOrigin] != resource.OriginGlobal
 }
 
 // exact returns a copy of vs of exactly its length, or nil when vs is

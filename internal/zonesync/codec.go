@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -124,7 +125,13 @@ func DecodeResource(r *pb.Resource) (*resource.Object, error) {
 	}
 	if len(errs) == 0 {
 		obj.Spec.Default()
-		errs = resource.Validate(obj)
+		// A Kubernetes zone names its namespaced resources
+		// "<object>.<namespace>": the name checked is the object's, which
+		// the global names the resource after (acceptFromZone), as the
+		// zone's store checks it.
+		check := *obj
+		check.Name = localName(obj.Name, obj.Labels[resource.LabelNamespace])
+		errs = resource.Validate(&check)
 	}
 	if len(errs) > 0 {
 		return nil, refuse("invalid", "%s: %v", obj.Key(), errs)
@@ -140,10 +147,18 @@ func decodeKey(k *pb.Key) (resource.Key, error) {
 	}
 	key := resource.Key{Kind: d.Kind, Mesh: k.GetMesh(), Name: k.GetName()}
 	check := validate.DNS1123Subdomain
+	name := key.Name
 	if d.ServiceKind {
 		check = validate.DNS1035Label
+		// A Kubernetes zone's "<object>.<namespace>" (see DecodeResource).
+		if i := strings.LastIndexByte(name, '.'); i >= 0 {
+			if msg := validate.DNS1123Label(name[i+1:]); msg != "" {
+				return resource.Key{}, refuse("invalid", "delete %s: name: the part after the last dot is a Kubernetes namespace and %s", key, msg)
+			}
+			name = name[:i]
+		}
 	}
-	if msg := check(key.Name); msg != "" {
+	if msg := check(name); msg != "" {
 		return resource.Key{}, refuse("invalid", "delete %s: name: %s", key, msg)
 	}
 	if d.MeshScoped != (key.Mesh != "") {

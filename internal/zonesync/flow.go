@@ -2,6 +2,7 @@ package zonesync
 
 import (
 	"maps"
+	"strings"
 
 	"github.com/meshnames/meshnames/internal/resource"
 )
@@ -89,12 +90,29 @@ func acceptFromZone(obj *resource.Object, zone string) (*resource.Object, error)
 	if obj.Labels == nil {
 		obj.Labels = map[string]string{}
 	}
-	local := obj.Name
-	obj.Name = HashedName(obj.Kind, obj.Mesh, local, zone, obj.Labels[resource.LabelNamespace])
+	ns := obj.Labels[resource.LabelNamespace]
+	local := localName(obj.Name, ns)
+	obj.Name = HashedName(obj.Kind, obj.Mesh, local, zone, ns)
 	obj.Labels[resource.LabelOrigin] = resource.OriginZone
 	obj.Labels[resource.LabelZone] = zone
 	obj.Labels[resource.LabelDisplayName] = local
 	return obj, nil
+}
+
+// localName returns the zone's name for a resource named name with the
+// namespace label ns, as seed 002 hashes it: a Kubernetes zone names its
+// namespaced resources "<object>.<namespace>" (Kuma's core name), and the
+// object's name is what the hash and the display name take, the
+// namespace being hashed on its own. Without the namespace suffix the name
+// is the zone's as it is.
+func localName(name, ns string) string {
+	if ns == "" {
+		return name
+	}
+	if n, ok := strings.CutSuffix(name, "."+ns); ok && n != "" {
+		return n
+	}
+	return name
 }
 
 // globalOut decides what the global sends to one zone.
@@ -179,6 +197,13 @@ func acceptFromGlobal(obj *resource.Object, zone string) (*resource.Object, erro
 			return nil, refuse("zone", "%s is this zone's own service; global must not send it back", obj.Key())
 		case "":
 			return nil, refuse("invalid", "%s has no kuma.io/zone label: a synced service names its zone", obj.Key())
+		}
+	}
+	if localName(obj.Name, obj.Labels[resource.LabelNamespace]) != obj.Name {
+		// DecodeResource checked the name a zone's would have on global;
+		// what the global sends has its own, checked here whole.
+		if errs := resource.Validate(obj); len(errs) > 0 {
+			return nil, refuse("invalid", "%s: %v", obj.Key(), errs)
 		}
 	}
 	obj.Labels = withLabels(obj.Labels, resource.LabelOrigin, resource.OriginGlobal)

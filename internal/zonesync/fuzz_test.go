@@ -42,7 +42,9 @@ func FuzzDecodeChanges(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			if errs := resource.Validate(obj); len(errs) > 0 {
+			check := *obj
+			check.Name = localName(obj.Name, obj.Labels[resource.LabelNamespace])
+			if errs := resource.Validate(&check); len(errs) > 0 {
 				t.Fatalf("DecodeResource accepted an invalid resource: %v", errs)
 			}
 			if g, err := acceptFromZone(obj.Clone(), "east"); err == nil {
@@ -53,8 +55,13 @@ func FuzzDecodeChanges(f *testing.F) {
 					t.Fatalf("acceptFromZone made an invalid resource: %v", errs)
 				}
 			}
-			if z, err := acceptFromGlobal(obj.Clone(), "west"); err == nil && z.Status != nil {
-				t.Fatal("acceptFromGlobal kept the status")
+			if z, err := acceptFromGlobal(obj.Clone(), "west"); err == nil {
+				if z.Status != nil {
+					t.Fatal("acceptFromGlobal kept the status")
+				}
+				if errs := resource.Validate(z); len(errs) > 0 {
+					t.Fatalf("acceptFromGlobal accepted an invalid resource: %v", errs)
+				}
 			}
 		}
 		for _, k := range c.Delete {

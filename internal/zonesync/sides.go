@@ -2,6 +2,7 @@ package zonesync
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/meshnames/meshnames/internal/admission"
@@ -65,18 +66,32 @@ func (g *globalSide) writer() admission.Writer {
 
 // resolve finds the global's copy of what the zone deleted as k: its name
 // hashes the zone's name with the namespace label it had, which a deletion
-// does not carry, so the name without a namespace is tried first and the
-// zone's resources of that display name after.
+// does not carry. The name without a namespace is tried first, then, for a
+// Kubernetes zone's "<object>.<namespace>", the object's name with that
+// namespace (localName), and the zone's resources of that display name
+// after.
 func (g *globalSide) resolve(k resource.Key) []resource.Key {
 	if !fromZone(k.Kind) {
 		return nil
 	}
-	direct := resource.Key{Kind: k.Kind, Mesh: k.Mesh, Name: HashedName(k.Kind, k.Mesh, k.Name, g.zone, "")}
-	if _, ok := g.cache.Label(direct, resource.LabelZone); ok {
-		return []resource.Key{direct}
+	type candidate struct{ local, ns string }
+	candidates := []candidate{{k.Name, ""}}
+	if i := strings.LastIndexByte(k.Name, '.'); i > 0 {
+		candidates = append(candidates, candidate{k.Name[:i], k.Name[i+1:]})
 	}
-	return g.cache.Keys(cache.Query{Kind: k.Kind, Mesh: k.Mesh,
+	for _, c := range candidates {
+		direct := resource.Key{Kind: k.Kind, Mesh: k.Mesh, Name: HashedName(k.Kind, k.Mesh, c.local, g.zone, c.ns)}
+		if _, ok := g.cache.Label(direct, resource.LabelZone); ok {
+			return []resource.Key{direct}
+		}
+	}
+	keys := g.cache.Keys(cache.Query{Kind: k.Kind, Mesh: k.Mesh,
 		Labels: map[string]string{resource.LabelZone: g.zone, resource.LabelDisplayName: k.Name}})
+	if c := candidates[len(candidates)-1]; c.ns != "" {
+		keys = append(keys, g.cache.Keys(cache.Query{Kind: k.Kind, Mesh: k.Mesh,
+			Labels: map[string]string{resource.LabelZone: g.zone, resource.LabelDisplayName: c.local, resource.LabelNamespace: c.ns}})...)
+	}
+	return keys
 }
 
 func (g *globalSide) owned() []resource.Key {

@@ -454,3 +454,32 @@ func TestSync_WhatFlowsWhere(t *testing.T) {
 		}
 	}
 }
+
+// TestSync_KubernetesZoneNames: a Kubernetes zone names a Service's
+// MeshService "<object>.<namespace>"; the global names it after the
+// object and its namespace (seed 002: the hash of mesh, name, zone and
+// namespace; the display name the object's), which is a DNS label, and a
+// deletion of the zone's key finds it.
+func TestSync_KubernetesZoneNames(t *testing.T) {
+	f := newFederation(t, "east", "west")
+	east, west, global := f.zones["east"], f.zones["west"], f.global
+	ms := meshService("default", "web.shop", 80)
+	ms.Labels = map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelZone: "east", resource.LabelMesh: "default",
+		resource.LabelDisplayName: "web", resource.LabelNamespace: "shop", resource.LabelEnv: resource.EnvKubernetes}
+	ms.Spec.Default()
+	if _, err := store.Create(context.Background(), east.st, ms); err != nil {
+		t.Fatal(err)
+	}
+	synced := msKey("default", HashedName(resource.MeshService, "default", "web", "east", "shop"))
+	got := global.eventually("east's service under the object's name", synced, exists)
+	if got.Labels[resource.LabelDisplayName] != "web" || got.Labels[resource.LabelNamespace] != "shop" {
+		t.Errorf("global holds %s", describe(got))
+	}
+	west.eventually("east's service", synced, exists)
+	if in := f.insight(t, "east"); in.Refused != 0 {
+		t.Errorf("the global refused %d of east's resources", in.Refused)
+	}
+	east.delete(msKey("default", "web.shop"))
+	global.eventually("the deleted service", synced, absent)
+	west.eventually("the deleted service", synced, absent)
+}

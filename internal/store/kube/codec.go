@@ -186,10 +186,19 @@ func (d decoder) decode(c crd.Kind, raw []byte) (decoded, error) {
 // an object written with kubectl: the display name (the object's name
 // without namespace), the namespace, the mesh, and for kinds a zone
 // owns, the origin and zone when absent.
+//
+// A resource that came through the zone sync (synced) keeps the display
+// name and namespace it has where it was made (seed 002: kuma.io/display-name is
+// "the original name of the object"), which the synced generators'
+// templates use: its object is named <name>-<hash> in the system
+// namespace.
 func (d decoder) computeLabels(c crd.Kind, m kubeapi.ObjectMeta, obj *resource.Object) {
 	l := obj.Labels
-	l[resource.LabelDisplayName] = m.Name
-	if c.Namespaced {
+	synced := d.synced(obj.Labels)
+	if !synced || l[resource.LabelDisplayName] == "" {
+		l[resource.LabelDisplayName] = m.Name
+	}
+	if c.Namespaced && (!synced || l[resource.LabelNamespace] == "") {
 		l[resource.LabelNamespace] = m.Namespace
 	}
 	desc := resource.MustLookup(c.Kind)
@@ -262,22 +271,38 @@ func (d decoder) encode(c crd.Kind, r crRef, obj *resource.Object) ([]byte, erro
 	out := cr{
 		APIVersion: crd.APIVersion(),
 		Kind:       string(c.Kind),
-		Metadata:   kubeapi.ObjectMeta{Name: r.name, Namespace: r.namespace, Labels: storedLabels(c, obj)},
+		Metadata:   kubeapi.ObjectMeta{Name: r.name, Namespace: r.namespace, Labels: d.storedLabels(c, obj)},
 		Spec:       spec,
 	}
 	return json.Marshal(out)
 }
 
+// synced reports whether an object of these labels came through the zone
+// sync: on a zone, what global sent (origin global); on a global, what a
+// zone sent (origin zone).
+func (d decoder) synced(labels map[string]string) bool {
+	switch d.mode {
+	case resource.ModeZone:
+		return labels[resource.LabelOrigin] == resource.OriginGlobal
+	case resource.ModeGlobal:
+		return labels[resource.LabelOrigin] == resource.OriginZone
+	}
+	return false
+}
+
 // storedLabels returns the labels of obj as the custom resource holds
 // them: the labels the decoder computes from the object's identity (the
-// display name and the namespace) are not stored.
-func storedLabels(c crd.Kind, obj *resource.Object) map[string]string {
+// display name and the namespace) are not stored, but on what came through
+// the zone sync, where they name the original (computeLabels).
+func (d decoder) storedLabels(c crd.Kind, obj *resource.Object) map[string]string {
 	labels := maps.Clone(obj.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	delete(labels, resource.LabelDisplayName)
-	delete(labels, resource.LabelNamespace)
+	if !d.synced(labels) {
+		delete(labels, resource.LabelDisplayName)
+		delete(labels, resource.LabelNamespace)
+	}
 	if resource.MustLookup(c.Kind).MeshScoped {
 		labels[resource.LabelMesh] = obj.Mesh
 	}

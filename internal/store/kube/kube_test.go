@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/meshnames/meshnames/internal/crd"
 	"github.com/meshnames/meshnames/internal/kubeapi"
 	"github.com/meshnames/meshnames/internal/kubeapi/kubetest"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -297,5 +298,58 @@ spec:
 	objs, _, err := other.List(ctx, resource.MeshService)
 	if err != nil || len(objs) != 1 {
 		t.Fatalf("List of a new store = %d objects, %v", len(objs), err)
+	}
+}
+
+// TestStore_SyncedKeepsOriginalNames: what came through the zone sync (on
+// a zone, a MeshService from global; on a global, a zone's) is the object
+// <name>-<hash> in the system namespace and keeps the display name and
+// namespace of where it was made (seed 002), which the synced generators'
+// templates read; the control plane's own objects get theirs from their
+// object as before.
+func TestStore_SyncedKeepsOriginalNames(t *testing.T) {
+	kubetest.Need(t, cluster)
+	for _, tc := range []struct{ mode, origin, own string }{
+		{resource.ModeZone, resource.OriginGlobal, resource.OriginZone},
+		{resource.ModeGlobal, resource.OriginZone, resource.OriginGlobal},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			cluster.Fresh(t)
+			s, err := Open(t.Context(), Options{Client: meshnamesClient(t), Mode: tc.mode, Zone: "west", Log: testLog(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			synced := msvc("", "web-bbmrhn96mpxqs9", "default")
+			synced.Labels = map[string]string{resource.LabelOrigin: tc.origin, resource.LabelZone: "east",
+				resource.LabelDisplayName: "web", resource.LabelNamespace: "shop", resource.LabelEnv: resource.EnvKubernetes}
+			synced.Spec.Default()
+			if _, err := store.Create(t.Context(), s, synced); err != nil {
+				t.Fatal(err)
+			}
+			read, err := s.Get(t.Context(), synced.Key())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if read.Labels[resource.LabelDisplayName] != "web" || read.Labels[resource.LabelNamespace] != "shop" {
+				t.Errorf("the synced service's labels: %v, want display name web and namespace shop", read.Labels)
+			}
+			ns, name, err := s.Ref(synced.Key())
+			if err != nil || ns != crd.DefaultSystemNamespace || name != "web-bbmrhn96mpxqs9" {
+				t.Errorf("the synced service's object: %s/%s (%v), want it in the system namespace under its name", ns, name, err)
+			}
+			own := msvc("", "db", "default")
+			own.Labels = map[string]string{resource.LabelOrigin: tc.own, resource.LabelDisplayName: "other", resource.LabelNamespace: "elsewhere"}
+			own.Spec.Default()
+			if _, err := store.Create(t.Context(), s, own); err != nil {
+				t.Fatal(err)
+			}
+			if read, err = s.Get(t.Context(), own.Key()); err != nil {
+				t.Fatal(err)
+			}
+			if read.Labels[resource.LabelDisplayName] != "db" || read.Labels[resource.LabelNamespace] != crd.DefaultSystemNamespace {
+				t.Errorf("the control plane's own service's labels: %v, want those of its object", read.Labels)
+			}
+		})
 	}
 }

@@ -399,7 +399,7 @@ func (s *Store) update(ctx context.Context, op store.Op, p *plan) (json.RawMessa
 	}
 	patch := []kubeapi.PatchOp{
 		{Op: "add", Path: "/metadata/resourceVersion", Value: strconv.FormatInt(op.Object.Version, 10)},
-		{Op: "add", Path: "/metadata/labels", Value: storedLabels(p.kind, op.Object)},
+		{Op: "add", Path: "/metadata/labels", Value: s.dec.storedLabels(p.kind, op.Object)},
 		{Op: "add", Path: "/spec", Value: json.RawMessage(spec)},
 	}
 	var raw json.RawMessage
