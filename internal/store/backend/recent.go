@@ -262,3 +262,19 @@ func stamp(obj *resource.Object, next *Row) *resource.Object {
 	obj.CreationTime, obj.ModificationTime = time.Unix(0, next.Created).UTC(), time.Unix(0, next.Modified).UTC()
 	return obj
 }
+
+// WriteResult is the answer to op, which wrote next over cur (nil when the
+// key had no row) and made the event ev: its revision, the revision it
+// replaced, and a copy of the stored object unless op is a deletion or
+// discards it.
+func WriteResult(op store.Op, ev RecentEvent, next, cur *Row) (store.Result, error) {
+	res := store.Result{Revision: next.Revision, Previous: LiveRevision(cur)}
+	if next.Deleted || op.DiscardObject {
+		return res, nil
+	}
+	var err error
+	if res.Object, err = ev.Object(); err != nil {
+		return store.Result{}, err
+	}
+	return res, nil
+}

@@ -165,14 +165,7 @@ func (w *writeTx) apply(op store.Op, p *backend.Prepared) (store.Result, error) 
 		return store.Result{}, err
 	}
 	w.events = append(w.events, ev)
-	res := store.Result{Revision: next.Revision, Previous: backend.LiveRevision(cur)}
-	if next.Deleted || op.DiscardObject {
-		return res, nil
-	}
-	if res.Object, err = ev.Object(); err != nil {
-		return store.Result{}, err
-	}
-	return res, nil
+	return backend.WriteResult(op, ev, &next, cur)
 }
 
 // load returns the row of key (okey is its object key), live or
