@@ -16,6 +16,7 @@ import (
 // it costs a second parse and is meant for the error path only.
 type Lines struct {
 	root *yaml3.Node // the document's top node; nil when data did not parse
+	last int         // the document's last line
 }
 
 // YAMLLines parses data for Lines. It never fails: a document yaml.v3
@@ -25,7 +26,24 @@ func YAMLLines(data []byte) Lines {
 	if err := yaml3.Unmarshal(data, &doc); err != nil || doc.Kind != yaml3.DocumentNode || len(doc.Content) == 0 {
 		return Lines{}
 	}
-	return Lines{root: doc.Content[0]}
+	return Lines{root: doc.Content[0], last: lineCount(string(data))}
+}
+
+// lineCount is the number of lines of data as YAML counts them: \r\n is
+// one break, and \n, \r, NEL, LS and PS are one each.
+func lineCount(data string) int {
+	n := 1
+	for i, r := range data {
+		switch r {
+		case '\n':
+			if i == 0 || data[i-1] != '\r' {
+				n++
+			}
+		case '\r', '\u0085', '\u2028', '\u2029':
+			n++
+		}
+	}
+	return n
 }
 
 // Line returns the 1-based line of the field at p: the line of its key for
@@ -41,10 +59,14 @@ func (l Lines) Line(p validate.Path) int {
 }
 
 // Find is Line, and reports whether the document holds the whole of p.
+// The parser places an empty node after the last line break on the line
+// after it ("---" alone is a document whose node is on line 2): such a
+// line is the document's last.
 func (l Lines) Find(p validate.Path) (line int, whole bool) {
 	if l.root == nil {
 		return 0, false
 	}
+	defer func() { line = min(line, l.last) }()
 	steps, ok := parsePath(string(p))
 	if !ok {
 		return 0, false
