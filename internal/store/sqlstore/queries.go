@@ -38,7 +38,7 @@ type queries struct {
 	fence string
 
 	// Records (records.go).
-	recordSeq, setRecordSeq, insertRecord, insertRecordTerm, deleteRecordTerms, deleteRecords string
+	recordSeq, setRecordSeq, deleteRecordTerms, deleteRecords string
 }
 
 func newQueries(d *Dialect) queries {
@@ -72,7 +72,7 @@ func newQueries(d *Dialect) queries {
 	}
 	recordQueries(&q)
 	for _, p := range []*string{
-		&q.recordSeq, &q.setRecordSeq, &q.insertRecord, &q.insertRecordTerm, &q.deleteRecordTerms, &q.deleteRecords,
+		&q.recordSeq, &q.setRecordSeq, &q.deleteRecordTerms, &q.deleteRecords,
 		&q.lockMeta, &q.setRevision, &q.revision, &q.compacted, &q.load, &q.get, &q.listAll, &q.listKind, &q.changes,
 		&q.insert, &q.update, &q.tombstones, &q.deleteTombstones, &q.setCompacted,
 		&q.putLease, &q.createLease, &q.deleteLease, &q.leasesAll, &q.leasesPrefix, &q.fence,

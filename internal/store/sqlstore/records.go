@@ -44,16 +44,48 @@ func (w *writeTx) appendRecord(op store.Op) (store.Result, error) {
 	if data == nil {
 		data = []byte{} // NOT NULL
 	}
-	if _, err := w.leaseStmt(&w.insertRecordStmt, w.s.stmts.insertRecord).ExecContext(w.ctx, r.Stream, seq, at, string(terms), data); err != nil {
-		return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("append record to %q: %w", r.Stream, err))
-	}
+	w.recordRows = append(w.recordRows, r.Stream, seq, at, string(terms), data)
 	for _, term := range backend.Dedupe(r.Terms) {
-		if _, err := w.leaseStmt(&w.insertRecordTermStmt, w.s.stmts.insertRecordTerm).ExecContext(w.ctx, r.Stream, term, seq); err != nil {
-			return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("append record to %q: %w", r.Stream, err))
-		}
+		w.termRows = append(w.termRows, r.Stream, term, seq)
 	}
 	w.records = seq
 	return store.Result{}, nil
+}
+
+// Rows of one INSERT of writeRecords, at most: 5 and 3 values a row stay
+// under SQLite's and PostgreSQL's bounds on parameters.
+const recordsPerInsert = 200
+
+// writeRecords inserts the records and terms the transaction appended, a
+// few statements for all of them rather than one per row: on PostgreSQL
+// each statement is a round trip the single writer waits for.
+func (w *writeTx) writeRecords() error {
+	for _, t := range []struct {
+		head string
+		cols int
+		rows []any
+	}{
+		{`INSERT INTO records (stream, seq, time, terms, data) VALUES `, 5, w.recordRows},
+		{`INSERT INTO record_terms (stream, term, seq) VALUES `, 3, w.termRows},
+	} {
+		row := "(" + strings.Repeat("?, ", t.cols-1) + "?)"
+		for rows := t.rows; len(rows) > 0; {
+			n := min(len(rows)/t.cols, recordsPerInsert)
+			var b strings.Builder
+			b.WriteString(t.head)
+			for i := range n {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(row)
+			}
+			if _, err := w.tx.ExecContext(w.ctx, w.s.d.rebind(b.String()), rows[:n*t.cols]...); err != nil {
+				return w.s.dbErr(w.ctx, fmt.Errorf("append records: %w", err))
+			}
+			rows = rows[n*t.cols:]
+		}
+	}
+	return nil
 }
 
 // Records implements store.Recorder. The query is built for the filters
@@ -162,8 +194,6 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 func recordQueries(q *queries) {
 	q.recordSeq = `SELECT records FROM meta`
 	q.setRecordSeq = `UPDATE meta SET records = ?`
-	q.insertRecord = `INSERT INTO records (stream, seq, time, terms, data) VALUES (?, ?, ?, ?, ?)`
-	q.insertRecordTerm = `INSERT INTO record_terms (stream, term, seq) VALUES (?, ?, ?)`
 	q.deleteRecordTerms = `DELETE FROM record_terms WHERE stream = ? AND seq IN (SELECT seq FROM records WHERE stream = ? AND time < ?)`
 	q.deleteRecords = `DELETE FROM records WHERE stream = ? AND time < ?`
 }

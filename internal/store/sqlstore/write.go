@@ -110,6 +110,9 @@ func (s *Store) runTx(group []*backend.Request) (outcomes []backend.Outcome, las
 		outcomes[i].Results = results
 	}
 	if w.records > w.recordsBase {
+		if err := w.writeRecords(); err != nil {
+			return nil, 0, -1, err
+		}
 		if _, err := tx.StmtContext(ctx, s.stmts.setRecordSeq).ExecContext(ctx, w.records); err != nil {
 			return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("store record sequence: %w", err))
 		}
@@ -165,11 +168,11 @@ type writeTx struct {
 
 	// records is the last record sequence number given out, read from
 	// meta at the first record of the transaction (recordsRead), and
-	// recordsBase its value then. The record statements are bound on
-	// first use.
-	records, recordsBase                   int64
-	recordsRead                            bool
-	insertRecordStmt, insertRecordTermStmt *sql.Stmt
+	// recordsBase its value then; recordRows and termRows are the values
+	// of the rows appended, which writeRecords inserts before the commit.
+	records, recordsBase int64
+	recordsRead          bool
+	recordRows, termRows []any
 	// events are the changes of this transaction, for Store.recent once
 	// it commits.
 	events []backend.RecentEvent

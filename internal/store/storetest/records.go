@@ -339,3 +339,39 @@ func testRecordsSurviveReopen(t *testing.T, e *env) {
 		t.Error(err)
 	}
 }
+
+// testManyRecordsInOneApply appends more records, with more terms, in one
+// transaction than a backend may insert in one statement: every record
+// and every term is there, in order.
+func testManyRecordsInOneApply(t *testing.T, e *env) {
+	e.recorder(t)
+	const n = 1234
+	ops := make([]store.Op, n)
+	for i := range n {
+		ops[i] = appendRecord(store.Record{Stream: "bulk", Terms: []string{fmt.Sprint("i=", i), fmt.Sprint("mod=", i%7), "all"}, Data: []byte(fmt.Sprint(i))})
+	}
+	e.applyOK(t, ops...)
+	var got []store.Record
+	for after := int64(0); ; {
+		page := e.records(t, store.RecordQuery{Stream: "bulk", Terms: []string{"all"}, After: after, Limit: store.MaxRecordLimit})
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, page...)
+		after = page[len(page)-1].Seq
+	}
+	if len(got) != n {
+		t.Fatalf("%d records, want %d", len(got), n)
+	}
+	for i, r := range got {
+		if string(r.Data) != fmt.Sprint(i) || (i > 0 && r.Seq != got[i-1].Seq+1) {
+			t.Fatalf("record %d: data %q, seq %d after %d", i, r.Data, r.Seq, got[max(i-1, 0)].Seq)
+		}
+	}
+	if mod3 := e.records(t, store.RecordQuery{Stream: "bulk", Terms: []string{"mod=3"}, Limit: store.MaxRecordLimit}); len(mod3) != (n+3)/7 {
+		t.Errorf("records with term mod=3: %d, want %d", len(mod3), (n+3)/7)
+	}
+	if last := e.records(t, store.RecordQuery{Stream: "bulk", Terms: []string{fmt.Sprint("i=", n-1)}}); len(last) != 1 || string(last[0].Data) != fmt.Sprint(n-1) {
+		t.Errorf("the last record by its own term: %+v", last)
+	}
+}

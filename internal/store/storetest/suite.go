@@ -67,6 +67,7 @@ func RunExcept(t *testing.T, open Opener, skip map[string]string) {
 		{"RecordsDependOnTheirWrite", testRecordsDependOnTheirWrite},
 		{"InvalidRecords", testInvalidRecords},
 		{"ConcurrentRecords", testConcurrentRecords},
+		{"ManyRecordsInOneApply", testManyRecordsInOneApply},
 		{"CompactRecords", testCompactRecords},
 		{"RecordsSurviveReopen", testRecordsSurviveReopen},
 		{"Fence", testFence},
