@@ -11,10 +11,12 @@ const leaseColumns = `name, value, expires_at`
 type queries struct {
 	// lockMeta takes the meta row lock that serializes writers and returns
 	// the last revision given out.
-	lockMeta    string
-	setRevision string
-	revision    string
-	compacted   string
+	lockMeta string
+	// lockMetaWrite is lockMeta for the writer, which also reads the
+	// record sequence; setMeta writes both back.
+	lockMetaWrite, setMeta string
+	revision               string
+	compacted              string
 
 	load     string // one row, live or tombstone
 	get      string // one live row
@@ -38,15 +40,18 @@ type queries struct {
 	fence string
 
 	// Records (records.go).
-	recordSeq, setRecordSeq, deleteRecordTerms, deleteRecords string
+	deleteRecordTerms, deleteRecords string
 }
 
 func newQueries(d *Dialect) queries {
 	q := queries{
-		lockMeta:    `UPDATE meta SET revision = revision RETURNING revision`,
-		setRevision: `UPDATE meta SET revision = ?`,
-		revision:    `SELECT revision FROM meta`,
-		compacted:   `SELECT compacted FROM meta`,
+		lockMeta: `UPDATE meta SET revision = revision RETURNING revision`,
+		// The writer's: the lock, and the revision and record sequence
+		// read and written back in one statement each.
+		lockMetaWrite: `UPDATE meta SET revision = revision RETURNING revision, records`,
+		setMeta:       `UPDATE meta SET revision = ?, records = ?`,
+		revision:      `SELECT revision FROM meta`,
+		compacted:     `SELECT compacted FROM meta`,
 
 		load:     `SELECT ` + columns + ` FROM resources WHERE kind = ? AND mesh = ? AND name = ?`,
 		get:      `SELECT ` + columns + ` FROM resources WHERE kind = ? AND mesh = ? AND name = ? AND NOT deleted`,
@@ -72,8 +77,8 @@ func newQueries(d *Dialect) queries {
 	}
 	recordQueries(&q)
 	for _, p := range []*string{
-		&q.recordSeq, &q.setRecordSeq, &q.deleteRecordTerms, &q.deleteRecords,
-		&q.lockMeta, &q.setRevision, &q.revision, &q.compacted, &q.load, &q.get, &q.listAll, &q.listKind, &q.changes,
+		&q.lockMetaWrite, &q.setMeta, &q.deleteRecordTerms, &q.deleteRecords,
+		&q.lockMeta, &q.revision, &q.compacted, &q.load, &q.get, &q.listAll, &q.listKind, &q.changes,
 		&q.insert, &q.update, &q.tombstones, &q.deleteTombstones, &q.setCompacted,
 		&q.putLease, &q.createLease, &q.deleteLease, &q.leasesAll, &q.leasesPrefix, &q.fence,
 	} {

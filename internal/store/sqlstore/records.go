@@ -33,12 +33,6 @@ func (w *writeTx) appendRecord(op store.Op) (store.Result, error) {
 	if err != nil {
 		return store.Result{Err: fmt.Errorf("%s to %q: terms: %w", op.Type, r.Stream, err)}, nil
 	}
-	if !w.recordsRead {
-		if err := w.tx.StmtContext(w.ctx, w.s.stmts.recordSeq).QueryRowContext(w.ctx).Scan(&w.records); err != nil {
-			return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("read record sequence: %w", err))
-		}
-		w.recordsRead, w.recordsBase = true, w.records
-	}
 	seq := w.records + 1
 	data := r.Data
 	if data == nil {
@@ -192,8 +186,6 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 
 // recordQueries are the statements of records, in queries.
 func recordQueries(q *queries) {
-	q.recordSeq = `SELECT records FROM meta`
-	q.setRecordSeq = `UPDATE meta SET records = ?`
 	q.deleteRecordTerms = `DELETE FROM record_terms WHERE stream = ? AND seq IN (SELECT seq FROM records WHERE stream = ? AND time < ?)`
 	q.deleteRecords = `DELETE FROM records WHERE stream = ? AND time < ?`
 }

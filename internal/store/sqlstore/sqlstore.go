@@ -45,7 +45,6 @@ type Store struct {
 	// parsing them for every operation costs more than running them.
 	stmts struct {
 		load, insert, update, putLease, createLease, deleteLease, fence *sql.Stmt
-		recordSeq, setRecordSeq                                         *sql.Stmt
 	}
 	// reads are the read statements, prepared once on the read pool for
 	// the same reason (SQLite spends most of a point read parsing SQL).
@@ -98,7 +97,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		query string
 	}{{&s.stmts.load, s.q.load}, {&s.stmts.insert, s.q.insert}, {&s.stmts.update, s.q.update},
 		{&s.stmts.putLease, s.q.putLease}, {&s.stmts.createLease, s.q.createLease}, {&s.stmts.deleteLease, s.q.deleteLease},
-		{&s.stmts.fence, s.q.fence}, {&s.stmts.recordSeq, s.q.recordSeq}, {&s.stmts.setRecordSeq, s.q.setRecordSeq}} {
+		{&s.stmts.fence, s.q.fence}} {
 		var err error
 		if *p.stmt, err = s.write.PrepareContext(ctx, p.query); err != nil {
 			_ = s.closeDBs() // closes the statements prepared so far
@@ -144,7 +143,6 @@ func (s *Store) Close() error {
 func (s *Store) closeDBs() error {
 	var err error
 	for _, stmt := range []*sql.Stmt{s.stmts.load, s.stmts.insert, s.stmts.update, s.stmts.putLease, s.stmts.createLease, s.stmts.deleteLease, s.stmts.fence,
-		s.stmts.recordSeq, s.stmts.setRecordSeq,
 		s.reads.get, s.reads.revision, s.reads.compacted, s.reads.changes, s.reads.listAll, s.reads.listKind,
 		s.reads.leasesAll, s.reads.leasesPrefix} {
 		if stmt != nil {

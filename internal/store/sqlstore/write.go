@@ -81,10 +81,10 @@ func (s *Store) runTx(group []*backend.Request) (outcomes []backend.Outcome, las
 		insertStmt: tx.StmtContext(ctx, s.stmts.insert),
 		updateStmt: tx.StmtContext(ctx, s.stmts.update),
 	}
-	if err := tx.QueryRowContext(ctx, s.q.lockMeta).Scan(&w.revision); err != nil {
+	if err := tx.QueryRowContext(ctx, s.q.lockMetaWrite).Scan(&w.revision, &w.records); err != nil {
 		return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("lock meta: %w", err))
 	}
-	base := w.revision
+	base, recordsBase := w.revision, w.records
 	outcomes = make([]backend.Outcome, len(group))
 	for i, r := range group {
 		if r.Fence != nil {
@@ -109,22 +109,19 @@ func (s *Store) runTx(group []*backend.Request) (outcomes []backend.Outcome, las
 		}
 		outcomes[i].Results = results
 	}
-	if w.records > w.recordsBase {
+	if w.records > recordsBase {
 		if err := w.writeRecords(); err != nil {
 			return nil, 0, -1, err
 		}
-		if _, err := tx.StmtContext(ctx, s.stmts.setRecordSeq).ExecContext(ctx, w.records); err != nil {
-			return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("store record sequence: %w", err))
+	}
+	if w.revision > base || w.records > recordsBase {
+		if _, err := tx.ExecContext(ctx, s.q.setMeta, w.revision, w.records); err != nil {
+			return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("store revision and record sequence: %w", err))
 		}
 	}
-	if w.revision > base {
-		if _, err := tx.ExecContext(ctx, s.q.setRevision, w.revision); err != nil {
-			return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("store revision: %w", err))
-		}
-		if s.d.Notify != nil {
-			if err := s.d.Notify(ctx, tx, w.revision); err != nil {
-				return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("notify: %w", err))
-			}
+	if w.revision > base && s.d.Notify != nil {
+		if err := s.d.Notify(ctx, tx, w.revision); err != nil {
+			return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("notify: %w", err))
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -167,11 +164,9 @@ type writeTx struct {
 	putLeaseStmt, createLeaseStmt, deleteLeaseStmt, fenceStmt *sql.Stmt
 
 	// records is the last record sequence number given out, read from
-	// meta at the first record of the transaction (recordsRead), and
-	// recordsBase its value then; recordRows and termRows are the values
-	// of the rows appended, which writeRecords inserts before the commit.
-	records, recordsBase int64
-	recordsRead          bool
+	// meta with the lock; recordRows and termRows are the values of the
+	// rows appended, which writeRecords inserts before the commit.
+	records              int64
 	recordRows, termRows []any
 	// events are the changes of this transaction, for Store.recent once
 	// it commits.
