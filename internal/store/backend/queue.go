@@ -149,6 +149,20 @@ func (q *Queue) Apply(ctx context.Context, ops []store.Op) ([]store.Result, erro
 	}
 }
 
+// Serve is a store's writer goroutine: it hands commit the queued
+// requests in groups of up to maxOps operations (Take) until the queue is
+// closed and empty, then closes done.
+func (q *Queue) Serve(maxOps int, commit func(group []*Request), done chan<- struct{}) {
+	defer close(done)
+	for {
+		group := q.Take(maxOps)
+		if group == nil {
+			return
+		}
+		commit(group)
+	}
+}
+
 // Take waits for queued requests and claims up to maxOps operations worth
 // of them, in queue order (a single larger request is taken alone). It
 // returns nil when the queue is closed and empty.

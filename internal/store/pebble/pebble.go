@@ -131,7 +131,7 @@ func open(dir string, o *options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	go s.writeLoop()
+	go s.queue.Serve(maxGroupOps, s.commit, s.writerDone)
 	return s, nil
 }
 

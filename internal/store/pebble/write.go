@@ -23,17 +23,6 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 	return s.queue.Apply(ctx, ops)
 }
 
-func (s *Store) writeLoop() {
-	defer close(s.writerDone)
-	for {
-		group := s.queue.Take(maxGroupOps)
-		if group == nil {
-			return
-		}
-		s.commit(group)
-	}
-}
-
 // commit writes group in one synced batch and hands every request its
 // outcome. A failure to read or commit fails every request of the group
 // (the database is the problem) and leaves the store as it was.

@@ -116,7 +116,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("%s: prepare: %w", s.d.Name, s.dbErr(ctx, err))
 		}
 	}
-	go s.writeLoop()
+	go s.queue.Serve(maxGroupOps, s.commit, s.writerDone)
 	return s, nil
 }
 

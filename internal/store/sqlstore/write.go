@@ -26,19 +26,6 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 	return s.queue.Apply(ctx, ops)
 }
 
-// writeLoop is the writer goroutine: it commits queued requests in groups
-// until the store is closed and the queue is empty.
-func (s *Store) writeLoop() {
-	defer close(s.writerDone)
-	for {
-		group := s.queue.Take(maxGroupOps)
-		if group == nil {
-			return
-		}
-		s.commit(group)
-	}
-}
-
 // commit writes group in one transaction and hands every request its
 // outcome. When an operation breaks the transaction (a statement fails),
 // its request fails alone and the others are written again without it;
