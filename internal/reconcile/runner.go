@@ -521,7 +521,7 @@ func (t *term) decide(ctx context.Context, k resource.Key, p patch) error {
 	}
 	t.written.Put(k, want)
 	sp := store.StatusPatch(p)
-	op := store.Op{Type: store.OpPatchStatus, Object: &resource.Object{Kind: k.Kind, Mesh: k.Mesh, Name: k.Name, Status: st}, Patch: &sp, DiscardObject: true}
+	op := store.Op{Type: store.OpPatchStatus, Object: &resource.Object{Kind: k.Kind, Mesh: k.Mesh, Name: k.Name, Status: st}, Patch: &sp, DiscardObject: true, Base: obj}
 	var base int64
 	if seen, ok := t.seen[k]; ok && seen == obj.Revision {
 		base = seen

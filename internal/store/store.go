@@ -173,6 +173,13 @@ type Op struct {
 	// error and the revision, and the store skips decoding what it wrote
 	// (controllers' writes, most of the writes of a busy control plane).
 	DiscardObject bool
+	// Base, for OpPatchStatus, is the object the new status was decided
+	// over, read-only: when the stored resource is still at Base's
+	// revision, the store builds the written object from Base's labels
+	// and spec (sharing them) and the patched status, instead of decoding
+	// the stored row for the change feed. The caller must not modify Base
+	// afterwards (a cache's shared object is never modified).
+	Base          *resource.Object
 	Key           resource.Key
 	Version       int64
 	Lease         *Lease

@@ -211,8 +211,9 @@ func (r *Recent) keep(decoded map[int64]*resource.Object) {
 // key had no row), for the readers of r, decoding nothing: a create or an
 // update wrote op.Object's labels and spec as they are, and a status write
 // kept those of the previous write of the resource, which r usually still
-// holds; when it does not (that write is older, or in the same group and
-// not added yet), the event keeps next's row for its first reader to
+// holds, or which the status patch's Base shows when it is at the stored
+// revision; when neither does (that write is older, or in the same group
+// and not added yet), the event keeps next's row for its first reader to
 // decode.
 func (r *Recent) Event(op store.Op, next, cur *Row) (RecentEvent, error) {
 	ev := RecentEvent{Rev: next.Revision, Key: next.Key}
@@ -232,6 +233,10 @@ func (r *Recent) Event(op store.Op, next, cur *Row) (RecentEvent, error) {
 		}
 	default:
 		prev := r.ObjectBefore(next.Key)
+		if base := op.Base; base != nil && op.Type == store.OpPatchStatus && base.Key() == next.Key &&
+			(prev == nil || cur == nil || prev.Revision != cur.Revision) {
+			prev = base // used only at the stored revision (below): a revision is written once
+		}
 		if prev == nil || cur == nil || prev.Revision != cur.Revision {
 			row := *next
 			ev.Row = &row

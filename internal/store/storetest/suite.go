@@ -73,6 +73,7 @@ func RunExcept(t *testing.T, open Opener, skip map[string]string) {
 		{"Fence", testFence},
 		{"FenceRejectsOnlyItsBatch", testFenceRejectsOnlyItsBatch},
 		{"PatchStatus", testPatchStatus},
+		{"PatchStatusBase", testPatchStatusBase},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
