@@ -1,0 +1,82 @@
+package dnsserver
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestCowMap_EditsLeaveEarlierVersionsAlone checks a cowMap against a plain
+// map through many edits that grow it past several reshardings and shrink
+// it again: each version keeps exactly the keys it had when it was made,
+// whatever the edits after it did.
+func TestCowMap_EditsLeaveEarlierVersionsAlone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	type version struct {
+		m    cowMap[string, int]
+		want map[string]int
+	}
+	cur := newCowMap[string, int](hashString)
+	model := map[string]int{}
+	var versions []version
+	for round := range 60 {
+		ed := cur.edit()
+		// Grow for 40 rounds (to about 20,000 keys), then shrink.
+		n := 1 + rng.IntN(1000)
+		for range n {
+			k := fmt.Sprintf("k%d", rng.IntN(30000))
+			if round < 40 || rng.IntN(4) == 0 {
+				ed.Set(k, round)
+				model[k] = round
+			} else {
+				ed.Delete(k)
+				delete(model, k)
+			}
+			want, wantOK := model[k]
+			if v, ok := ed.Get(k); v != want || ok != wantOK {
+				t.Fatalf("round %d: the edit's Get(%s) = %d, %v; want %d, %v", round, k, v, ok, want, wantOK)
+			}
+		}
+		cur = ed.done()
+		versions = append(versions, version{cur, maps.Clone(model)})
+	}
+	if len(cur.m) <= minShards {
+		t.Fatalf("the map never resharded: %d shards for up to %d keys", len(cur.m), len(versions[39].want))
+	}
+	for i, v := range versions {
+		if v.m.Len() != len(v.want) {
+			t.Fatalf("version %d: Len %d, want %d", i, v.m.Len(), len(v.want))
+		}
+		got := map[string]int{}
+		for k, x := range v.m.All() {
+			got[k] = x
+			if y, ok := v.m.Get(k); !ok || y != x {
+				t.Fatalf("version %d: Get(%s) = %d, %v; All gave %d", i, k, y, ok, x)
+			}
+		}
+		if !maps.Equal(got, v.want) {
+			t.Fatalf("version %d holds %d keys, want %d (or different values)", i, len(got), len(v.want))
+		}
+		if _, ok := v.m.Get("absent"); ok {
+			t.Fatalf("version %d has a key never set", i)
+		}
+	}
+}
+
+// TestCowMap_ShardsFollowSize pins how many shards a map of n keys ends up
+// with: few for a small mesh, about shardKeys keys per shard for a large one.
+func TestCowMap_ShardsFollowSize(t *testing.T) {
+	for _, tc := range []struct{ n, shards int }{
+		{0, minShards}, {10, minShards}, {1024, minShards}, {1025, 32},
+		{100_000, 2048},
+	} {
+		ed := newCowMap[int, struct{}](func(k int) uint64 { return uint64(k) * 0x9e3779b97f4a7c15 }).edit()
+		for i := range tc.n {
+			ed.Set(i, struct{}{})
+		}
+		if got := len(ed.done().m); got != tc.shards {
+			t.Errorf("%d keys: %d shards, want %d", tc.n, got, tc.shards)
+		}
+	}
+}
