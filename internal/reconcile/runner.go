@@ -557,10 +557,13 @@ func (t *term) sum(st resource.Status) uint64 {
 // between passes.
 func (t *term) flush(ctx context.Context) error {
 	batch := t.batch
-	t.batch, t.statuses = nil, 0
 	if len(batch) == 0 {
 		return nil
 	}
+	// The next batch is usually the size of this one (a first pass
+	// writes hundreds): one allocation rather than a chain of doublings
+	// of a large struct.
+	t.batch, t.statuses = make([]pendingWrite, 0, len(batch)), 0
 	for _, c := range t.r.cores {
 		if f, ok := c.(Flusher); ok {
 			for _, op := range f.BeforeFlush() {
