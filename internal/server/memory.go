@@ -70,7 +70,10 @@ func collectEagerly() (restore func()) {
 // loaded reports whether the cache has listed the store, and how many
 // resources it holds: a load of fewer than eagerMin ends the eager
 // collection as soon as it is listed.
-func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() uint64, loaded func() (bool, int)) {
+//
+// flush, when not nil, is called first: it frees what the store holds in
+// memory for recent writes (store.MemoryFlusher).
+func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() uint64, loaded func() (bool, int), flush func() error) {
 	restore := collectEagerly()
 	defer restore()
 	small := func() bool {
@@ -107,6 +110,11 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() u
 				restore() // the load is over: the cache froze what it left
 			}
 			start := time.Now()
+			if flush != nil {
+				if err := flush(); err != nil {
+					log.Warn("cannot flush the store's memtable", "err", err)
+				}
+			}
 			debug.FreeOSMemory()
 			log.Debug("returned idle memory to the OS after a burst of work", "dur", time.Since(start))
 			busy = false

@@ -195,10 +195,14 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return builder.Run(gctx) })
 	g.Go(func() error { return webGUI.Run(gctx) })
 	g.Go(func() error {
+		var flush func() error
+		if f, ok := st.(store.MemoryFlusher); ok {
+			flush = f.FlushMemory
+		}
 		returnMemoryWhenQuiet(gctx, s.log, c.Frozen, func() (bool, int) {
 			synced, _ := c.Status()
 			return synced, c.Len()
-		})
+		}, flush)
 		return nil
 	})
 	g.Go(func() error {

@@ -179,12 +179,12 @@ type Op struct {
 	// and spec (sharing them) and the patched status, instead of decoding
 	// the stored row for the change feed. The caller must not modify Base
 	// afterwards (a cache's shared object is never modified).
-	Base          *resource.Object
-	Key           resource.Key
-	Version       int64
-	Lease         *Lease
-	Record        *Record
-	DependsOn     []int
+	Base      *resource.Object
+	Key       resource.Key
+	Version   int64
+	Lease     *Lease
+	Record    *Record
+	DependsOn []int
 }
 
 // StatusPatch names the parts of a status one controller owns: top-level
@@ -455,4 +455,10 @@ type BackupInfo struct {
 	Revision int64
 	// Files are the paths in the tar stream, in its order.
 	Files []string
+}
+
+// MemoryFlusher is a store that holds recent writes in memory (pebble's
+// memtable) and can write them out to free that memory.
+type MemoryFlusher interface {
+	FlushMemory() error
 }

@@ -28,7 +28,7 @@ const (
 // Sizes of what pebble keeps in memory (see the package doc).
 const (
 	CacheBytes    = 8 << 20
-	MemTableBytes = 4 << 20
+	MemTableBytes = 16 << 20
 )
 
 // Option configures Open.
@@ -254,6 +254,18 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) isClosed() bool { return s.queue.Closed() }
+
+// FlushMemory writes what the memtable holds to a table file, so that its
+// memory is freed, once a burst of writes is over (the server calls it
+// when it returns idle memory to the system, see store.MemoryFlusher).
+func (s *Store) FlushMemory() error {
+	return s.read(func() error {
+		if err := s.db.Flush(); err != nil {
+			return dbErr(fmt.Errorf("flush: %w", err))
+		}
+		return nil
+	})
+}
 
 // read runs f while the database is open, holding it open; ErrClosed
 // after Close.

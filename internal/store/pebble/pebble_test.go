@@ -2,10 +2,13 @@ package pebble_test
 
 import (
 	"errors"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/pebble"
 	"github.com/meshnames/meshnames/internal/store/storetest"
@@ -81,4 +84,50 @@ func TestOpen_SecondOpenFailsWhileLocked(t *testing.T) {
 // opens it.
 func TestBackup_WhileWriting(t *testing.T) {
 	storetest.Backup(t, func(dir string) (store.Store, error) { return pebble.Open(dir) })
+}
+
+// TestFlushMemory: FlushMemory writes the memtable out to a table file
+// (what the server does once a burst of writes is over, so that the
+// memtable's memory is freed), every write stays readable, across a
+// reopen too, and after Close it reports ErrClosed.
+func TestFlushMemory(t *testing.T) {
+	dir := t.TempDir()
+	s := openIn(t, dir)
+	ctx := t.Context()
+	const n = 300
+	for i := range n {
+		o := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: fmt.Sprintf("svc-%d", i),
+			Spec: &resource.MeshServiceSpec{Ports: []resource.Port{{Port: 80, AppProtocol: resource.ProtocolHTTP}}}}
+		if _, err := store.Create(ctx, s, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tables := func() int {
+		m, err := filepath.Glob(filepath.Join(dir, pebble.Dir, "*.sst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m)
+	}
+	before := tables()
+	if err := s.FlushMemory(); err != nil {
+		t.Fatalf("FlushMemory = %v", err)
+	}
+	if after := tables(); after <= before {
+		t.Fatalf("FlushMemory wrote no table file: %d before, %d after", before, after)
+	}
+	check := func(s store.Store, when string) {
+		objs, _, err := s.List(ctx, resource.MeshService)
+		if err != nil || len(objs) != n {
+			t.Fatalf("%s: List = %d objects, %v; want %d", when, len(objs), err, n)
+		}
+	}
+	check(s, "after FlushMemory")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FlushMemory(); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("FlushMemory after Close = %v, want ErrClosed", err)
+	}
+	check(openIn(t, dir), "after a reopen")
 }
