@@ -29,26 +29,41 @@ type Pipe interface {
 // group at once, with arrays: their text does not depend on the number of
 // rows, so each is prepared once per connection.
 type pipelineQueries struct {
-	// loadKeys returns the rows, live or tombstone, of the keys given as
-	// three arrays (kinds, meshes, names): one index lookup each.
-	loadKeys string
+	// lockMeta takes the meta row lock, as lockMetaWrite, without writing
+	// a row version: meta is written once per transaction, by write.
+	lockMeta string
 	// createLease is createLease returning a row when it inserted one.
 	createLease string
-	// insertRecords and insertTerms insert the rows given as arrays, one
-	// per column.
-	insertRecords, insertTerms string
+	// write is the writes of a transaction in one statement: the last row
+	// of each key the group wrote ($1-$11, a column each), the records
+	// ($12-$16) and their terms ($17-$19), the last put of each lease not
+	// sent before ($20-$22), and meta's revision and record sequence ($23,
+	// $24) unless $25 is false. Nothing in it reads a table (the upserts
+	// find their rows by primary key), so no plan can make it scan one.
+	write string
 }
 
 func newPipelineQueries() pipelineQueries {
 	return pipelineQueries{
-		loadKeys: `SELECT r.kind, r.mesh, r.name, r.version, r.revision, r.deleted, r.labels, r.spec, r.status,
-			r.creation_time, r.modification_time
-			FROM unnest($1::text[], $2::text[], $3::text[]) AS k(kind, mesh, name)
-			JOIN resources r ON r.kind = k.kind COLLATE "C" AND r.mesh = k.mesh COLLATE "C" AND r.name = k.name COLLATE "C"`,
+		lockMeta:    `SELECT revision, records FROM meta FOR UPDATE`,
 		createLease: `INSERT INTO leases (` + leaseColumns + `) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING RETURNING 1`,
-		insertRecords: `INSERT INTO records (stream, seq, time, terms, data)
-			SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::bytea[])`,
-		insertTerms: `INSERT INTO record_terms (stream, term, seq) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])`,
+		write: `WITH res AS (
+				INSERT INTO resources (` + columns + `)
+				SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::boolean[],
+					$7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[])
+				ON CONFLICT (kind, mesh, name) DO UPDATE SET version = excluded.version, revision = excluded.revision,
+					deleted = excluded.deleted, labels = excluded.labels, spec = excluded.spec, status = excluded.status,
+					creation_time = excluded.creation_time, modification_time = excluded.modification_time
+			), rec AS (
+				INSERT INTO records (stream, seq, time, terms, data)
+				SELECT * FROM unnest($12::text[], $13::bigint[], $14::bigint[], $15::text[], $16::bytea[])
+			), ter AS (
+				INSERT INTO record_terms (stream, term, seq) SELECT * FROM unnest($17::text[], $18::text[], $19::bigint[])
+			), lput AS (
+				INSERT INTO leases (` + leaseColumns + `) SELECT * FROM unnest($20::text[], $21::bytea[], $22::bigint[])
+				ON CONFLICT (name) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at
+			)
+			UPDATE meta SET revision = $23, records = $24 WHERE $25`,
 	}
 }
 
@@ -57,21 +72,29 @@ type scanFunc func(dest ...any) error
 
 func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 
+// unknownCulprit is runTx's culprit when a statement that holds the
+// writes of several requests failed: commit then writes each request in a
+// transaction of its own, so that the one that fails fails alone.
+const unknownCulprit = -2
+
 // runPipelined is runTx with Dialect.Pipeline, in two round trips for a
 // group in the usual case:
 //
 //  1. BEGIN, the meta lock (revision and record sequence), the fence of
 //     every fenced request, and the rows of every key the group writes;
-//  2. the writes of every operation (decided in between by backend.Next
-//     over the rows read and those the group wrote before them), the
-//     records, meta, the notification and COMMIT.
+//  2. the writes of every operation, decided in between by backend.Next
+//     over the rows read and those the group wrote before them, in one
+//     statement (pipelineQueries.write) with the records, the lease puts
+//     and deletions and meta; then the notification and COMMIT.
 //
 // The meta lock serializes writers, also across instances, so the rows
 // read in the first round trip stay the latest until the commit. A create
 // of a lease, whose result is whether the name existed, and the fence of a
 // request that an earlier request's lease operation may have changed are
-// sent when their turn comes, with the writes queued before them: the
-// outcomes are those of running every statement in order, as runTx does.
+// sent when their turn comes, after the lease operations before them: the
+// outcomes are those of running every operation in order, as runTx does.
+// Of several writes of one key in a group only the last is stored, as
+// after runTx, which overwrites the row each time.
 func (s *Store) runPipelined(group []*backend.Request) (outcomes []backend.Outcome, last int64, culprit int, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.writeTimeout)
 	defer cancel()
@@ -106,18 +129,18 @@ func (s *Store) runPipelined(group []*backend.Request) (outcomes []backend.Outco
 }
 
 // pipelineTx runs the transaction of runPipelined on p. On failure,
-// culprit is the index of the request whose statement failed, or -1.
+// culprit is the index of the request whose statement failed, -1 or
+// unknownCulprit.
 func (s *Store) pipelineTx(ctx context.Context, p Pipe, group []*backend.Request) (outcomes []backend.Outcome, last int64, culprit int, err error) {
-	w := &writeTx{s: s, ctx: ctx, pipe: p, now: s.now().UnixNano(), culprit: -1,
-		rows: map[resource.Key]*row{}}
+	w := &writeTx{s: s, ctx: ctx, pipe: p, now: s.now().UnixNano(), req: -1, culprit: -1,
+		rows: map[resource.Key]*row{}, wrote: map[resource.Key]bool{}}
 	w.queue(`BEGIN`, nil, nil)
-	w.queue(s.q.lockMetaWrite, nil, func(scan func(...any) error) error { return scan(&w.revision, &w.records) })
+	w.queue(s.pq.lockMeta, nil, func(scan func(...any) error) error { return scan(&w.revision, &w.records) })
 	// The fences no earlier request of the group can change are checked
 	// in this first round trip.
 	current := make([]bool, len(group))
 	checked := make([]bool, len(group))
 	leases := map[string]bool{} // names of leases the requests before write
-	var kinds, meshes, names []string
 	for i, r := range group {
 		if r.Fence != nil && !leases[r.Fence.Lease] {
 			checked[i] = true
@@ -143,19 +166,19 @@ func (s *Store) pipelineTx(ctx context.Context, p Pipe, group []*backend.Request
 			if _, ok := w.rows[pr.Key]; ok {
 				continue
 			}
-			w.rows[pr.Key] = nil // read below; nil until a row is found
-			kinds, meshes, names = append(kinds, string(pr.Key.Kind)), append(meshes, pr.Key.Mesh), append(names, pr.Key.Name)
+			// A statement per key: one array of keys joined with
+			// resources made PostgreSQL scan the table when its
+			// statistics were older than its growth.
+			w.rows[pr.Key] = nil // nil until a row is found
+			w.queue(s.q.load, []any{string(pr.Key.Kind), pr.Key.Mesh, pr.Key.Name}, func(scan func(...any) error) error {
+				r, err := scanRow(scanFunc(scan))
+				if err != nil {
+					return err
+				}
+				w.rows[r.Key] = r
+				return nil
+			})
 		}
-	}
-	if len(names) > 0 {
-		w.queue(s.pq.loadKeys, []any{kinds, meshes, names}, func(scan func(...any) error) error {
-			r, err := scanRow(scanFunc(scan))
-			if err != nil {
-				return err
-			}
-			w.rows[r.Key] = r
-			return nil
-		})
 	}
 	if err := w.send(); err != nil {
 		return nil, 0, -1, fmt.Errorf("begin: %w", err)
@@ -189,11 +212,10 @@ func (s *Store) pipelineTx(ctx context.Context, p Pipe, group []*backend.Request
 		outcomes[i].Results = results
 	}
 	w.req = -1
-	if w.records > recordsBase {
-		w.queueRecords()
-	}
-	if w.revision > base || w.records > recordsBase {
-		w.queue(s.q.setMeta, []any{w.revision, w.records}, nil)
+	if len(w.written) > 0 || len(w.leaseOps) > 0 || w.revision > base || w.records > recordsBase {
+		w.req = unknownCulprit
+		w.queue(s.pq.write, w.writeArgs(w.revision > base || w.records > recordsBase), nil)
+		w.req = -1
 	}
 	if w.revision > base && s.d.Notify != nil {
 		query, args := s.d.Notify(w.revision)
@@ -211,15 +233,16 @@ func (s *Store) pipelineTx(ctx context.Context, p Pipe, group []*backend.Request
 }
 
 // queue adds a statement to the pipe on behalf of the request being
-// written (w.req, -1 for the transaction's own statements).
+// written (w.req: -1 for the transaction's own statements).
 func (w *writeTx) queue(query string, args []any, row func(scan func(dest ...any) error) error) {
 	w.pipe.Queue(query, args, row)
 	w.owners = append(w.owners, w.req)
 }
 
 // send sends the statements queued. On failure it sets w.culprit to the
-// request whose statement failed (-1 for the transaction's own) and
-// returns the error classified by dbErr.
+// request whose statement failed (-1 for the transaction's own,
+// unknownCulprit for the write of several) and returns the error
+// classified by dbErr.
 func (w *writeTx) send() error {
 	owners := w.owners
 	w.owners = w.owners[:0]
@@ -254,46 +277,72 @@ func (w *writeTx) loadPiped(key resource.Key) (*row, error) {
 	return r, nil
 }
 
-// putPiped queues the write of r and keeps it as the row of its key for
-// the operations after it.
-func (w *writeTx) putPiped(r *row, exists bool) {
-	if exists {
-		w.queue(w.s.q.update, []any{r.Version, r.Revision, r.Deleted, r.Labels, r.Spec, r.Status,
-			r.Created, r.Modified, string(r.Key.Kind), r.Key.Mesh, r.Key.Name}, nil)
-	} else {
-		w.queue(w.s.q.insert, []any{string(r.Key.Kind), r.Key.Mesh, r.Key.Name, r.Version, r.Revision,
-			r.Deleted, r.Labels, r.Spec, r.Status, r.Created, r.Modified}, nil)
-	}
+// putPiped keeps r as the row of its key, for the operations after it and
+// for the write at the end of the transaction.
+func (w *writeTx) putPiped(r *row) {
 	next := *r
+	if !w.wrote[r.Key] {
+		w.wrote[r.Key] = true
+		w.written = append(w.written, r.Key)
+	}
 	w.rows[r.Key] = &next
 }
 
-// leasePiped queues a lease operation; a create, whose outcome is whether
-// the name existed, is sent at once.
+// leaseOp is a lease put kept for the end of the transaction.
+type leaseOp struct {
+	req     int
+	name    string
+	value   []byte
+	expires int64
+}
+
+// leasePiped keeps a lease put for the end of the transaction and queues
+// a deletion after the puts before it; a create, whose outcome is whether
+// the name existed, is sent at once, after the lease operations before
+// it.
 func (w *writeTx) leasePiped(t store.OpType, name string, value []byte, expires int64) (store.Result, error) {
 	switch t {
-	case store.OpDeleteLease:
-		w.queue(w.s.q.deleteLease, []any{name}, nil)
 	case store.OpPutLease:
-		w.queue(w.s.q.putLease, []any{name, value, expires}, nil)
-	case store.OpCreateLease:
-		created := false
-		w.queue(w.s.pq.createLease, []any{name, value, expires}, func(func(...any) error) error {
-			created = true
-			return nil
-		})
-		if err := w.send(); err != nil {
-			return store.Result{}, fmt.Errorf("create lease %q: %w", name, err)
-		}
-		if !created {
-			return store.Result{Err: fmt.Errorf("%s %q: %w", t, name, store.ErrAlreadyExists)}, nil
-		}
+		w.leaseOps = append(w.leaseOps, leaseOp{req: w.req, name: name, value: value, expires: expires})
+		return store.Result{}, nil
+	case store.OpDeleteLease:
+		// A statement of its own (a deletion of an array of names may be
+		// planned as a scan), after the puts before it.
+		w.queueLeaseOps()
+		w.queue(w.s.q.deleteLease, []any{name}, nil)
+		return store.Result{}, nil
+	}
+	w.queueLeaseOps()
+	created := false
+	w.queue(w.s.pq.createLease, []any{name, value, expires}, func(func(...any) error) error {
+		created = true
+		return nil
+	})
+	if err := w.send(); err != nil {
+		return store.Result{}, fmt.Errorf("create lease %q: %w", name, err)
+	}
+	if !created {
+		return store.Result{Err: fmt.Errorf("%s %q: %w", t, name, store.ErrAlreadyExists)}, nil
 	}
 	return store.Result{}, nil
 }
 
-// fencedPiped is fenced, sent at once with the writes queued before it.
+// queueLeaseOps queues the lease puts kept so far, a statement each, in
+// order.
+func (w *writeTx) queueLeaseOps() {
+	req := w.req
+	for _, l := range w.leaseOps {
+		w.req = l.req
+		w.queue(w.s.q.putLease, []any{l.name, l.value, l.expires}, nil)
+	}
+	w.req = req
+	w.leaseOps = w.leaseOps[:0]
+}
+
+// fencedPiped is fenced, sent at once after the lease operations before
+// it.
 func (w *writeTx) fencedPiped(f *store.Fence) (bool, error) {
+	w.queueLeaseOps()
 	current := false
 	w.queue(w.s.q.fence, []any{f.Lease, f.LeaseValue()}, func(func(...any) error) error {
 		current = true
@@ -305,18 +354,27 @@ func (w *writeTx) fencedPiped(f *store.Fence) (bool, error) {
 	return current, nil
 }
 
-// queueRecords queues the insert of the records and terms the transaction
-// appended, one statement each, with a column of values per array.
-func (w *writeTx) queueRecords() {
-	n := len(w.recordRows) / 5
+// writeArgs are the arguments of pipelineQueries.write: the last row of
+// each key written, the records and terms appended, the last put of each
+// lease kept, and meta when setMeta.
+func (w *writeTx) writeArgs(setMeta bool) []any {
+	n := len(w.written)
+	kinds, meshes, names := make([]string, n), make([]string, n), make([]string, n)
+	versions, revisions, deleted := make([]int64, n), make([]int64, n), make([]bool, n)
+	labels, specs, statuses := make([]string, n), make([]string, n), make([]string, n)
+	created, modified := make([]int64, n), make([]int64, n)
+	for i, k := range w.written {
+		r := w.rows[k]
+		kinds[i], meshes[i], names[i] = string(k.Kind), k.Mesh, k.Name
+		versions[i], revisions[i], deleted[i] = r.Version, r.Revision, r.Deleted
+		labels[i], specs[i], statuses[i] = r.Labels, r.Spec, r.Status
+		created[i], modified[i] = r.Created, r.Modified
+	}
+	n = len(w.recordRows) / 5
 	streams, seqs, times, terms, data := make([]string, n), make([]int64, n), make([]int64, n), make([]string, n), make([][]byte, n)
 	for i := range n {
 		v := w.recordRows[5*i:]
 		streams[i], seqs[i], times[i], terms[i], data[i] = v[0].(string), v[1].(int64), v[2].(int64), v[3].(string), v[4].([]byte)
-	}
-	w.queue(w.s.pq.insertRecords, []any{streams, seqs, times, terms, data}, nil)
-	if len(w.termRows) == 0 {
-		return
 	}
 	n = len(w.termRows) / 3
 	tStreams, tTerms, tSeqs := make([]string, n), make([]string, n), make([]int64, n)
@@ -324,5 +382,20 @@ func (w *writeTx) queueRecords() {
 		v := w.termRows[3*i:]
 		tStreams[i], tTerms[i], tSeqs[i] = v[0].(string), v[1].(string), v[2].(int64)
 	}
-	w.queue(w.s.pq.insertTerms, []any{tStreams, tTerms, tSeqs}, nil)
+	// The last put of each lease is what is stored.
+	last := map[string]int{}
+	for i, l := range w.leaseOps {
+		last[l.name] = i
+	}
+	var putNames []string
+	var putValues [][]byte
+	var putExpires []int64
+	for i, l := range w.leaseOps {
+		if last[l.name] == i {
+			putNames, putValues, putExpires = append(putNames, l.name), append(putValues, l.value), append(putExpires, l.expires)
+		}
+	}
+	return []any{kinds, meshes, names, versions, revisions, deleted, labels, specs, statuses, created, modified,
+		streams, seqs, times, terms, data, tStreams, tTerms, tSeqs,
+		putNames, putValues, putExpires, w.revision, w.records, setMeta}
 }

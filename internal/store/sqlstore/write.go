@@ -28,11 +28,20 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 
 // commit writes group in one transaction and hands every request its
 // outcome. When an operation breaks the transaction (a statement fails),
-// its request fails alone and the others are written again without it;
-// when the transaction fails as a whole (begin, lock, commit), which means
-// the database is the problem, every request in it fails.
+// its request fails alone and the others are written again without it
+// (when the statement held the writes of several requests, as the
+// pipelined writer's does, each request is written again in a
+// transaction of its own); when the transaction fails as a whole (begin,
+// lock, commit), which means the database is the problem, every request
+// in it fails.
 func (s *Store) commit(group []*backend.Request) {
 	outcomes, last, culprit, err := s.runTx(group)
+	if err != nil && culprit == unknownCulprit && len(group) > 1 {
+		for _, r := range group {
+			s.commit([]*backend.Request{r})
+		}
+		return
+	}
 	if err != nil && culprit >= 0 && len(group) > 1 {
 		group[culprit].Done(backend.Outcome{Err: fmt.Errorf("apply: %w", err)})
 		s.commit(slices.Concat(group[:culprit], group[culprit+1:]))
@@ -168,12 +177,17 @@ type writeTx struct {
 
 	// With Dialect.Pipeline (pipeline.go), tx and the statements are nil:
 	// statements go through pipe. rows are the rows of the keys read or
-	// written so far (nil for a key read and not found); owners are the
-	// requests of the statements queued and not sent yet (-1 for the
-	// transaction's own), req the request being written, and culprit the
-	// request a failure is charged to.
+	// written so far (nil for a key read and not found); written lists the
+	// keys written, in order, once each (wrote); leaseOps are the lease
+	// puts and deletions not sent yet. owners are the requests of the
+	// statements queued and not sent yet (-1 for the transaction's own),
+	// req the request being written, and culprit the request a failure
+	// is charged to.
 	pipe         Pipe
 	rows         map[resource.Key]*row
+	written      []resource.Key
+	wrote        map[resource.Key]bool
+	leaseOps     []leaseOp
 	owners       []int
 	req, culprit int
 }
@@ -235,7 +249,7 @@ func (w *writeTx) load(key resource.Key) (*row, error) {
 // put writes r, replacing the existing row of its key when exists.
 func (w *writeTx) put(r *row, exists bool) error {
 	if w.pipe != nil {
-		w.putPiped(r, exists)
+		w.putPiped(r)
 		return nil
 	}
 	var err error
