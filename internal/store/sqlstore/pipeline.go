@@ -47,20 +47,25 @@ func newPipelineQueries() pipelineQueries {
 	return pipelineQueries{
 		lockMeta:    `SELECT revision, records FROM meta FOR UPDATE`,
 		createLease: `INSERT INTO leases (` + leaseColumns + `) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING RETURNING 1`,
+		// unnest in the select list (ProjectSet) rather than in FROM:
+		// there, each array of a multi-argument unnest is put in a
+		// tuplestore of its own, whose buffers made PostgreSQL grow and
+		// trim its heap at every execution.
 		write: `WITH res AS (
 				INSERT INTO resources (` + columns + `)
-				SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::boolean[],
-					$7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[])
+				SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::bigint[]), unnest($5::bigint[]),
+					unnest($6::boolean[]), unnest($7::text[]), unnest($8::text[]), unnest($9::text[]), unnest($10::bigint[]),
+					unnest($11::bigint[])
 				ON CONFLICT (kind, mesh, name) DO UPDATE SET version = excluded.version, revision = excluded.revision,
 					deleted = excluded.deleted, labels = excluded.labels, spec = excluded.spec, status = excluded.status,
 					creation_time = excluded.creation_time, modification_time = excluded.modification_time
 			), rec AS (
 				INSERT INTO records (stream, seq, time, terms, data)
-				SELECT * FROM unnest($12::text[], $13::bigint[], $14::bigint[], $15::text[], $16::bytea[])
+				SELECT unnest($12::text[]), unnest($13::bigint[]), unnest($14::bigint[]), unnest($15::text[]), unnest($16::bytea[])
 			), ter AS (
-				INSERT INTO record_terms (stream, term, seq) SELECT * FROM unnest($17::text[], $18::text[], $19::bigint[])
+				INSERT INTO record_terms (stream, term, seq) SELECT unnest($17::text[]), unnest($18::text[]), unnest($19::bigint[])
 			), lput AS (
-				INSERT INTO leases (` + leaseColumns + `) SELECT * FROM unnest($20::text[], $21::bytea[], $22::bigint[])
+				INSERT INTO leases (` + leaseColumns + `) SELECT unnest($20::text[]), unnest($21::bytea[]), unnest($22::bigint[])
 				ON CONFLICT (name) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at
 			)
 			UPDATE meta SET revision = $23, records = $24 WHERE $25`,
