@@ -90,14 +90,15 @@ const unknownCulprit = -2
 //  2. the writes of every operation, decided in between by backend.Next
 //     over the rows read and those the group wrote before them, in one
 //     statement (pipelineQueries.write) with the records, the lease puts
-//     and deletions and meta; then the notification and COMMIT.
+//     and meta; then the notification and COMMIT.
 //
 // The meta lock serializes writers, also across instances, so the rows
 // read in the first round trip stay the latest until the commit. A create
 // of a lease, whose result is whether the name existed, and the fence of a
 // request that an earlier request's lease operation may have changed are
-// sent when their turn comes, after the lease operations before them: the
-// outcomes are those of running every operation in order, as runTx does.
+// sent when their turn comes, and a lease deletion is queued at its turn,
+// each after the lease puts before it: the outcomes are those of running
+// every operation in order, as runTx does.
 // Of several writes of one key in a group only the last is stored, as
 // after runTx, which overwrites the row each time.
 func (s *Store) runPipelined(group []*backend.Request) (outcomes []backend.Outcome, last int64, culprit int, err error) {
