@@ -179,10 +179,10 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 			ReadTx:               sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 			NowNanos:             NowNanos,
 			LockShared:           " FOR SHARE",
-			Notify: func(ctx context.Context, tx *sql.Tx, revision int64) error {
-				_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Channel, l.payload(revision))
-				return err
+			Notify: func(revision int64) (string, []any) {
+				return `SELECT pg_notify($1, $2)`, []any{Channel, l.payload(revision)}
 			},
+			Pipeline: newPipe,
 		},
 		Read:     db,
 		Write:    db,

@@ -349,3 +349,62 @@ func BenchmarkApplyPutLease(b *testing.B) {
 func BenchmarkLeasesPrefix(b *testing.B) {
 	storetest.BenchLeasesPrefix(b, openAt(b, pgtest.URL(b)))
 }
+
+// TestWriter_StatementFailureFailsOnlyItsBatch makes one batch fail
+// inside the database (a trigger) while others are written beside it:
+// the writer sends a group's writes in one statement, so when that fails
+// it writes the group's batches one transaction each, and only the
+// poisoned batch fails.
+func TestWriter_StatementFailureFailsOnlyItsBatch(t *testing.T) {
+	url := pgtest.URL(t)
+	s := openAt(t, url)
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `
+		CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.name = 'poison' THEN RAISE EXCEPTION 'poisoned'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER poison BEFORE INSERT ON resources FOR EACH ROW EXECUTE FUNCTION poison();`); err != nil {
+		t.Fatal(err)
+	}
+	zone := func(name string) store.Op {
+		return store.Op{Type: store.OpCreate, Object: &resource.Object{Kind: resource.Zone, Name: name, Spec: &resource.ZoneSpec{}}}
+	}
+	for round := range 5 {
+		var wg sync.WaitGroup
+		errs := make([]error, 16)
+		for i := range errs {
+			name := fmt.Sprintf("z%d-%d", round, i)
+			if i == 7 {
+				name = "poison"
+			}
+			wg.Go(func() { _, errs[i] = s.Apply(t.Context(), zone(name)) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			switch {
+			case i == 7 && (!errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "poisoned")):
+				t.Errorf("round %d: poisoned batch: %v, want ErrUnavailable from the trigger", round, err)
+			case i != 7 && err != nil:
+				t.Errorf("round %d: batch %d: %v, want success", round, i, err)
+			}
+		}
+	}
+	evs, err := s.Changes(t.Context(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range evs {
+		if e.Revision != int64(i+1) {
+			t.Fatalf("event %d has revision %d: revisions must be consecutive", i, e.Revision)
+		}
+	}
+	if len(evs) != 5*15 {
+		t.Errorf("%d events, want %d", len(evs), 5*15)
+	}
+}

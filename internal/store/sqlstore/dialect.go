@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"context"
 	"database/sql"
 	"io/fs"
 	"strconv"
@@ -26,11 +25,19 @@ type Dialect struct {
 	// ReadTx are the options of List and Changes transactions; they must
 	// give the whole transaction one snapshot.
 	ReadTx sql.TxOptions
-	// Notify, when set, runs in every write transaction that gave out
-	// revisions, after the writes, with the last revision. PostgreSQL
-	// sends a NOTIFY there, which is delivered at commit. Waiters in this
-	// process are woken after commit whatever the dialect.
-	Notify func(ctx context.Context, tx *sql.Tx, revision int64) error
+	// Notify, when set, returns a statement that runs in every write
+	// transaction that gave out revisions, after the writes, with the last
+	// revision. PostgreSQL sends a NOTIFY there, which is delivered at
+	// commit. Waiters in this process are woken after commit whatever the
+	// dialect.
+	Notify func(revision int64) (query string, args []any)
+	// Pipeline, when set, makes the writer send its statements in a few
+	// batches per transaction instead of one round trip each (see
+	// pipeline.go): it returns a Pipe over the driver connection that
+	// database/sql's Conn.Raw hands over. The writer then uses the
+	// PostgreSQL statements of pipelineQueries (arrays, unnest), so only the
+	// PostgreSQL dialect sets it.
+	Pipeline func(driverConn any) (Pipe, error)
 	// NowNanos is an SQL expression for the database's clock as Unix
 	// nanoseconds. The fence check compares lease expiries with it, so
 	// that the clocks of the instances do not matter.

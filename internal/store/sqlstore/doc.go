@@ -33,6 +33,19 @@
 // are written again without it; a failure of the transaction as a whole
 // (begin, commit: the database is the problem) fails every batch in it.
 //
+// On PostgreSQL (Dialect.Pipeline) the writer does not wait for a round
+// trip per statement: it sends BEGIN, the meta lock, the fence checks and
+// a read of every key the group writes in one batch, decides every
+// operation in Go over the rows read (and those the group wrote before
+// it), and sends all the writes in one statement of arrays (resources
+// upserted, records, terms, lease puts, meta) with pg_notify and COMMIT
+// in a second batch (pipeline.go). A lease create, a lease deletion and a
+// fence check that an earlier lease operation of the group may change are
+// sent in order with what precedes them; the outcomes are those of the
+// operations run one by one. When the statement holding several requests'
+// writes fails, each request is written again in a transaction of its
+// own, so that a failing one fails alone as above.
+//
 // Revisions: a write transaction first locks the meta row (UPDATE meta SET
 // revision = revision RETURNING revision), gives successful operations the
 // next revisions in order, and stores the last one before committing. The

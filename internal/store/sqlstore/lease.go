@@ -21,6 +21,9 @@ func (w *writeTx) applyLease(op store.Op) (store.Result, error) {
 		return store.Result{Err: fmt.Errorf("%s %q: %w", op.Type, l.Name, err)}, nil
 	}
 	if op.Type == store.OpDeleteLease {
+		if w.pipe != nil {
+			return w.leasePiped(op.Type, l.Name, nil, 0)
+		}
 		if _, err := w.leaseStmt(&w.deleteLeaseStmt, w.s.stmts.deleteLease).ExecContext(w.ctx, l.Name); err != nil {
 			return store.Result{}, w.s.dbErr(w.ctx, fmt.Errorf("delete lease %q: %w", l.Name, err))
 		}
@@ -37,6 +40,9 @@ func (w *writeTx) applyLease(op store.Op) (store.Result, error) {
 	value := l.Value
 	if value == nil {
 		value = []byte{} // the column is NOT NULL; a nil []byte binds as NULL
+	}
+	if w.pipe != nil {
+		return w.leasePiped(op.Type, l.Name, value, expires)
 	}
 	if op.Type == store.OpCreateLease {
 		res, err := w.leaseStmt(&w.createLeaseStmt, w.s.stmts.createLease).ExecContext(w.ctx, l.Name, value, expires)

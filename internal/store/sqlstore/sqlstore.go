@@ -40,6 +40,7 @@ type Config struct {
 type Store struct {
 	d           Dialect
 	q           queries
+	pq          pipelineQueries // with Dialect.Pipeline
 	read, write *sql.DB
 	// stmts are the writer's per-operation statements, prepared once:
 	// parsing them for every operation costs more than running them.
@@ -86,6 +87,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if s.writeTimeout <= 0 {
 		s.writeTimeout = DefaultWriteTimeout
+	}
+	if s.d.Pipeline != nil {
+		s.pq = newPipelineQueries()
 	}
 	s.queue = backend.NewQueue()
 	if err := s.migrate(ctx); err != nil {

@@ -28,11 +28,20 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 
 // commit writes group in one transaction and hands every request its
 // outcome. When an operation breaks the transaction (a statement fails),
-// its request fails alone and the others are written again without it;
-// when the transaction fails as a whole (begin, lock, commit), which means
-// the database is the problem, every request in it fails.
+// its request fails alone and the others are written again without it
+// (when the statement held the writes of several requests, as the
+// pipelined writer's does, each request is written again in a
+// transaction of its own); when the transaction fails as a whole (begin,
+// lock, commit), which means the database is the problem, every request
+// in it fails.
 func (s *Store) commit(group []*backend.Request) {
 	outcomes, last, culprit, err := s.runTx(group)
+	if err != nil && culprit == unknownCulprit && len(group) > 1 {
+		for _, r := range group {
+			s.commit([]*backend.Request{r})
+		}
+		return
+	}
 	if err != nil && culprit >= 0 && len(group) > 1 {
 		group[culprit].Done(backend.Outcome{Err: fmt.Errorf("apply: %w", err)})
 		s.commit(slices.Concat(group[:culprit], group[culprit+1:]))
@@ -56,6 +65,9 @@ func (s *Store) commit(group []*backend.Request) {
 // given out (0 when no operation succeeded). On failure, culprit is the
 // index of the request whose operation failed the transaction, or -1.
 func (s *Store) runTx(group []*backend.Request) (outcomes []backend.Outcome, last int64, culprit int, err error) {
+	if s.d.Pipeline != nil {
+		return s.runPipelined(group)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.writeTimeout)
 	defer cancel()
 	tx, err := s.write.BeginTx(ctx, nil)
@@ -107,7 +119,8 @@ func (s *Store) runTx(group []*backend.Request) (outcomes []backend.Outcome, las
 		}
 	}
 	if w.revision > base && s.d.Notify != nil {
-		if err := s.d.Notify(ctx, tx, w.revision); err != nil {
+		query, args := s.d.Notify(w.revision)
+		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
 			return nil, 0, -1, s.dbErr(ctx, fmt.Errorf("notify: %w", err))
 		}
 	}
@@ -126,6 +139,9 @@ func (s *Store) runTx(group []*backend.Request) (outcomes []backend.Outcome, las
 // share-locked until commit: a takeover, which updates it, waits for this
 // transaction, and a check waiting behind a takeover sees the new holder.
 func (w *writeTx) fenced(f *store.Fence) (bool, error) {
+	if w.pipe != nil {
+		return w.fencedPiped(f)
+	}
 	var one int
 	err := w.leaseStmt(&w.fenceStmt, w.s.stmts.fence).QueryRowContext(w.ctx, f.Lease, f.LeaseValue()).Scan(&one)
 	switch {
@@ -158,6 +174,22 @@ type writeTx struct {
 	// events are the changes of this transaction, for Store.recent once
 	// it commits.
 	events []backend.RecentEvent
+
+	// With Dialect.Pipeline (pipeline.go), tx and the statements are nil:
+	// statements go through pipe. rows are the rows of the keys read or
+	// written so far (nil for a key read and not found); written lists the
+	// keys written, in order, once each (wrote); leaseOps are the lease
+	// puts and deletions not sent yet. owners are the requests of the
+	// statements queued and not sent yet (-1 for the transaction's own),
+	// req the request being written, and culprit the request a failure
+	// is charged to.
+	pipe         Pipe
+	rows         map[resource.Key]*row
+	written      []resource.Key
+	wrote        map[resource.Key]bool
+	leaseOps     []leaseOp
+	owners       []int
+	req, culprit int
 }
 
 // apply executes one operation, prepared by backend.Prepare. A failure of the
@@ -201,6 +233,9 @@ func (w *writeTx) apply(op store.Op, p *backend.Prepared) (store.Result, error) 
 
 // load returns the row of key, live or tombstone, or nil.
 func (w *writeTx) load(key resource.Key) (*row, error) {
+	if w.pipe != nil {
+		return w.loadPiped(key)
+	}
 	r, err := scanRow(w.loadStmt.QueryRowContext(w.ctx, string(key.Kind), key.Mesh, key.Name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -213,6 +248,10 @@ func (w *writeTx) load(key resource.Key) (*row, error) {
 
 // put writes r, replacing the existing row of its key when exists.
 func (w *writeTx) put(r *row, exists bool) error {
+	if w.pipe != nil {
+		w.putPiped(r)
+		return nil
+	}
 	var err error
 	if exists {
 		_, err = w.updateStmt.ExecContext(w.ctx, r.Version, r.Revision, r.Deleted, r.Labels, r.Spec, r.Status,
