@@ -1,9 +1,10 @@
 // Command meshnames is the naming-and-addressing plane of a service mesh.
 // See internal/cli for its commands.
 //
-// MESHNAMES_CPU_PROFILE=FILE writes a CPU profile of the whole run to FILE
-// (read it with `go tool pprof`): how the figures of docs/performance.md
-// are explained.
+// MESHNAMES_CPU_PROFILE=FILE writes a CPU profile of the whole run to FILE,
+// and MESHNAMES_ALLOC_PROFILE=FILE a profile of what it allocated (read
+// them with `go tool pprof`): how the figures of docs/performance.md are
+// explained.
 package main
 
 import (
@@ -15,20 +16,36 @@ import (
 )
 
 func main() {
+	var stop []func()
 	if path := os.Getenv("MESHNAMES_CPU_PROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "MESHNAMES_CPU_PROFILE:", err)
-			os.Exit(2)
-		}
+		f := create("MESHNAMES_CPU_PROFILE", path)
 		if err := pprof.StartCPUProfile(f); err != nil {
 			fmt.Fprintln(os.Stderr, "MESHNAMES_CPU_PROFILE:", err)
 			os.Exit(2)
 		}
-		code := cli.Main(os.Args[1:])
-		pprof.StopCPUProfile()
-		f.Close()
-		os.Exit(code)
+		stop = append(stop, func() { pprof.StopCPUProfile(); f.Close() })
 	}
-	os.Exit(cli.Main(os.Args[1:]))
+	if path := os.Getenv("MESHNAMES_ALLOC_PROFILE"); path != "" {
+		f := create("MESHNAMES_ALLOC_PROFILE", path)
+		stop = append(stop, func() {
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				fmt.Fprintln(os.Stderr, "MESHNAMES_ALLOC_PROFILE:", err)
+			}
+			f.Close()
+		})
+	}
+	code := cli.Main(os.Args[1:])
+	for _, s := range stop {
+		s()
+	}
+	os.Exit(code)
+}
+
+func create(env, path string) *os.File {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, env+":", err)
+		os.Exit(2)
+	}
+	return f
 }
