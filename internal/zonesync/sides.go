@@ -20,7 +20,7 @@ type globalSide struct {
 
 func newGlobalSide(zone string, c *cache.Cache, exportDefault string) *globalSide {
 	g := &globalSide{zone: zone, cache: c}
-	g.out = globalOut{zone: zone, exportDefault: exportDefault, enabled: g.enabled}
+	g.out = globalOut{exportDefault: exportDefault, enabled: g.enabled}
 	return g
 }
 
@@ -36,9 +36,20 @@ func (g *globalSide) enabled(zone string) bool {
 	return e == nil || *e
 }
 
-func (g *globalSide) outPut(obj *resource.Object) (*resource.Object, *resource.Key) {
-	return g.out.put(obj)
+// prepare does not depend on the zone: a sharedFeed prepares for all
+// zones' streams.
+func (g *globalSide) prepare(obj *resource.Object) (*outItem, error) {
+	out, del, from := g.out.shared(obj)
+	switch {
+	case out != nil:
+		return newOutItem(out, from)
+	case del != nil:
+		return deleteItem(*del, from), nil
+	}
+	return nil, nil
 }
+
+func (g *globalSide) pass(it *outItem) (bool, bool) { return g.out.forZone(g.zone, it.from) }
 
 func (g *globalSide) outTombstone(k resource.Key) (resource.Key, bool) { return g.out.tombstone(k) }
 
@@ -114,9 +125,14 @@ type zoneSide struct {
 	out   zoneOut
 }
 
-func (z *zoneSide) outPut(obj *resource.Object) (*resource.Object, *resource.Key) {
-	return z.out.put(obj), nil
+func (z *zoneSide) prepare(obj *resource.Object) (*outItem, error) {
+	if out := z.out.put(obj); out != nil {
+		return newOutItem(out, "")
+	}
+	return nil, nil
 }
+
+func (z *zoneSide) pass(*outItem) (bool, bool) { return true, false }
 
 func (z *zoneSide) outTombstone(k resource.Key) (resource.Key, bool) { return z.out.tombstone(k) }
 
