@@ -265,11 +265,10 @@ func (f *sharedFeed) trim() {
 		f.lo = f.evs[n].rev
 		n++
 	}
-	if n > 0 {
-		// A new array, so that the dropped events are not kept by it
-		// (slices handed out keep theirs until their streams are done).
-		f.evs = append([]outEvent(nil), f.evs[n:]...)
-	}
+	// The array keeps the dropped events until an append outgrows it and
+	// moves what is left (slices handed out may still be read: they are
+	// not cleared).
+	f.evs = f.evs[n:]
 }
 
 // encodeChanges is the encoding of a pb.Changes whose puts are already

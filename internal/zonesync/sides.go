@@ -3,6 +3,7 @@ package zonesync
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshnames/meshnames/internal/admission"
@@ -16,24 +17,46 @@ type globalSide struct {
 	zone  string
 	cache *cache.Cache
 	out   globalOut
+
+	mu      sync.Mutex
+	enabled map[string]zoneEnabled // by zone: what enabled read last
+}
+
+// zoneEnabled is spec.enabled of a Zone at one revision of it.
+type zoneEnabled struct {
+	rev     int64
+	enabled bool
 }
 
 func newGlobalSide(zone string, c *cache.Cache, exportDefault string) *globalSide {
-	g := &globalSide{zone: zone, cache: c}
-	g.out = globalOut{exportDefault: exportDefault, enabled: g.enabled}
+	g := &globalSide{zone: zone, cache: c, enabled: map[string]zoneEnabled{}}
+	g.out = globalOut{exportDefault: exportDefault, enabled: g.zoneEnabled}
 	return g
 }
 
-// enabled reports whether a zone's services go to other zones: unless its
-// Zone says spec.enabled: false (a zone without a Zone resource is
-// enabled).
-func (g *globalSide) enabled(zone string) bool {
-	z, ok := g.cache.Peek(resource.Key{Kind: resource.Zone, Name: zone})
+// zoneEnabled reports whether a zone's services go to other zones: unless
+// its Zone says spec.enabled: false (a zone without a Zone resource is
+// enabled). It is asked for every service sent, so it decodes a Zone only
+// when its revision changed.
+func (g *globalSide) zoneEnabled(zone string) bool {
+	k := resource.Key{Kind: resource.Zone, Name: zone}
+	rev, ok := g.cache.RevisionOf(k)
+	if !ok {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m, ok := g.enabled[zone]; ok && m.rev == rev {
+		return m.enabled
+	}
+	z, ok := g.cache.Peek(k)
 	if !ok {
 		return true
 	}
 	e := z.Spec.(*resource.ZoneSpec).Enabled
-	return e == nil || *e
+	m := zoneEnabled{rev: z.Revision, enabled: e == nil || *e}
+	g.enabled[zone] = m
+	return m.enabled
 }
 
 // prepare does not depend on the zone: a sharedFeed prepares for all
