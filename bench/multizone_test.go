@@ -145,6 +145,13 @@ func zoneInsight(tb testing.TB, c *http.Client, global, zone string) api.ZoneIns
 //   - zones-cpu-s-at-sync, global-cpu-s-at-sync: CPU the processes used
 //     until the initial sync was stored everywhere (a figure the machine's
 //     other load does not inflate the way it does wall time);
+//   - global-writes/service, zone-writes/service: the revision of the
+//     global's store, and the average of the zones', once every zone
+//     answers every other zone's last service, per service of the
+//     federation (zones x services; a zone's seeded services count);
+//     global-received/service, global-sent/service: resources the global
+//     received from all zones and sent to them by then (the insights'
+//     counters of the current streams);
 //   - zone-rss-MiB-avg, global-rss-MiB: resident memory at the end;
 //   - resync-resources: what zone 1 received on reconnecting after a
 //     partition of MESHNAMES_BENCH_PARTITION seconds (default 60) during
@@ -241,6 +248,28 @@ func BenchmarkMultizone(b *testing.B) {
 		b.ReportMetric(named.Seconds(), "named-s")
 		b.ReportMetric(zonesCPU.Seconds(), "zones-cpu-s-at-sync")
 		b.ReportMetric(globalCPU.Seconds(), "global-cpu-s-at-sync")
+		// What one service costs in writes: the global's and the zones'
+		// revisions (every write is one), and the resources the global
+		// received and sent, per service of the federation.
+		perService := func(v float64) float64 { return v / float64(nZones*nServices) }
+		if v, err := metric(c, global.api, "meshnames_cache_revision"); err == nil {
+			b.ReportMetric(perService(v), "global-writes/service")
+		}
+		var zoneRevs float64
+		for _, p := range procs {
+			if v, err := metric(c, p.api, "meshnames_cache_revision"); err == nil {
+				zoneRevs += v
+			}
+		}
+		b.ReportMetric(perService(zoneRevs)/float64(nZones), "zone-writes/service")
+		var received, sent int64
+		for _, z := range zones {
+			in := zoneInsight(b, c, global.api, z)
+			received += in.Received.Resources
+			sent += in.Sent.Resources
+		}
+		b.ReportMetric(perService(float64(received)), "global-received/service")
+		b.ReportMetric(perService(float64(sent)), "global-sent/service")
 		if profDir != "" {
 			for _, p := range procs {
 				p.stop()
