@@ -762,10 +762,11 @@ func (l *link) write(ctx context.Context, revision int64, puts []*resource.Objec
 }
 
 // current returns what is stored at k, from the cache, or from the store
-// when fresh (after a lost race); nil when nothing is.
+// when fresh (after a lost race); nil when nothing is. It is read only
+// (the cache's own object).
 func (l *link) current(ctx context.Context, k resource.Key, fresh bool) (*resource.Object, error) {
 	if !fresh {
-		cur, _ := l.cache.Get(k)
+		cur, _ := l.cache.Peek(k)
 		return cur, nil
 	}
 	cur, err := l.st.Get(ctx, k)
