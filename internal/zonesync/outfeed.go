@@ -143,7 +143,7 @@ type sharedFeed struct {
 // sharedFeedKeep is what it keeps of what every stream is past, for
 // streams that connect a little later (zones starting together).
 const (
-	sharedFeedBytes = 64 << 20
+	sharedFeedBytes = 128 << 20
 	sharedFeedKeep  = 8 << 20
 )
 
@@ -250,12 +250,15 @@ func (f *sharedFeed) used() bool {
 	return false
 }
 
-// trim drops the events every stream within the window is past (but the
-// last keep bytes of them), and the oldest ones beyond maxBytes.
+// trim drops the events every stream is past (but the last keep bytes of
+// them), and the oldest ones beyond maxBytes. A stream behind the window
+// holds it, so that it joins the window when it catches up rather than
+// reading the store to the end (a zone slower than the others, a stream
+// that resumed); streams that have not read yet do not.
 func (f *sharedFeed) trim() {
 	low := f.hi
 	for _, pos := range f.cursors {
-		if pos >= f.lo && pos < low {
+		if pos >= 0 && pos < low {
 			low = pos
 		}
 	}
