@@ -145,15 +145,38 @@ func zoneInsight(tb testing.TB, c *http.Client, global, zone string) api.ZoneIns
 //   - zones-cpu-s-at-sync, global-cpu-s-at-sync: CPU the processes used
 //     until the initial sync was stored everywhere (a figure the machine's
 //     other load does not inflate the way it does wall time);
+//   - global-writes/service, zone-writes/service: the revision of the
+//     global's store, and the average of the zones', once every zone
+//     answers every other zone's last service, per service of the
+//     federation (zones x services; a zone's seeded services count);
+//     global-received/service, global-sent/service: resources the global
+//     received from all zones and sent to them by then (the insights'
+//     counters of the current streams);
 //   - zone-rss-MiB-avg, global-rss-MiB: resident memory at the end;
 //   - resync-resources: what zone 1 received on reconnecting after a
 //     partition of MESHNAMES_BENCH_PARTITION seconds (default 60) during
 //     which 10 services were created, and resync-snapshots, the full states
 //     it needed (0 expected).
+//
+// MESHNAMES_BENCH_PROFILE_DIR=DIR gives the global and zone z2 (z0 when
+// fewer than three zones) CPU and allocation profiles (global.cpu,
+// global.alloc, zone.cpu, zone.alloc in DIR); the benchmark then stops
+// every process with SIGTERM once every zone answers every other zone's
+// last service, so that the profiles cover start, initial sync and naming
+// only, and skips the probes and the partition.
 func BenchmarkMultizone(b *testing.B) {
 	nZones := envInt("MESHNAMES_BENCH_ZONES", 10)
 	nServices := envInt("MESHNAMES_BENCH_SERVICES", 10_000)
 	partition := time.Duration(envInt("MESHNAMES_BENCH_PARTITION", 60)) * time.Second
+	profDir := os.Getenv("MESHNAMES_BENCH_PROFILE_DIR")
+	profEnv := func(name string) []string {
+		if profDir == "" {
+			return nil
+		}
+		return []string{"MESHNAMES_CPU_PROFILE=" + filepath.Join(profDir, name+".cpu"),
+			"MESHNAMES_ALLOC_PROFILE=" + filepath.Join(profDir, name+".alloc")}
+	}
+	profZone := min(2, nZones-1)
 	const probes = 50
 	for range b.N {
 		c := newClient()
@@ -164,7 +187,7 @@ func BenchmarkMultizone(b *testing.B) {
 		gdir := b.TempDir()
 		tokens := prepareGlobal(b, gdir, zones)
 		syncAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-		global := startServerArgs(b, "--mode", "global", "--data-dir", gdir, "--sync-addr", syncAddr, "--log-level", "warn")
+		global := startServerEnv(b, profEnv("global"), "--mode", "global", "--data-dir", gdir, "--sync-addr", syncAddr, "--log-level", "warn")
 		global.waitReady(c, 2*time.Minute)
 		dirs := make([]string, nZones)
 		for i, z := range zones {
@@ -180,7 +203,11 @@ func BenchmarkMultizone(b *testing.B) {
 			if i == 1 {
 				addr = strings.TrimPrefix(proxy.URL, "tcp://")
 			}
-			procs[i] = startServerArgs(b, "--mode", "zone", "--zone", z, "--data-dir", dirs[i], "--log-level", "warn",
+			var env []string
+			if i == profZone {
+				env = profEnv("zone")
+			}
+			procs[i] = startServerEnv(b, env, "--mode", "zone", "--zone", z, "--data-dir", dirs[i], "--log-level", "warn",
 				"--global-address", "grpcs://"+addr, "--zone-token-file", tokens[z])
 		}
 		want := float64(nZones * nServices)
@@ -221,6 +248,35 @@ func BenchmarkMultizone(b *testing.B) {
 		b.ReportMetric(named.Seconds(), "named-s")
 		b.ReportMetric(zonesCPU.Seconds(), "zones-cpu-s-at-sync")
 		b.ReportMetric(globalCPU.Seconds(), "global-cpu-s-at-sync")
+		// What one service costs in writes: the global's and the zones'
+		// revisions (every write is one), and the resources the global
+		// received and sent, per service of the federation.
+		perService := func(v float64) float64 { return v / float64(nZones*nServices) }
+		if v, err := metric(c, global.api, "meshnames_cache_revision"); err == nil {
+			b.ReportMetric(perService(v), "global-writes/service")
+		}
+		var zoneRevs float64
+		for _, p := range procs {
+			if v, err := metric(c, p.api, "meshnames_cache_revision"); err == nil {
+				zoneRevs += v
+			}
+		}
+		b.ReportMetric(perService(zoneRevs)/float64(nZones), "zone-writes/service")
+		var received, sent int64
+		for _, z := range zones {
+			in := zoneInsight(b, c, global.api, z)
+			received += in.Received.Resources
+			sent += in.Sent.Resources
+		}
+		b.ReportMetric(perService(float64(received)), "global-received/service")
+		b.ReportMetric(perService(float64(sent)), "global-sent/service")
+		if profDir != "" {
+			for _, p := range procs {
+				p.stop()
+			}
+			global.stop()
+			continue
+		}
 
 		// One new service at a time, answered everywhere.
 		before := map[string]int64{}

@@ -16,8 +16,10 @@
 // the position belongs to another store (another epoch), the sender sends
 // the full state once and the receiver deletes what the full state left
 // out. The store is the buffer: a sender reads the feed only as fast as
-// the peer acknowledges (at most maxInFlight batches ahead), so a slow
-// peer costs no memory beyond that.
+// the peer acknowledges (at most maxInFlight batches ahead). The global
+// reads its feed once for every zone's stream and keeps what it read for
+// the streams behind (sharedFeed, at most sharedFeedBytes), so a slow peer
+// costs no memory beyond that.
 //
 // # Bad input
 //

@@ -48,22 +48,23 @@ type zoneOut struct {
 	exportDefault string
 }
 
-// put returns what the global gets of obj, a zone's resource, or nil.
+// put returns what the global gets of obj, a zone's resource, or nil. It
+// shares what it does not change with obj, which it leaves as it is.
 func (z zoneOut) put(obj *resource.Object) *resource.Object {
 	if !fromZone(obj.Kind) || obj.Labels[resource.LabelOrigin] == resource.OriginGlobal {
 		return nil
 	}
 	if obj.Kind == resource.MeshService {
-		obj = obj.Clone()
-		if obj.Labels == nil {
-			obj.Labels = map[string]string{}
-		}
-		if obj.Labels[resource.LabelEnv] == "" && z.env != "" {
-			obj.Labels[resource.LabelEnv] = z.env
+		out := *obj
+		if out.Labels[resource.LabelEnv] == "" && z.env != "" {
+			out.Labels = withLabels(out.Labels, resource.LabelEnv, z.env)
 		}
 		if spec := obj.Spec.(*resource.MeshServiceSpec); spec.Export == nil {
-			spec.Export = &resource.Export{Mode: z.exportDefault}
+			s := *spec
+			s.Export = &resource.Export{Mode: z.exportDefault}
+			out.Spec = &s
 		}
+		return &out
 	}
 	return obj
 }
@@ -115,9 +116,11 @@ func localName(name, ns string) string {
 	return name
 }
 
-// globalOut decides what the global sends to one zone.
+// globalOut decides what the global sends to zones. What a resource
+// becomes is the same for every zone (shared), and is computed once for
+// all the streams that send it; each stream then only skips a zone's own
+// services and turns a disabled zone's into deletions (forZone).
 type globalOut struct {
-	zone string
 	// enabled reports whether a zone's services go to other zones
 	// (Zone.spec.enabled); nil means every zone is enabled.
 	enabled func(zone string) bool
@@ -126,40 +129,56 @@ type globalOut struct {
 	exportDefault string
 }
 
-// put returns what the zone gets of obj, a resource of the global: a
+// shared returns what every zone gets of obj, a resource of the global: a
 // resource to store, or a key to delete there when obj stopped flowing
-// (its export mode turned None, or its zone was disabled), or neither.
-func (g globalOut) put(obj *resource.Object) (*resource.Object, *resource.Key) {
+// (its export mode turned None), or neither; and from, the zone a
+// MeshService came from ("" for other kinds). The resource shares what it
+// does not change with obj, which it leaves as it is.
+func (g globalOut) shared(obj *resource.Object) (out *resource.Object, del *resource.Key, from string) {
 	origin := obj.Labels[resource.LabelOrigin]
 	switch obj.Kind {
 	case resource.Mesh:
-		out := obj.Clone()
-		out.Labels = withLabels(out.Labels, resource.LabelOrigin, resource.OriginGlobal)
-		return out, nil
+		o := *obj
+		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal)
+		return &o, nil, ""
 	case resource.HostnameGenerator, resource.MeshExternalService, resource.MeshMultiZoneService:
 		if origin == resource.OriginZone {
-			return nil, nil // created in a zone: visible on global, not sent on
+			return nil, nil, "" // created in a zone: visible on global, not sent on
 		}
-		out := obj.Clone()
-		out.Name = HashedName(obj.Kind, obj.Mesh, obj.Name, "", "")
-		out.Labels = withLabels(out.Labels, resource.LabelOrigin, resource.OriginGlobal, resource.LabelDisplayName, obj.Name)
-		out.Status = nil
-		return out, nil
+		o := *obj
+		o.Name = HashedName(obj.Kind, obj.Mesh, obj.Name, "", "")
+		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal, resource.LabelDisplayName, obj.Name)
+		o.Status = nil
+		return &o, nil, ""
 	case resource.MeshService:
 		from := obj.Labels[resource.LabelZone]
-		if origin != resource.OriginZone || from == "" || from == g.zone {
-			return nil, nil // never a zone's own services back to it
+		if origin != resource.OriginZone || from == "" {
+			return nil, nil, ""
 		}
-		if !g.exported(obj) || (g.enabled != nil && !g.enabled(from)) {
+		if !g.exported(obj) {
 			k := obj.Key()
-			return nil, &k
+			return nil, &k, from
 		}
-		out := obj.Clone()
-		out.Labels = withLabels(out.Labels, resource.LabelOrigin, resource.OriginGlobal)
-		out.Status = nil // each zone computes its own VIPs and hostnames
-		return out, nil
+		o := *obj
+		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal)
+		o.Status = nil // each zone computes its own VIPs and hostnames
+		return &o, nil, from
 	}
-	return nil, nil
+	return nil, nil, ""
+}
+
+// forZone returns whether zone gets what came from the zone from (""
+// for resources of the global), and whether as a deletion: never a zone's
+// own services back to it, and a disabled zone's services are deleted
+// from the others.
+func (g globalOut) forZone(zone, from string) (send, asDelete bool) {
+	if from == "" {
+		return true, false
+	}
+	if from == zone {
+		return false, false
+	}
+	return true, g.enabled != nil && !g.enabled(from)
 }
 
 func (g globalOut) exported(obj *resource.Object) bool {

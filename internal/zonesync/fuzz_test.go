@@ -1,11 +1,13 @@
 package zonesync
 
 import (
+	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/meshnames/meshnames/api/zonesync/v1"
+	"github.com/meshnames/meshnames/internal/decode"
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
@@ -86,6 +88,34 @@ func FuzzDecodeResource(f *testing.F) {
 		}
 		if _, err := encodeResource(obj); err != nil {
 			t.Fatalf("cannot encode what was decoded: %v", err)
+		}
+	})
+}
+
+// FuzzCanonicalSpec: a spec the fast path (canonicalSpec) accepts decodes
+// strictly to the same value.
+func FuzzCanonicalSpec(f *testing.F) {
+	for _, d := range resource.Descriptors() {
+		f.Add(string(d.Kind), []byte(`{}`))
+	}
+	f.Add("MeshService", []byte(`{"selector":{"dataplaneTags":{"app":"redis"}},"ports":[{"port":6379,"targetPort":"redis","appProtocol":"tcp"}],"export":{"mode":"All"}}`))
+	f.Add("MeshService", []byte(`{"selector":{"dataplaneTags":null},"ports":[{"port":80,"targetPort":8080}]}`))
+	f.Add("MeshExternalService", []byte(`{"match":{"type":"HostnameGenerator","port":80,"protocol":"tcp"},"endpoints":[{"address":"1.1.1.1","port":443}]}`))
+	f.Fuzz(func(t *testing.T, kind string, spec []byte) {
+		d, ok := resource.Lookup(resource.Kind(kind))
+		if !ok {
+			return
+		}
+		fast := d.NewSpec()
+		if !canonicalSpec(spec, fast) {
+			return
+		}
+		strict := d.NewSpec()
+		if errs := decode.JSON(spec, strict, "spec"); len(errs) > 0 {
+			t.Fatalf("%s: the fast path accepted %s, which the strict decoder refuses: %v", kind, spec, errs)
+		}
+		if !reflect.DeepEqual(fast, strict) {
+			t.Fatalf("%s: %s decodes to %#v on the fast path, %#v strictly", kind, spec, fast, strict)
 		}
 	})
 }

@@ -68,6 +68,10 @@ type Global struct {
 	m     *metrics
 	epoch string
 
+	// feed is the global's feed as every zone's stream reads it, read
+	// and encoded once for all of them.
+	feed *sharedFeed
+
 	mu    sync.Mutex
 	zones map[string]*zoneState
 	next  uint64 // numbers streams
@@ -86,7 +90,9 @@ func NewGlobal(o GlobalOptions) *Global {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
 	}
-	return &Global{o: o, m: newMetrics(o.Registerer), zones: map[string]*zoneState{}}
+	g := &Global{o: o, m: newMetrics(o.Registerer), zones: map[string]*zoneState{}}
+	g.feed = newSharedFeed(o.Store, newGlobalSide("", o.Cache, o.ExportDefault), sharedFeedBytes, sharedFeedKeep)
+	return g
 }
 
 // Run listens on Addr and serves streams until ctx ends.
@@ -199,6 +205,7 @@ func (g *Global) serve(stream grpc.BidiStreamingServer[pb.Envelope, pb.Envelope]
 		"resume_sent", h.GetResume().GetRevision(), "resume_received", pos.Revision)
 	l := &link{
 		peer: zone, admit: admission.New(admission.Options{Mode: resource.ModeGlobal, Store: g.o.Store, Cache: g.o.Cache}), st: g.o.Store, cache: g.o.Cache, side: newGlobalSide(zone, g.o.Cache, g.o.ExportDefault),
+		feed:  g.feed.reader(),
 		epoch: g.epoch, peerEpoch: h.GetEpoch(), ackLease: leaseFromZone + zone, heartbeat: g.o.Heartbeat,
 		log: log, stats: st, send: stream.Send, recv: stream.Recv,
 	}

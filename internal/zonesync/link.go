@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/protobuf/proto"
 
 	pb "github.com/meshnames/meshnames/api/zonesync/v1"
 	"github.com/meshnames/meshnames/internal/admission"
@@ -23,9 +22,13 @@ import (
 
 // side is what differs between the global's end of a stream and a zone's.
 type side interface {
-	// outPut returns what the peer gets of a stored resource: a resource
-	// to store, a key to delete, or neither.
-	outPut(obj *resource.Object) (*resource.Object, *resource.Key)
+	// prepare returns what the peer gets of a stored resource, in wire
+	// form: a resource to store, a key to delete, or nil. On global it is
+	// the same for every zone and computed once for all their streams
+	// (sharedFeed); pass then decides for one stream.
+	prepare(obj *resource.Object) (*outItem, error)
+	// pass returns whether the peer gets it, and whether as a deletion.
+	pass(it *outItem) (send, asDelete bool)
 	// outTombstone returns the key the peer deletes when k was deleted here.
 	outTombstone(k resource.Key) (resource.Key, bool)
 	// related returns more resources to send again after ev (on global, the
@@ -79,9 +82,10 @@ type link struct {
 	st        store.Store
 	cache     *cache.Cache
 	side      side
-	epoch     string // this store's epoch
-	peerEpoch string // the peer store's epoch, recorded with acks
-	ackLease  string // the lease recording how far this store has the peer's feed
+	feed      feedReader // this store's feed, as this stream reads it
+	epoch     string     // this store's epoch
+	peerEpoch string     // the peer store's epoch, recorded with acks
+	ackLease  string     // the lease recording how far this store has the peer's feed
 	heartbeat time.Duration
 	log       *slog.Logger
 	stats     *stats
@@ -267,9 +271,10 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 	defer beat.Stop()
 	sentRev := rev // the revision of the last batch sent
 	lastSend := time.Now()
+	defer l.feed.close()
 	for {
 		wake := l.st.Changed()
-		evs, err := l.st.Changes(ctx, rev, pageSize)
+		evs, err := l.feed.changes(ctx, rev, pageSize)
 		switch {
 		case errors.Is(err, store.ErrCompacted):
 			l.log.Info("the change feed was compacted past the peer's revision; sending a full state", "peer", l.peer, "revision", rev)
@@ -289,7 +294,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			if err != nil {
 				return err
 			}
-			rev = evs[len(evs)-1].Revision
+			rev = evs[len(evs)-1].rev
 			if sent {
 				sentRev, lastSend = rev, time.Now()
 			}
@@ -305,7 +310,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			if sentRev < rev && time.Since(lastSend) >= l.heartbeat {
 				// Nothing of what changed here lately was for the peer:
 				// tell it how far it is, so that it resumes from there.
-				if err := l.sendBatch(ctx, &pb.Changes{Revision: rev}); err != nil {
+				if err := l.sendBatch(ctx, rev, 0, encodeChanges(rev, false, false, nil, nil)); err != nil {
 					return err
 				}
 				sentRev, lastSend = rev, time.Now()
@@ -340,97 +345,97 @@ func (l *link) resumePoint(ctx context.Context, from Position) (int64, bool, err
 // batchItems.
 type batcher struct {
 	l        *link
-	c        *pb.Changes
+	puts     [][]byte
+	dels     []resource.Key
 	size     int
 	snapshot bool
 	sent     bool
 }
 
+func (b *batcher) items() int { return len(b.puts) + len(b.dels) }
+
 func (b *batcher) full() bool {
-	return b.c != nil && (b.size >= batchBytes || len(b.c.Put)+len(b.c.Delete) >= batchItems)
+	return b.size >= batchBytes || b.items() >= batchItems
 }
 
-func (b *batcher) changes() *pb.Changes {
-	if b.c == nil {
-		b.c = &pb.Changes{Snapshot: b.snapshot}
-	}
-	return b.c
-}
-
-func (b *batcher) put(r *pb.Resource) {
-	b.changes().Put = append(b.c.Put, r)
-	b.size += proto.Size(r)
+func (b *batcher) put(wire []byte) {
+	b.puts = append(b.puts, wire)
+	b.size += len(wire) + 4
 }
 
 func (b *batcher) del(k resource.Key) {
-	b.changes().Delete = append(b.c.Delete, wireKey(k))
+	b.dels = append(b.dels, k)
 	b.size += len(k.Kind) + len(k.Mesh) + len(k.Name) + 8
 }
 
 // flush sends what is packed as a batch bringing the peer to revision.
 func (b *batcher) flush(ctx context.Context, revision int64, last bool) error {
-	if b.c == nil && !last {
+	if b.items() == 0 && !last {
 		return nil
 	}
-	c := b.changes()
-	c.Revision, c.Last = revision, last && b.snapshot
-	b.c, b.size = nil, 0
+	enc := encodeChanges(revision, b.snapshot, last && b.snapshot, b.puts, b.dels)
+	n := b.items()
+	b.puts, b.dels, b.size = nil, nil, 0
 	b.sent = true
-	return b.l.sendBatch(ctx, c)
+	return b.l.sendBatch(ctx, revision, n, enc)
 }
 
 // sendEvents sends what the peer gets of evs; it reports whether it sent
 // anything.
-func (l *link) sendEvents(ctx context.Context, evs []store.Event) (bool, error) {
+func (l *link) sendEvents(ctx context.Context, evs []outEvent) (bool, error) {
 	b := &batcher{l: l}
-	for _, ev := range evs {
-		objs := l.side.related(ctx, ev)
-		switch ev.Type {
+	for i := range evs {
+		ev := &evs[i]
+		objs := l.side.related(ctx, store.Event{Type: ev.typ, Revision: ev.rev, Key: ev.key})
+		switch ev.typ {
 		case store.EventPut:
-			objs = append([]*resource.Object{ev.Object}, objs...)
+			l.add(b, ev.put, false)
 		case store.EventDelete:
-			if l.echo(ev.Key) {
+			if l.echo(ev.key) {
 				break
 			}
-			if k, ok := l.side.outTombstone(ev.Key); ok {
-				l.forget(k)
-				b.del(k)
+			if ev.tombOK {
+				l.forget(ev.tomb)
+				b.del(ev.tomb)
 			}
 		}
 		for _, obj := range objs {
-			if err := l.add(b, obj); err != nil {
+			it, err := l.side.prepare(obj)
+			if err != nil {
 				return b.sent, err
 			}
+			l.add(b, it, false)
 		}
 		if b.full() {
-			if err := b.flush(ctx, ev.Revision, false); err != nil {
+			if err := b.flush(ctx, ev.rev, false); err != nil {
 				return b.sent, err
 			}
 		}
 	}
-	err := b.flush(ctx, evs[len(evs)-1].Revision, false)
+	err := b.flush(ctx, evs[len(evs)-1].rev, false)
 	return b.sent, err
 }
 
-// add packs what the peer gets of obj, unless the peer got exactly that
-// already on this stream.
-func (l *link) add(b *batcher, obj *resource.Object) error {
-	res, del := l.side.outPut(obj)
-	switch {
-	case del != nil:
-		l.forget(*del)
-		b.del(*del)
-	case res != nil:
-		r, err := encodeResource(res)
-		if err != nil {
-			return err
-		}
-		if l.unchanged(res.Key(), r) {
-			return nil
-		}
-		b.put(r)
+// add packs what the peer gets of it, unless the peer got exactly that
+// already on this stream. A full state (snapshot) sends no deletions.
+func (l *link) add(b *batcher, it *outItem, snapshot bool) {
+	if it == nil {
+		return
 	}
-	return nil
+	send, asDelete := l.side.pass(it)
+	switch {
+	case !send:
+	case asDelete || it.wire == nil:
+		if !snapshot {
+			l.forget(it.key)
+			b.del(it.key)
+		}
+	case l.digests[it.keyHash] != it.digest:
+		// Status writes on one side change nothing the other side of a
+		// global-to-zone stream gets, and cost no bytes.
+		l.digests[it.keyHash] = it.digest
+		b.put(it.wire)
+	}
 }
 
 func keyHash(k resource.Key) uint64 {
@@ -441,24 +446,6 @@ func keyHash(k resource.Key) uint64 {
 	h.Write([]byte{0})
 	h.Write([]byte(k.Name))
 	return h.Sum64()
-}
-
-// unchanged reports whether r is what was last sent for k on this stream,
-// and remembers it otherwise. Status writes on one side change nothing the
-// other side of a global-to-zone stream gets, and cost no bytes.
-func (l *link) unchanged(k resource.Key, r *pb.Resource) bool {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
-	if err != nil {
-		return false
-	}
-	h := fnv.New64a()
-	h.Write(b)
-	d, kh := h.Sum64(), keyHash(k)
-	if l.digests[kh] == d {
-		return true
-	}
-	l.digests[kh] = d
-	return false
 }
 
 func (l *link) forget(k resource.Key) { delete(l.digests, keyHash(k)) }
@@ -480,11 +467,11 @@ func (l *link) sendSnapshot(ctx context.Context) (int64, error) {
 			rev = r
 		}
 		for _, obj := range objs {
-			if res, _ := l.side.outPut(obj); res != nil {
-				if err := l.add(b, obj); err != nil {
-					return 0, err
-				}
+			it, err := l.side.prepare(obj)
+			if err != nil {
+				return 0, err
 			}
+			l.add(b, it, true)
 			if b.full() {
 				if err := b.flush(ctx, rev, false); err != nil {
 					return 0, err
@@ -499,8 +486,9 @@ func (l *link) sendSnapshot(ctx context.Context) (int64, error) {
 	return rev, nil
 }
 
-// sendBatch sends one batch once fewer than maxInFlight are unacknowledged.
-func (l *link) sendBatch(ctx context.Context, c *pb.Changes) error {
+// sendBatch sends one batch, encoded as b, of items resources bringing the
+// peer to revision, once fewer than maxInFlight are unacknowledged.
+func (l *link) sendBatch(ctx context.Context, revision int64, items int, b []byte) error {
 	l.ackMu.Lock()
 	for len(l.inflight) >= maxInFlight && ctx.Err() == nil {
 		l.ackCond.Wait()
@@ -509,16 +497,12 @@ func (l *link) sendBatch(ctx context.Context, c *pb.Changes) error {
 		l.ackMu.Unlock()
 		return nil
 	}
-	l.inflight = append(l.inflight, c.Revision)
+	l.inflight = append(l.inflight, revision)
 	l.ackMu.Unlock()
-	b, err := proto.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encode a batch: %w", err)
-	}
 	if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_Changes{Changes: b}}); err != nil {
 		return fmt.Errorf("send a batch: %w", err)
 	}
-	l.stats.sent(c.Revision, int64(len(c.Put)+len(c.Delete)), int64(len(b)))
+	l.stats.sent(revision, int64(items), int64(len(b)))
 	return nil
 }
 
@@ -778,10 +762,11 @@ func (l *link) write(ctx context.Context, revision int64, puts []*resource.Objec
 }
 
 // current returns what is stored at k, from the cache, or from the store
-// when fresh (after a lost race); nil when nothing is.
+// when fresh (after a lost race); nil when nothing is. It is read only
+// (the cache's own object).
 func (l *link) current(ctx context.Context, k resource.Key, fresh bool) (*resource.Object, error) {
 	if !fresh {
-		cur, _ := l.cache.Get(k)
+		cur, _ := l.cache.Peek(k)
 		return cur, nil
 	}
 	cur, err := l.st.Get(ctx, k)

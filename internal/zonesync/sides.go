@@ -3,6 +3,7 @@ package zonesync
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshnames/meshnames/internal/admission"
@@ -16,29 +17,62 @@ type globalSide struct {
 	zone  string
 	cache *cache.Cache
 	out   globalOut
+
+	mu      sync.Mutex
+	enabled map[string]zoneEnabled // by zone: what enabled read last
+}
+
+// zoneEnabled is spec.enabled of a Zone at one revision of it.
+type zoneEnabled struct {
+	rev     int64
+	enabled bool
 }
 
 func newGlobalSide(zone string, c *cache.Cache, exportDefault string) *globalSide {
-	g := &globalSide{zone: zone, cache: c}
-	g.out = globalOut{zone: zone, exportDefault: exportDefault, enabled: g.enabled}
+	g := &globalSide{zone: zone, cache: c, enabled: map[string]zoneEnabled{}}
+	g.out = globalOut{exportDefault: exportDefault, enabled: g.zoneEnabled}
 	return g
 }
 
-// enabled reports whether a zone's services go to other zones: unless its
-// Zone says spec.enabled: false (a zone without a Zone resource is
-// enabled).
-func (g *globalSide) enabled(zone string) bool {
-	z, ok := g.cache.Peek(resource.Key{Kind: resource.Zone, Name: zone})
+// zoneEnabled reports whether a zone's services go to other zones: unless
+// its Zone says spec.enabled: false (a zone without a Zone resource is
+// enabled). It is asked for every service sent, so it decodes a Zone only
+// when its revision changed.
+func (g *globalSide) zoneEnabled(zone string) bool {
+	k := resource.Key{Kind: resource.Zone, Name: zone}
+	rev, ok := g.cache.RevisionOf(k)
+	if !ok {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m, ok := g.enabled[zone]; ok && m.rev == rev {
+		return m.enabled
+	}
+	z, ok := g.cache.Peek(k)
 	if !ok {
 		return true
 	}
 	e := z.Spec.(*resource.ZoneSpec).Enabled
-	return e == nil || *e
+	m := zoneEnabled{rev: z.Revision, enabled: e == nil || *e}
+	g.enabled[zone] = m
+	return m.enabled
 }
 
-func (g *globalSide) outPut(obj *resource.Object) (*resource.Object, *resource.Key) {
-	return g.out.put(obj)
+// prepare does not depend on the zone: a sharedFeed prepares for all
+// zones' streams.
+func (g *globalSide) prepare(obj *resource.Object) (*outItem, error) {
+	out, del, from := g.out.shared(obj)
+	switch {
+	case out != nil:
+		return newOutItem(out, from)
+	case del != nil:
+		return deleteItem(*del, from), nil
+	}
+	return nil, nil
 }
+
+func (g *globalSide) pass(it *outItem) (bool, bool) { return g.out.forZone(g.zone, it.from) }
 
 func (g *globalSide) outTombstone(k resource.Key) (resource.Key, bool) { return g.out.tombstone(k) }
 
@@ -114,9 +148,14 @@ type zoneSide struct {
 	out   zoneOut
 }
 
-func (z *zoneSide) outPut(obj *resource.Object) (*resource.Object, *resource.Key) {
-	return z.out.put(obj), nil
+func (z *zoneSide) prepare(obj *resource.Object) (*outItem, error) {
+	if out := z.out.put(obj); out != nil {
+		return newOutItem(out, "")
+	}
+	return nil, nil
 }
+
+func (z *zoneSide) pass(*outItem) (bool, bool) { return true, false }
 
 func (z *zoneSide) outTombstone(k resource.Key) (resource.Key, bool) { return z.out.tombstone(k) }
 
