@@ -16,6 +16,12 @@ const (
 	quietBytes = 8 << 20  // allocated in a quiet second: at most this
 	busyBytes  = 64 << 20 // allocated in a busy second: at least this
 	busyFreed  = 1000     // or resources frozen in a busy second
+	// quietPolls quiet seconds in a row end a burst, and returns are at
+	// least returnEvery apart: a zone's first sync and a global's fan-out
+	// come in batches with quiet seconds between them (10 processes on 2
+	// cores), and a return after each cost 8-12% of the global's CPU.
+	quietPolls  = 3
+	returnEvery = 10 * time.Second
 	// loadLimit ends the eager collection of the load at the latest.
 	loadLimit = 5 * time.Minute
 	// eagerMin is the size of a store below which the load is too small
@@ -56,15 +62,15 @@ func collectEagerly() (restore func()) {
 // as much again while allocating little.
 //
 // It watches the allocation counter and freed, a count of resources whose
-// decoded form was dropped: the first quiet second (under quietBytes
-// allocated, nothing freed) after a busy one (over busyBytes allocated, or
-// at least busyFreed resources freed) triggers one debug.FreeOSMemory (a
-// full collection, a few hundred milliseconds of CPU with 100,000
-// services). Steady traffic (DNS queries, the odd write) has no busy
-// second, so it never triggers one.
+// decoded form was dropped: quietPolls quiet seconds in a row (under
+// quietBytes allocated, nothing freed) after a busy one (over busyBytes
+// allocated, or at least busyFreed resources freed), and returnEvery since
+// the last, trigger one debug.FreeOSMemory (a full collection, a few
+// hundred milliseconds of CPU with 100,000 services). Steady traffic (DNS
+// queries, the odd write) has no busy second, so it never triggers one.
 //
-// It also ends the eager collection of the load (collectEagerly): at the
-// first quiet second after the cache has frozen resources (past its bound
+// It also ends the eager collection of the load (collectEagerly): at that
+// return once the cache has frozen resources (past its bound
 // on decoded ones during the load, or 30 s after it), or after loadLimit.
 //
 // loaded reports whether the cache has listed the store, and how many
@@ -88,7 +94,8 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() u
 	}
 	t := time.NewTicker(quietPoll)
 	defer t.Stop()
-	prev, prevFreed, busy := read(), freed(), false
+	prev, prevFreed, busy, quiet := read(), freed(), false, 0
+	var returned time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -104,8 +111,13 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() u
 		now, nowFreed := read(), freed()
 		switch d, f := now-prev, nowFreed-prevFreed; {
 		case d >= busyBytes || f >= busyFreed:
-			busy = true
-		case d < quietBytes && f == 0 && busy:
+			busy, quiet = true, 0
+		case d >= quietBytes || f > 0:
+			quiet = 0
+		case busy:
+			quiet++
+		}
+		if busy && quiet >= quietPolls && time.Since(returned) >= returnEvery {
 			if nowFreed > 0 {
 				restore() // the load is over: the cache froze what it left
 			}
@@ -117,7 +129,7 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() u
 			}
 			debug.FreeOSMemory()
 			log.Debug("returned idle memory to the OS after a burst of work", "dur", time.Since(start))
-			busy = false
+			busy, quiet, returned = false, 0, time.Now()
 			now = read()
 		}
 		prev, prevFreed = now, nowFreed
