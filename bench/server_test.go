@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/porttest"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/pebble"
@@ -71,15 +71,15 @@ func meshnamesBinary(tb testing.TB) string {
 	return binPath
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago
+// (porttest.Free).
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := porttest.Free()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // syncBuffer is a log sink safe for the process's writer and the benchmark.

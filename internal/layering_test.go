@@ -74,6 +74,7 @@ var testOnly = []string{
 	"internal/store/postgres/pgtest",
 	"internal/reconcile/reconciletest",
 	"internal/kubeapi/kubetest",
+	"internal/porttest",
 	"test/...",
 	"bench/...",
 }

@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +27,8 @@ import (
 	// see; importing the command's code makes any change to it invalidate
 	// cached results of this package.
 	_ "github.com/meshnames/meshnames/internal/cli"
+
+	"github.com/meshnames/meshnames/internal/porttest"
 )
 
 var binary string
@@ -60,15 +61,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago
+// (porttest.Free).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := porttest.Free()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // syncBuffer is a log sink safe for the process's writer and the test.

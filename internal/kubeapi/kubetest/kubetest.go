@@ -23,7 +23,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,6 +39,7 @@ import (
 
 	"github.com/meshnames/meshnames/internal/crd"
 	"github.com/meshnames/meshnames/internal/kubeapi"
+	"github.com/meshnames/meshnames/internal/porttest"
 )
 
 // Version is the Kubernetes version test/k8s/k8s.sh builds.
@@ -90,14 +90,7 @@ type Cluster struct {
 	mu    sync.Mutex // held by the test that uses the cluster (Fresh)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return porttest.Free() }
 
 // Start starts a cluster in a new temporary directory.
 func Start(ctx context.Context) (*Cluster, error) {
