@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"sync"
 )
 
 // Range is where Free draws ports: below Linux's default ephemeral range
@@ -23,11 +24,23 @@ const (
 	RangeHigh = 32000
 )
 
+var (
+	mu    sync.Mutex
+	given = map[int]bool{}
+)
+
 // Free returns a loopback port that was free for both TCP and UDP (a DNS
-// listener takes both) a moment ago.
+// listener takes both) a moment ago, and that it has not returned before
+// in this process: a port drawn for one server is not drawn again for
+// another before the first has bound it.
 func Free() (int, error) {
+	mu.Lock()
+	defer mu.Unlock()
 	for range 1000 {
 		port := RangeLow + rand.IntN(RangeHigh-RangeLow)
+		if given[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue
@@ -38,6 +51,7 @@ func Free() (int, error) {
 			continue
 		}
 		u.Close()
+		given[port] = true
 		return port, nil
 	}
 	return 0, errors.New("porttest: no free loopback port between 20000 and 32000")
