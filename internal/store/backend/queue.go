@@ -216,3 +216,26 @@ func (q *Queue) Closed() bool {
 	defer q.mu.Unlock()
 	return q.closed
 }
+
+// Run applies r's operations in order with apply, each once the
+// operations it depends on succeeded, and returns their results; an error
+// of apply is a failure of the whole group, returned as is.
+func (r *Request) Run(apply func(op store.Op, p *Prepared) (store.Result, error)) ([]store.Result, error) {
+	results := make([]store.Result, len(r.Ops))
+	for j, op := range r.Ops {
+		if err := Dependencies(op, j, results); err != nil {
+			results[j] = store.Result{Err: err}
+			continue
+		}
+		var err error
+		if results[j], err = apply(op, r.Prepared(j)); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// Fenced is the outcome of a request whose fence f is not current.
+func Fenced(f *store.Fence) Outcome {
+	return Outcome{Err: fmt.Errorf("apply: lease %q, holder %q, term %d: %w", f.Lease, f.Holder, f.Term, store.ErrFenced)}
+}

@@ -92,19 +92,13 @@ func (s *Store) runTx(group []*backend.Request) (outcomes []backend.Outcome, las
 				return nil, 0, -1, err
 			}
 			if !current {
-				outcomes[i].Err = fmt.Errorf("apply: lease %q, holder %q, term %d: %w", r.Fence.Lease, r.Fence.Holder, r.Fence.Term, store.ErrFenced)
+				outcomes[i] = backend.Fenced(r.Fence)
 				continue
 			}
 		}
-		results := make([]store.Result, len(r.Ops))
-		for j, op := range r.Ops {
-			if err := backend.Dependencies(op, j, results); err != nil {
-				results[j] = store.Result{Err: err}
-				continue
-			}
-			if results[j], err = w.apply(op, r.Prepared(j)); err != nil {
-				return nil, 0, i, err
-			}
+		results, err := r.Run(w.apply)
+		if err != nil {
+			return nil, 0, i, err
 		}
 		outcomes[i].Results = results
 	}
