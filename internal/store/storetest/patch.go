@@ -147,19 +147,21 @@ func testPatchStatusBase(t *testing.T, e *env) {
 				t.Errorf("%s, %s: feed event (-stored +event):\n%s", name, what, d)
 			}
 		}
+		// patch writes a status naming host, decided over `over`, with a
+		// copy of it as Base, which it returns.
+		patch := func(what string, over *resource.Object, host string) *resource.Object {
+			t.Helper()
+			next, base := over.Clone(), over.Clone()
+			next.Status = serviceStatus(host)
+			r := e.applyOK(t, store.Op{Type: store.OpPatchStatus, Object: next, Base: base, Patch: &store.StatusPatch{Fields: []string{"addresses"}}, DiscardObject: true})[0]
+			feedShowsStored(what, r.Revision)
+			return base
+		}
 		// Decided over the old object: the stored labels (team b) stay.
-		stale := old.Clone()
-		stale.Status = serviceStatus("stale.mesh")
-		staleBase := old.Clone()
-		r1 := e.applyOK(t, store.Op{Type: store.OpPatchStatus, Object: stale, Base: staleBase, Patch: &store.StatusPatch{Fields: []string{"addresses"}}, DiscardObject: true})[0]
-		feedShowsStored("stale base", r1.Revision)
+		staleBase := patch("stale base", old, "stale.mesh")
 		// Decided over the stored object.
 		cur := e.get(t, old.Key())
-		next := cur.Clone()
-		next.Status = serviceStatus("current.mesh")
-		base := cur.Clone()
-		r2 := e.applyOK(t, store.Op{Type: store.OpPatchStatus, Object: next, Base: base, Patch: &store.StatusPatch{Fields: []string{"addresses"}}, DiscardObject: true})[0]
-		feedShowsStored("current base", r2.Revision)
+		base := patch("current base", cur, "current.mesh")
 		stored := e.get(t, old.Key())
 		if stored.Labels["team"] != "b" || stored.Status.(*resource.ServiceStatus).Addresses[0].Hostname != "current.mesh" {
 			t.Errorf("%s: stored labels %v, status %+v", name, stored.Labels, stored.Status)
