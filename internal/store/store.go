@@ -358,11 +358,15 @@ type Event struct {
 	Type     EventType
 	Revision int64
 	Key      resource.Key
-	Object   *resource.Object // nil for deletes
+	// Object is nil for deletes. It is read-only: the store may hand the
+	// same object to every reader of its feed (and keep it), so a reader
+	// that changes it clones it first.
+	Object *resource.Object
 }
 
 // Store is the source of truth. Implementations are safe for concurrent
-// use and return objects that the caller owns.
+// use and return objects that the caller owns, except the change feed's
+// (Event.Object), which are read-only.
 type Store interface {
 	// Get returns the live resource with key k, or ErrNotFound.
 	Get(ctx context.Context, k resource.Key) (*resource.Object, error)

@@ -26,7 +26,8 @@ const RecentCap = 4096
 // between) starts it afresh, and a compaction empties it. Where other
 // processes write too (PostgreSQL), Changes uses it only after checking
 // that the database holds nothing after its last revision. Objects are
-// kept read-only and cloned for each reader. Safe for concurrent use.
+// kept read-only and handed to every reader as they are (store.Event).
+// Safe for concurrent use.
 type Recent struct {
 	mu     sync.Mutex
 	events []RecentEvent // by revision, contiguous
@@ -152,7 +153,7 @@ func (r *Recent) Changes(after int64, limit int) (evs []store.Event, ok bool) {
 		ev := store.Event{Type: store.EventDelete, Revision: e.Rev, Key: e.Key}
 		switch {
 		case e.Obj != nil:
-			ev.Type, ev.Object = store.EventPut, e.Obj.Clone()
+			ev.Type, ev.Object = store.EventPut, e.Obj
 		case e.Row != nil:
 			ev.Type = store.EventPut
 			if rows == nil {
@@ -179,9 +180,6 @@ func (r *Recent) Changes(after int64, limit int) (evs []store.Event, ok bool) {
 		decoded[evs[i].Revision] = o
 	}
 	r.keep(decoded)
-	for i := range rows {
-		evs[i].Object = evs[i].Object.Clone() // the kept one is read-only
-	}
 	return evs, true
 }
 
