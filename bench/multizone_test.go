@@ -138,8 +138,11 @@ func zoneInsight(tb testing.TB, c *http.Client, global, zone string) api.ZoneIns
 //     every zone storing every other zone's services;
 //   - named-s: until every zone answers, by DNS, the last service of every
 //     other zone (svc-N.svc.<zone>.mesh.local);
-//   - p50-ms, p99-ms, max-ms: a new service created through zone 0's API,
-//     until each other zone answers its name by DNS (probes x zones);
+//   - settle-s: from then until the federation is settled (settle: every
+//     process froze what it decoded and all are nearly idle);
+//   - p50-ms, p99-ms, max-ms: then, a new service created through zone 0's
+//     API, until each other zone answers its name by DNS (probes x zones);
+//     a probe slower than a second is logged with the processes' logs;
 //   - bytes/change/zone: bytes the global sent each receiving zone per new
 //     service (the insight's counters over the probes);
 //   - zones-cpu-s-at-sync, global-cpu-s-at-sync: CPU the processes used
@@ -178,6 +181,7 @@ func BenchmarkMultizone(b *testing.B) {
 	}
 	profZone := min(2, nZones-1)
 	const probes = 50
+	const slowProbe = time.Second // a probe this slow is reported with the processes' logs
 	for range b.N {
 		c := newClient()
 		zones := make([]string, nZones)
@@ -278,12 +282,20 @@ func BenchmarkMultizone(b *testing.B) {
 			continue
 		}
 
+		// The probes measure a settled federation: the work the initial
+		// sync leaves behind (freezing what it decoded, returning memory,
+		// compactions) would otherwise be what they time.
+		settleStart := time.Now()
+		settle(b, c, append([]*serverProc{global}, procs...), 3*time.Minute)
+		b.ReportMetric(time.Since(settleStart).Seconds(), "settle-s")
+
 		// One new service at a time, answered everywhere.
 		before := map[string]int64{}
 		for _, z := range zones[1:] {
 			before[z] = zoneInsight(b, c, global.api, z).Sent.Bytes
 		}
 		var lat []time.Duration
+		var slow []string
 		for i := range probes {
 			name := fmt.Sprintf("probe-%03d", i)
 			body := fmt.Sprintf(`{"type":"MeshService","name":%q,"mesh":"default","spec":{"ports":[{"port":80}]}}`, name)
@@ -309,6 +321,17 @@ func BenchmarkMultizone(b *testing.B) {
 				})
 			}
 			wg.Wait()
+			if d := time.Since(t0); d > slowProbe {
+				slow = append(slow, fmt.Sprintf("%s: %s", name, d.Round(time.Millisecond)))
+			}
+		}
+		if len(slow) > 0 {
+			// What the processes logged (warnings and errors) says why.
+			b.Logf("probes slower than %s: %s", slowProbe, strings.Join(slow, ", "))
+			b.Logf("--- global's log:\n%s", global.log.String())
+			for i, p := range procs {
+				b.Logf("--- %s's log:\n%s", zones[i], p.log.String())
+			}
 		}
 		var bytes int64
 		for _, z := range zones[1:] {
@@ -362,5 +385,54 @@ func BenchmarkMultizone(b *testing.B) {
 			p.kill()
 		}
 		global.kill()
+	}
+}
+
+// settle waits until every process holds no decoded resource (its cache
+// froze what the initial sync decoded, cache.FreezeAfter after its last
+// change) and the processes used under settledCPU of CPU each (on
+// average) in each of the last settledSeconds seconds. An idle process
+// uses some (heartbeats, the memory watch, the metrics this reads).
+func settle(tb testing.TB, c *http.Client, procs []*serverProc, timeout time.Duration) {
+	tb.Helper()
+	const settledSeconds = 3
+	settledCPU := time.Duration(len(procs)) * 20 * time.Millisecond
+	deadline := time.Now().Add(timeout)
+	total := func() time.Duration {
+		var sum time.Duration
+		for _, p := range procs {
+			p.checkAlive()
+			d, err := cpuTime(p.pid())
+			if err != nil {
+				tb.Fatal(err)
+			}
+			sum += d
+		}
+		return sum
+	}
+	quiet := 0
+	prev := total()
+	var used time.Duration
+	decoded := 0.0
+	for quiet < settledSeconds {
+		if time.Now().After(deadline) {
+			tb.Fatalf("the federation did not settle within %s: %s of CPU in the last second, %.0f resources decoded", timeout, used, decoded)
+		}
+		time.Sleep(time.Second)
+		now := total()
+		used, decoded = now-prev, 0
+		for _, p := range procs {
+			v, err := metric(c, p.api, cacheDecoded)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			decoded += v
+		}
+		if used < settledCPU && decoded == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		prev = now
 	}
 }
