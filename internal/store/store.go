@@ -466,3 +466,16 @@ type BackupInfo struct {
 type MemoryFlusher interface {
 	FlushMemory() error
 }
+
+// SkippingFeed is a store whose change feed can leave unread the objects
+// of puts a reader has no use for (a zone's sync sender reads its whole
+// feed to send the zone's own resources, a tenth of it in a large
+// federation).
+type SkippingFeed interface {
+	// ChangesSkipping is Changes, except that an event for which skip
+	// reports true may come as a put without its Object (nil). skip is
+	// asked before the write is read, so it must report true only for a
+	// key and revision the reader knows to be a put (a cache holding that
+	// revision of the key). It must not call the store.
+	ChangesSkipping(ctx context.Context, after int64, limit int, skip func(k resource.Key, revision int64) bool) ([]Event, error)
+}

@@ -78,6 +78,9 @@ func prepare(s side, evs []store.Event) ([]outEvent, error) {
 		o := outEvent{typ: ev.Type, rev: ev.Revision, key: ev.Key}
 		switch ev.Type {
 		case store.EventPut:
+			if ev.Object == nil {
+				break // skipped unread (store.SkippingFeed): nothing for the peer
+			}
 			it, err := s.prepare(ev.Object)
 			if err != nil {
 				return nil, err
@@ -100,14 +103,23 @@ type feedReader interface {
 	close()
 }
 
-// directFeed reads the store's feed for one stream (a zone's).
+// directFeed reads the store's feed for one stream (a zone's). skip,
+// when not nil, names the puts the peer gets nothing of, which a store
+// that can (store.SkippingFeed) leaves unread.
 type directFeed struct {
 	st   store.Store
 	side side
+	skip func(k resource.Key, revision int64) bool
 }
 
 func (f directFeed) changes(ctx context.Context, after int64, limit int) ([]outEvent, error) {
-	evs, err := f.st.Changes(ctx, after, limit)
+	var evs []store.Event
+	var err error
+	if sf, ok := f.st.(store.SkippingFeed); ok && f.skip != nil {
+		evs, err = sf.ChangesSkipping(ctx, after, limit, f.skip)
+	} else {
+		evs, err = f.st.Changes(ctx, after, limit)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -155,6 +155,23 @@ func (z *zoneSide) prepare(obj *resource.Object) (*outItem, error) {
 	return nil, nil
 }
 
+// unsent reports whether the global gets nothing of the put of k at
+// revision, which the cache shows when it holds that very write: a kind
+// that does not flow to global, or a resource that came from it (most of
+// a zone's feed in a large federation). When the cache holds another
+// revision (it is behind, or k was written again since), the sender
+// reads the write.
+func (z *zoneSide) unsent(k resource.Key, revision int64) bool {
+	if rev, ok := z.cache.RevisionOf(k); !ok || rev != revision {
+		return false
+	}
+	if !fromZone(k.Kind) {
+		return true
+	}
+	origin, _ := z.cache.Label(k, resource.LabelOrigin)
+	return origin == resource.OriginGlobal
+}
+
 func (z *zoneSide) pass(*outItem) (bool, bool) { return true, false }
 
 func (z *zoneSide) outTombstone(k resource.Key) (resource.Key, bool) { return z.out.tombstone(k) }

@@ -76,6 +76,14 @@ func kindPrefix(k resource.Kind) []byte {
 
 func revisionKey(rev int64) []byte { return append([]byte{tRevision}, u64(uint64(rev))...) }
 
+// parseRevisionKey returns the revision of a revision key.
+func parseRevisionKey(k []byte) (int64, bool) {
+	if len(k) != 9 || k[0] != tRevision {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(k[1:])), true
+}
+
 func tombstoneKey(modified int64, k resource.Key) []byte {
 	b := append([]byte{tTombstone}, u64(ordered(modified))...)
 	return append(b, objectPath(k)...)

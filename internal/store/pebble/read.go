@@ -134,6 +134,12 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 
 // Changes implements store.Store. A limit of 0 or less means no limit.
 func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Event, error) {
+	return s.ChangesSkipping(ctx, after, limit, nil)
+}
+
+// ChangesSkipping implements store.SkippingFeed: what Recent holds is
+// decoded already; from the database, a put skip rejects is not read.
+func (s *Store) ChangesSkipping(ctx context.Context, after int64, limit int, skip func(resource.Key, int64) bool) ([]store.Event, error) {
 	if limit <= 0 {
 		limit = math.MaxInt32
 	}
@@ -145,11 +151,12 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 	if evs, ok := s.recent.Changes(after, limit); ok {
 		return evs, nil
 	}
-	return s.changesFromDB(ctx, after, limit)
+	return s.changesFromDB(ctx, after, limit, skip)
 }
 
-// changesFromDB is Changes read from the revision keys.
-func (s *Store) changesFromDB(ctx context.Context, after int64, limit int) ([]store.Event, error) {
+// changesFromDB is Changes read from the revision keys; a put whose key
+// and revision skip (when not nil) reports true is not read.
+func (s *Store) changesFromDB(ctx context.Context, after int64, limit int, skip func(resource.Key, int64) bool) ([]store.Event, error) {
 	var events []store.Event
 	err := s.snapshot(func(snap *pebble.Snapshot) error {
 		compacted, err := getUintFrom(snap, metaCompacted)
@@ -164,6 +171,12 @@ func (s *Store) changesFromDB(ctx context.Context, after int64, limit int) ([]st
 			rk, err := parseObjectPath(path)
 			if err != nil {
 				return false, err
+			}
+			if skip != nil {
+				if rev, ok := parseRevisionKey(key); ok && skip(rk, rev) {
+					events = append(events, store.Event{Type: store.EventPut, Revision: rev, Key: rk})
+					return len(events) < limit, ctx.Err()
+				}
 			}
 			v, c, err := snap.Get(objectKey(rk))
 			if err != nil {
