@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 )
 
@@ -77,6 +78,39 @@ func TestCowMap_ShardsFollowSize(t *testing.T) {
 		}
 		if got := len(ed.done().m); got != tc.shards {
 			t.Errorf("%d keys: %d shards, want %d", tc.n, got, tc.shards)
+		}
+	}
+}
+
+// TestCowMap_ConsecutiveAddressesShareShards pins what hashAddr is for: a
+// batch of consecutive VIPs (how the allocator gives them out) clones
+// about one shard per addrBlock of them, not one per address.
+func TestCowMap_ConsecutiveAddressesShareShards(t *testing.T) {
+	for _, base := range []string{"240.0.0.0", "fd00::"} {
+		next := netip.MustParseAddr(base)
+		add := func(ed *cowEdit[netip.Addr, int], n int) {
+			for range n {
+				ed.Set(next, 0)
+				next = next.Next()
+			}
+		}
+		ed := newCowMap[netip.Addr, int](hashAddr).edit()
+		add(ed, 10_000)
+		m := ed.done()
+		const batch = 500
+		ed = m.edit()
+		add(ed, batch)
+		owned := 0
+		for _, o := range ed.owned {
+			if o {
+				owned++
+			}
+		}
+		if most := batch/addrBlock + 2; owned > most {
+			t.Errorf("%s: %d consecutive addresses cloned %d of %d shards, want at most %d", base, batch, owned, len(ed.owned), most)
+		}
+		if got := ed.done().Len(); got != 10_000+batch {
+			t.Errorf("%s: %d keys, want %d", base, got, 10_000+batch)
 		}
 	}
 }
