@@ -69,11 +69,9 @@ func collectEagerly() (restore func()) {
 // hundred milliseconds of CPU with 100,000 services). Steady traffic (DNS
 // queries, the odd write) has no busy second, so it never triggers one.
 //
-// It also ends the eager collection of the load (collectEagerly): when
-// settled is closed (the controllers have been through everything the
-// load gave them and see their writes in the cache: what follows, a
-// zone's initial sync or a burst of API writes, is work, not the load),
-// at a return once the cache has frozen resources, or after loadLimit.
+// It also ends the eager collection of the load (collectEagerly): at that
+// return once the cache has frozen resources (past its bound
+// on decoded ones during the load, or 30 s after it), or after loadLimit.
 //
 // loaded reports whether the cache has listed the store, and how many
 // resources it holds: a load of fewer than eagerMin ends the eager
@@ -81,7 +79,7 @@ func collectEagerly() (restore func()) {
 //
 // flush, when not nil, is called first: it frees what the store holds in
 // memory for recent writes (store.MemoryFlusher).
-func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() uint64, loaded func() (bool, int), settled <-chan struct{}, flush func() error) {
+func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() uint64, loaded func() (bool, int), flush func() error) {
 	restore := collectEagerly()
 	defer restore()
 	small := func() bool {
@@ -104,10 +102,6 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() u
 			return
 		case <-loadDone:
 			restore()
-			continue
-		case <-settled:
-			restore()
-			settled = nil
 			continue
 		case <-t.C:
 		}

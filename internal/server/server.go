@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -190,13 +189,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return compactLoop(gctx, st, s.cfg.Store.TombstoneRetention.D(), s.log) })
 	g.Go(func() error { return compactRecordsLoop(gctx, st, s.cfg, s.log) })
 	g.Go(func() error { return keys.Run(gctx, s.log.With("component", "tokens")) })
-	// loadSettled is closed once the controllers have been through the
-	// load (the store as the cache listed it): returnMemoryWhenQuiet then
-	// ends its eager collection.
-	loadSettled := make(chan struct{})
-	var settleOnce sync.Once
-	settledLoad := func(int64) { settleOnce.Do(func() { close(loadSettled) }) }
-	g.Go(func() error { return s.runControllers(gctx, st, c, reg, settledLoad) })
+	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
 	g.Go(func() error { return s.sync.run(gctx) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
@@ -209,7 +202,7 @@ func (s *Server) Run(ctx context.Context) error {
 		returnMemoryWhenQuiet(gctx, s.log, c.Frozen, func() (bool, int) {
 			synced, _ := c.Status()
 			return synced, c.Len()
-		}, loadSettled, flush)
+		}, flush)
 		return nil
 	})
 	g.Go(func() error {
@@ -243,15 +236,8 @@ func ready(c *cache.Cache) error {
 // runControllers runs the controllers while this instance leads. A global
 // control plane runs none: zones compute hostnames for what they hold
 // (seed 002), and global keeps the status zones report.
-//
-// settled is called each time the controllers have nothing left to do
-// (reconcile.Options.Settled); without controllers, once the cache has
-// listed the store.
-func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Cache, reg prometheus.Registerer, settled func(rev int64)) error {
+func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Cache, reg prometheus.Registerer) error {
 	if s.cfg.Mode == config.ModeGlobal || s.NoControllers {
-		if c.WaitSynced(ctx) {
-			settled(c.Revision())
-		}
 		return nil
 	}
 	cores, err := s.cores(reg, s.log)
@@ -260,7 +246,7 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	}
 	runner := reconcile.NewRunner(reconcile.Options{
 		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,
-		Record: s.recordHistory, Settled: settled,
+		Record: s.recordHistory,
 	}, cores...)
 	kube := s.kubeControllers(st, c, cores, runner.Kick, reg)
 	return s.elector.Run(ctx, func(ctx context.Context) {
