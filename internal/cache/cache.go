@@ -505,7 +505,11 @@ func (c *Cache) Scan(q Query, fn func(*resource.Object)) {
 		e entry
 	}
 	var items []item
-	c.scan(q, func(g group, name string, e entry) {
+	var size func(int)
+	if len(q.Labels) == 0 && q.NameContains == "" {
+		size = func(n int) { items = make([]item, 0, n) } // every entry
+	}
+	c.scanSized(q, size, func(g group, name string, e entry) {
 		items = append(items, item{resource.Key{Kind: g.kind, Mesh: g.mesh, Name: name}, e})
 	})
 	for _, it := range items {
@@ -517,9 +521,25 @@ func (c *Cache) Scan(q Query, fn func(*resource.Object)) {
 
 // scan calls fn, under the lock, with every entry q selects, in order.
 func (c *Cache) scan(q Query, fn func(group, string, entry)) {
+	c.scanSized(q, nil, fn)
+}
+
+// scanSized is scan that first tells size, when not nil, how many
+// entries the groups q selects hold, which is what fn will be given when
+// q selects by neither label nor name: a Scan of 100,000 services then
+// collects them into one allocation.
+func (c *Cache) scanSized(q Query, size func(int), fn func(group, string, entry)) {
 	c.mu.Lock() // sorted name lists may be rebuilt
 	defer c.mu.Unlock()
-	for _, g := range c.groupsOf(q) {
+	groups := c.groupsOf(q)
+	if size != nil {
+		n := 0
+		for _, g := range groups {
+			n += len(c.groups[g])
+		}
+		size(n)
+	}
+	for _, g := range groups {
 		for _, name := range c.sortedNames(g) {
 			if e := c.groups[g][name]; strings.Contains(name, q.NameContains) && matches(e, name, q.Labels) {
 				fn(g, name, e)

@@ -145,6 +145,30 @@ func BenchmarkUpdateOne(b *testing.B) {
 	}
 }
 
+// BenchmarkNameInBatches is the builder's work while 100,000 services are
+// named at a first start: the echoes of the status writes come in batches
+// of a few hundred, and each batch makes a new view over the last.
+func BenchmarkNameInBatches(b *testing.B) {
+	const batch = 500
+	objs := benchServices(100000, false)
+	changes := make([]map[resource.Key]*ServiceNames, 0, len(objs)/batch)
+	for i := 0; i < len(objs); i += batch {
+		m := map[resource.Key]*ServiceNames{}
+		for _, o := range objs[i:min(i+batch, len(objs))] {
+			n := Extract(o, testOpts)
+			m[o.Key()] = &n
+		}
+		changes = append(changes, m)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ix := newMeshIndex()
+		for _, m := range changes {
+			ix.apply(m)
+		}
+	}
+}
+
 // packWriter is a dns.ResponseWriter that packs the reply, as the UDP
 // server does, and drops it.
 type packWriter struct {
