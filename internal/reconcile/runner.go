@@ -131,6 +131,10 @@ type Options struct {
 	// replaces the owned parts of old's status with next (the history of
 	// names and addresses); each depends on the patch (store.Op.DependsOn).
 	Record func(old *resource.Object, next resource.Status, patch store.StatusPatch) []store.Op
+	// FirstPass, when set, is called as a term's first pass starts; the
+	// function it returns, when it ends (the server collects garbage
+	// less eagerly meanwhile).
+	FirstPass func() (done func())
 }
 
 // Runner runs cores while its instance leads: it waits for the cache,
@@ -232,6 +236,9 @@ type term struct {
 	// committing is the batch the store is committing while the cores
 	// decide the next one; nil when none is.
 	committing *commit
+	// spare holds the emptied slices of the last batch committed, for
+	// the next one.
+	spare commit
 	// seen holds the revision of each resource the cores observed since
 	// the last pass; echoes, the revision of each status write of the
 	// runner made over the revision the cores had observed, until the
@@ -267,6 +274,7 @@ func (t *term) echo(k resource.Key) bool {
 // commit is a batch handed to the store.
 type commit struct {
 	batch   []pendingWrite
+	ops     []store.Op // of batch, as handed to the store
 	results []store.Result
 	err     error
 	done    chan struct{}
@@ -315,6 +323,17 @@ func (r *Runner) term(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
+	var firstDone func()
+	if r.o.FirstPass != nil {
+		firstDone = r.o.FirstPass()
+	}
+	endFirst := func() {
+		if firstDone != nil {
+			firstDone()
+			firstDone = nil
+		}
+	}
+	defer endFirst() // when the first pass fails
 	t.notified.Store(r.o.Cache.Revision())
 	env := Env{Store: r.o.Store, Cache: r.o.Cache, Now: r.o.Now, Log: r.o.Log}
 	for _, c := range r.cores {
@@ -344,6 +363,7 @@ func (r *Runner) term(ctx context.Context) error {
 	if err := t.pass(ctx, nil); err != nil {
 		return err
 	}
+	endFirst()
 	r.passes.WithLabelValues("first").Observe(time.Since(start).Seconds())
 	r.o.Log.Info("controllers started", "objects", objects, "dur", time.Since(start))
 
@@ -560,10 +580,7 @@ func (t *term) flush(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	// The next batch is usually the size of this one (a first pass
-	// writes hundreds): one allocation rather than a chain of doublings
-	// of a large struct.
-	t.batch, t.statuses = make([]pendingWrite, 0, len(batch)), 0
+	t.statuses = 0
 	for _, c := range t.r.cores {
 		if f, ok := c.(Flusher); ok {
 			for _, op := range f.BeforeFlush() {
@@ -571,14 +588,24 @@ func (t *term) flush(ctx context.Context) error {
 			}
 		}
 	}
-	if err := t.wait(); err != nil {
+	err := t.wait()
+	// The next batch takes the slices of the one the store committed
+	// (wait gave them back); the first is the size of this one (a first
+	// pass writes hundreds): one allocation rather than a chain of
+	// doublings of a large struct, and none per batch after it.
+	t.batch = t.spare.batch
+	if t.batch == nil {
+		t.batch = make([]pendingWrite, 0, len(batch))
+	}
+	ops := t.spare.ops[:0]
+	t.spare = commit{}
+	if err != nil {
 		return err
 	}
-	ops := make([]store.Op, len(batch))
-	for i, w := range batch {
-		ops[i] = w.Op
+	for _, w := range batch {
+		ops = append(ops, w.Op)
 	}
-	c := &commit{batch: batch, done: make(chan struct{})}
+	c := &commit{batch: batch, ops: ops, done: make(chan struct{})}
 	t.committing = c
 	go func() {
 		defer close(c.done)
@@ -639,7 +666,16 @@ func (t *term) wait() error {
 			w.Done(res)
 		}
 	}
+	t.recycle(c)
 	return nil
+}
+
+// recycle keeps the slices of the committed batch c, emptied, for the
+// next batch: the store holds none of them once Apply returned.
+func (t *term) recycle(c *commit) {
+	clear(c.batch)
+	clear(c.ops)
+	t.spare.batch, t.spare.ops = c.batch[:0], c.ops[:0]
 }
 
 func compareKeys(a, b resource.Key) int {

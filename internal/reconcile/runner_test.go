@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,6 +135,18 @@ func (e *env) get(name string) *resource.Object {
 	return o
 }
 
+// setLabel updates label k of service name to v and waits for the
+// runner to settle.
+func (e *env) setLabel(name, k, v string) {
+	e.t.Helper()
+	cur := e.get(name)
+	cur.Labels[k] = v
+	if _, err := store.Update(context.Background(), e.st, cur); err != nil {
+		e.t.Fatal(err)
+	}
+	e.rt.Settle()
+}
+
 func svcKey(name string) resource.Key {
 	return resource.Key{Kind: resource.MeshService, Mesh: "default", Name: name}
 }
@@ -174,23 +187,13 @@ func TestRunner_OneStatusWritePerService(t *testing.T) {
 	}
 
 	// A label neither core reads: decided again, nothing written.
-	cur := e.get("s0")
-	cur.Labels["other"] = "1"
-	if _, err := store.Update(context.Background(), e.st, cur); err != nil {
-		t.Fatal(err)
-	}
-	e.rt.Settle()
+	e.setLabel("s0", "other", "1")
 	if v := e.get("s0").Version; v != 4-1 {
 		t.Errorf("s0 at version %d, want 3: the label update only", v)
 	}
 
 	// One core's input changes: one write, the other part kept.
-	cur = e.get("s1")
-	cur.Labels["b"] = "changed"
-	if _, err := store.Update(context.Background(), e.st, cur); err != nil {
-		t.Fatal(err)
-	}
-	e.rt.Settle()
+	e.setLabel("s1", "b", "changed")
 	o := e.get("s1")
 	if got := conditions(o); got["A"] != "x1" || got["B"] != "changed" {
 		t.Errorf("s1 conditions = %v", got)
@@ -217,6 +220,42 @@ func TestRunner_WritesInBatches(t *testing.T) {
 		if got := conditions(e.get(fmt.Sprintf("s%d", i)))["A"]; got != "v" {
 			t.Errorf("s%d: condition %q", i, got)
 		}
+	}
+}
+
+// FirstPass brackets the first pass of a term: called as it starts, its
+// done once the pass's writes are committed, and neither for the passes
+// that follow.
+func TestRunner_FirstPassBracketsTheFirstPassOnly(t *testing.T) {
+	e := newEnv(t, reconciletest.Options{})
+	const n = 5
+	for i := range n {
+		e.create(service(fmt.Sprintf("s%d", i), map[string]string{"a": "v"}))
+	}
+	var starts, dones atomic.Int32
+	var writtenAtDone atomic.Int64
+	c := newLabelCore("A", "a")
+	e.rt = reconciletest.Start(t, e.st, reconciletest.Options{BatchSize: 2, Cores: func() []reconcile.Core { return []reconcile.Core{c} },
+		FirstPass: func() func() {
+			starts.Add(1)
+			return func() {
+				dones.Add(1)
+				writtenAtDone.Store(e.rt.Applies.Load())
+			}
+		}})
+	e.rt.Settle()
+	if starts.Load() != 1 || dones.Load() != 1 {
+		t.Fatalf("FirstPass called %d times, done %d, want 1 and 1", starts.Load(), dones.Load())
+	}
+	if got := writtenAtDone.Load(); got != 3 {
+		t.Errorf("done called after %d batches, want all 3 of the first pass (2+2+1)", got)
+	}
+	e.setLabel("s0", "a", "w")
+	if got := conditions(e.get("s0"))["A"]; got != "w" {
+		t.Fatalf("s0 condition %q after the change, want w", got)
+	}
+	if starts.Load() != 1 || dones.Load() != 1 {
+		t.Errorf("a later pass called FirstPass: %d starts, %d dones", starts.Load(), dones.Load())
 	}
 }
 
@@ -415,12 +454,7 @@ func TestRunner_SkipsOnlyItsOwnEchoes(t *testing.T) {
 	}
 
 	// A change is observed once, and its status write's echo not at all.
-	cur := e.get("s0")
-	cur.Labels["a"] = "w"
-	if _, err := store.Update(context.Background(), e.st, cur); err != nil {
-		t.Fatal(err)
-	}
-	e.rt.Settle()
+	e.setLabel("s0", "a", "w")
 	if got := conditions(e.get("s0"))["A"]; got != "w" {
 		t.Errorf("s0: condition %q, want w", got)
 	}

@@ -33,23 +33,80 @@ const (
 
 // loadGCPercent is the garbage collector's target (GOGC) while a control
 // plane loads its store, unless GOGC is set. The load (100,000 services:
-// every resource decoded, each controller's first pass, the echoes of its
-// writes, then the cache's freeze) is mostly garbage around the state that
-// stays; with the default of 100 the heap peaks at several times that
-// state, which spreads it over many spans that stay half empty once the
-// garbage is gone. Collecting more often while loading halves the peak
-// and the spans the state ends up in, for a few seconds of extra CPU once.
+// every resource decoded, the echoes of the controllers' first writes,
+// then the cache's freeze) is mostly garbage around the state that stays;
+// with the default of 100 the heap peaks at several times that state,
+// which spreads it over many spans that stay half empty once the garbage
+// is gone. Collecting more often while loading halves the peak and the
+// spans the state ends up in, for a few seconds of extra CPU once.
 const loadGCPercent = 25
 
-// collectEagerly sets loadGCPercent unless the operator set GOGC, and
-// returns what restores the previous target.
-func collectEagerly() (restore func()) {
-	if _, set := os.LookupEnv("GOGC"); set {
-		return func() {}
+// loadGC holds the garbage collector's target through a start: eager
+// (loadGCPercent) while the store loads, except during the controllers'
+// first pass, which runs at the target the process started with. At a
+// first start that pass writes every service's status (about 30 KiB of
+// allocation per service, nearly all garbage at once), and collecting
+// four times as often cost 6 of the 16 s it took to name 100,000
+// services; the state it leaves in the heap is small next to that. A
+// restart's first pass writes nothing and allocates little either way
+// (docs/performance.md, "Collecting at the default target during the
+// first pass"). Nothing changes when the operator set GOGC.
+type loadGC struct {
+	mu      sync.Mutex
+	managed bool // GOGC is not set
+	loading bool // the load is not over (end)
+	passes  int  // first passes running
+	prev    int  // the target outside the load
+}
+
+// newLoadGC starts the eager collection of the load.
+func newLoadGC() *loadGC {
+	_, set := os.LookupEnv("GOGC")
+	g := &loadGC{managed: !set, loading: true}
+	if g.managed {
+		g.prev = debug.SetGCPercent(loadGCPercent)
 	}
-	prev := debug.SetGCPercent(loadGCPercent)
+	return g
+}
+
+// set applies the target of the current phase; g.mu is held.
+func (g *loadGC) set() {
+	if !g.managed {
+		return
+	}
+	target := g.prev
+	if g.loading && g.passes == 0 {
+		target = loadGCPercent
+	}
+	debug.SetGCPercent(target)
+}
+
+// end ends the eager collection for good.
+func (g *loadGC) end() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.loading {
+		g.loading = false
+		g.set()
+	}
+}
+
+// firstPass suspends the eager collection until the returned function is
+// called (reconcile.Options.FirstPass).
+func (g *loadGC) firstPass() (done func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.passes++
+	g.set()
 	var once sync.Once
-	return func() { once.Do(func() { debug.SetGCPercent(prev) }) }
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.passes--
+			g.set()
+		})
+	}
 }
 
 // returnMemoryWhenQuiet gives the heap's garbage back to the operating
@@ -69,7 +126,7 @@ func collectEagerly() (restore func()) {
 // hundred milliseconds of CPU with 100,000 services). Steady traffic (DNS
 // queries, the odd write) has no busy second, so it never triggers one.
 //
-// It also ends the eager collection of the load (collectEagerly): at that
+// It also ends the eager collection of the load (gc): at that
 // return once the cache has frozen resources (past its bound
 // on decoded ones during the load, or 30 s after it), or after loadLimit.
 //
@@ -79,9 +136,8 @@ func collectEagerly() (restore func()) {
 //
 // flush, when not nil, is called first: it frees what the store holds in
 // memory for recent writes (store.MemoryFlusher).
-func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() uint64, loaded func() (bool, int), flush func() error) {
-	restore := collectEagerly()
-	defer restore()
+func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, freed func() uint64, loaded func() (bool, int), flush func() error) {
+	defer gc.end()
 	small := func() bool {
 		synced, n := loaded()
 		return synced && n < eagerMin
@@ -101,12 +157,12 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() u
 		case <-ctx.Done():
 			return
 		case <-loadDone:
-			restore()
+			gc.end()
 			continue
 		case <-t.C:
 		}
 		if small() {
-			restore()
+			gc.end()
 		}
 		now, nowFreed := read(), freed()
 		switch d, f := now-prev, nowFreed-prevFreed; {
@@ -119,7 +175,7 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, freed func() u
 		}
 		if busy && quiet >= quietPolls && time.Since(returned) >= returnEvery {
 			if nowFreed > 0 {
-				restore() // the load is over: the cache froze what it left
+				gc.end() // the load is over: the cache froze what it left
 			}
 			start := time.Now()
 			if flush != nil {

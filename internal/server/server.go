@@ -189,7 +189,8 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return compactLoop(gctx, st, s.cfg.Store.TombstoneRetention.D(), s.log) })
 	g.Go(func() error { return compactRecordsLoop(gctx, st, s.cfg, s.log) })
 	g.Go(func() error { return keys.Run(gctx, s.log.With("component", "tokens")) })
-	g.Go(func() error { return s.runControllers(gctx, st, c, reg) })
+	gc := newLoadGC()
+	g.Go(func() error { return s.runControllers(gctx, st, c, reg, gc) })
 	g.Go(func() error { return s.sync.run(gctx) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
@@ -199,7 +200,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if f, ok := st.(store.MemoryFlusher); ok {
 			flush = f.FlushMemory
 		}
-		returnMemoryWhenQuiet(gctx, s.log, c.Frozen, func() (bool, int) {
+		returnMemoryWhenQuiet(gctx, s.log, gc, c.Frozen, func() (bool, int) {
 			synced, _ := c.Status()
 			return synced, c.Len()
 		}, flush)
@@ -236,7 +237,7 @@ func ready(c *cache.Cache) error {
 // runControllers runs the controllers while this instance leads. A global
 // control plane runs none: zones compute hostnames for what they hold
 // (seed 002), and global keeps the status zones report.
-func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Cache, reg prometheus.Registerer) error {
+func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Cache, reg prometheus.Registerer, gc *loadGC) error {
 	if s.cfg.Mode == config.ModeGlobal || s.NoControllers {
 		return nil
 	}
@@ -246,7 +247,7 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 	}
 	runner := reconcile.NewRunner(reconcile.Options{
 		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,
-		Record: s.recordHistory,
+		Record: s.recordHistory, FirstPass: gc.firstPass,
 	}, cores...)
 	kube := s.kubeControllers(st, c, cores, runner.Kick, reg)
 	return s.elector.Run(ctx, func(ctx context.Context) {

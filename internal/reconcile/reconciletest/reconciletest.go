@@ -58,6 +58,8 @@ type Options struct {
 	Now func() time.Time
 	// Log receives the runner's log (discarded when nil).
 	Log *slog.Logger
+	// FirstPass is the runner's (reconcile.Options.FirstPass).
+	FirstPass func() (done func())
 }
 
 // counting counts Apply calls and fenced refusals.
@@ -94,7 +96,7 @@ func (e *Env) start() {
 	e.Cache = cache.New(e.Store, e.opts.Log, nil)
 	e.Runner = reconcile.NewRunner(reconcile.Options{
 		Cache: e.Cache, Store: counting{e.Store, e}, Log: e.opts.Log, Registerer: prometheus.NewRegistry(),
-		Now: e.opts.Now, BatchSize: e.opts.BatchSize, Settled: e.onSettled,
+		Now: e.opts.Now, BatchSize: e.opts.BatchSize, Settled: e.onSettled, FirstPass: e.opts.FirstPass,
 	}, e.opts.Cores()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
