@@ -56,6 +56,10 @@ func BenchmarkChanges(b *testing.B) {
 	storetest.BenchChanges(b, openIn(b, b.TempDir()))
 }
 
+func BenchmarkList(b *testing.B) {
+	storetest.BenchList(b, openIn(b, b.TempDir()))
+}
+
 func BenchmarkApplyPutLease(b *testing.B) {
 	storetest.BenchApplyPutLease(b, openIn(b, b.TempDir()))
 }

@@ -94,7 +94,7 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 			return nil, 0, fmt.Errorf("list: unknown kind %q", k)
 		}
 	}
-	var objs []*resource.Object
+	var rows []*row
 	var revision int64
 	err := s.snapshot(func(snap *pebble.Snapshot) error {
 		rev, err := getUintFrom(snap, metaRevision)
@@ -115,14 +115,14 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 			if err != nil {
 				return false, err
 			}
-			o, err := r.Object()
-			if err != nil {
-				return false, err
-			}
-			objs = append(objs, o)
+			rows = append(rows, r)
 			return true, ctx.Err()
 		})
 	})
+	var objs []*resource.Object
+	if err == nil {
+		objs, err = backend.Objects(ctx, rows)
+	}
 	if err != nil {
 		if k == "" {
 			return nil, 0, fmt.Errorf("list: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/backend"
 )
 
 // Get implements store.Store.
@@ -39,31 +40,31 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 			return nil, 0, fmt.Errorf("list: unknown kind %q", k)
 		}
 	}
-	var objs []*resource.Object
+	var rows []*row
 	var revision int64
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		if err := tx.StmtContext(ctx, s.reads.revision).QueryRowContext(ctx).Scan(&revision); err != nil {
 			return s.dbErr(ctx, err)
 		}
-		var rows *sql.Rows
+		var result *sql.Rows
 		var err error
 		if k == "" {
-			rows, err = tx.StmtContext(ctx, s.reads.listAll).QueryContext(ctx)
+			result, err = tx.StmtContext(ctx, s.reads.listAll).QueryContext(ctx)
 		} else {
-			rows, err = tx.StmtContext(ctx, s.reads.listKind).QueryContext(ctx, string(k))
+			result, err = tx.StmtContext(ctx, s.reads.listKind).QueryContext(ctx, string(k))
 		}
 		if err != nil {
 			return s.dbErr(ctx, err)
 		}
-		return s.scanRows(ctx, rows, func(r *row) error {
-			o, err := r.Object()
-			if err != nil {
-				return err
-			}
-			objs = append(objs, o)
+		return s.scanRows(ctx, result, func(r *row) error {
+			rows = append(rows, r)
 			return nil
 		})
 	})
+	var objs []*resource.Object
+	if err == nil {
+		objs, err = backend.Objects(ctx, rows)
+	}
 	if err != nil {
 		if k == "" {
 			return nil, 0, fmt.Errorf("list: %w", err)

@@ -72,6 +72,39 @@ func BenchApplyCreateWithRecord(b *testing.B, s store.Store) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 }
 
+// BenchList measures a List of the whole store holding 100,000
+// MeshServices, as the cache's first list at a start reads it; one op is
+// one List.
+func BenchList(b *testing.B, s store.Store) {
+	const total, batch = 100000, 1000
+	ctx := b.Context()
+	for i := 0; i < total; i += batch {
+		ops := make([]store.Op, batch)
+		for j := range ops {
+			ops[j] = store.Op{Type: store.OpCreate, Object: meshService(mesh, fmt.Sprintf("svc-%d", i+j)), DiscardObject: true}
+		}
+		rs, err := s.Apply(ctx, ops...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		objs, _, err := s.List(ctx, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(objs) < total {
+			b.Fatalf("List = %d objects, want at least %d", len(objs), total)
+		}
+	}
+}
+
 // BenchChanges measures reading the change feed in pages of 1000 events
 // from a store holding 10,000 resources; one op is one page.
 func BenchChanges(b *testing.B, s store.Store) {
