@@ -72,18 +72,16 @@ func BenchApplyCreateWithRecord(b *testing.B, s store.Store) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 }
 
-// BenchList measures a List of the whole store holding 100,000
-// MeshServices, as the cache's first list at a start reads it; one op is
-// one List.
-func BenchList(b *testing.B, s store.Store) {
-	const total, batch = 100000, 1000
-	ctx := b.Context()
-	for i := 0; i < total; i += batch {
-		ops := make([]store.Op, batch)
-		for j := range ops {
-			ops[j] = store.Op{Type: store.OpCreate, Object: meshService(mesh, fmt.Sprintf("svc-%d", i+j)), DiscardObject: true}
+// createServices creates MeshServices svc-0..svc-<n-1> in transactions
+// of 1,000.
+func createServices(b *testing.B, s store.Store, n int) {
+	const batch = 1000
+	for i := 0; i < n; i += batch {
+		ops := make([]store.Op, 0, batch)
+		for j := i; j < min(i+batch, n); j++ {
+			ops = append(ops, store.Op{Type: store.OpCreate, Object: meshService(mesh, fmt.Sprintf("svc-%d", j)), DiscardObject: true})
 		}
-		rs, err := s.Apply(ctx, ops...)
+		rs, err := s.Apply(b.Context(), ops...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -93,6 +91,15 @@ func BenchList(b *testing.B, s store.Store) {
 			}
 		}
 	}
+}
+
+// BenchList measures a List of the whole store holding 100,000
+// MeshServices, as the cache's first list at a start reads it; one op is
+// one List.
+func BenchList(b *testing.B, s store.Store) {
+	const total = 100000
+	ctx := b.Context()
+	createServices(b, s, total)
 	b.ReportAllocs()
 	for b.Loop() {
 		objs, _, err := s.List(ctx, "")
@@ -108,23 +115,9 @@ func BenchList(b *testing.B, s store.Store) {
 // BenchChanges measures reading the change feed in pages of 1000 events
 // from a store holding 10,000 resources; one op is one page.
 func BenchChanges(b *testing.B, s store.Store) {
-	const total, page, batch = 10000, 1000, 1000
+	const total, page = 10000, 1000
 	ctx := b.Context()
-	for i := 0; i < total; i += batch {
-		ops := make([]store.Op, batch)
-		for j := range ops {
-			ops[j] = store.Op{Type: store.OpCreate, Object: meshService(mesh, fmt.Sprintf("svc-%d", i+j))}
-		}
-		rs, err := s.Apply(ctx, ops...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, r := range rs {
-			if r.Err != nil {
-				b.Fatal(r.Err)
-			}
-		}
-	}
+	createServices(b, s, total)
 	_, last, err := s.List(ctx, "Mesh")
 	if err != nil {
 		b.Fatal(err)
