@@ -68,9 +68,17 @@ func TestCowMap_EditsLeaveEarlierVersionsAlone(t *testing.T) {
 // TestCowMap_ShardsFollowSize pins how many shards a map of n keys ends up
 // with: few for a small mesh, about shardKeys keys per shard for a large one.
 func TestCowMap_ShardsFollowSize(t *testing.T) {
+	// The fewest shards, a power of two, that hold n keys at shardKeys each.
+	fit := func(n int) int {
+		s := minShards
+		for s*shardKeys < n {
+			s *= 2
+		}
+		return s
+	}
 	for _, tc := range []struct{ n, shards int }{
-		{0, minShards}, {10, minShards}, {1024, minShards}, {1025, 32},
-		{100_000, 2048},
+		{0, minShards}, {10, minShards}, {shardKeys * minShards, minShards}, {shardKeys*minShards + 1, 2 * minShards},
+		{100_000, fit(100_000)},
 	} {
 		ed := newCowMap[int, struct{}](func(k int) uint64 { return uint64(k) * 0x9e3779b97f4a7c15 }).edit()
 		for i := range tc.n {
