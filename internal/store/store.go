@@ -166,7 +166,12 @@ func (t OpType) String() string {
 //     computed from an older state is replaced by its next write, which the
 //     change it missed causes. The version is bumped like any write.
 type Op struct {
-	Type   OpType
+	Type OpType
+	// Object is what a create, an update or a status write writes. The
+	// status of an OpPatchStatus may be handed to the readers of the
+	// change feed as it is (a patch over no status that leaves nothing
+	// out stores exactly it): the caller must not modify it once Apply
+	// is called.
 	Object *resource.Object
 	Patch  *StatusPatch
 	// DiscardObject leaves Result.Object nil: the caller needs only the

@@ -179,29 +179,45 @@ func Dependencies(op store.Op, index int, results []store.Result) error {
 
 // PatchStatus applies p to the stored status cur: the fields p names and
 // the conditions of the types it names come from next, the rest from cur.
-// Both are JSON objects, or "" for no status.
-func PatchStatus(cur, next string, p *store.StatusPatch) (string, error) {
+// Both are JSON objects, or "" for no status. whole reports that the
+// result holds exactly what next holds: cur was "" and p named every part
+// of next (a controller naming a new service).
+func PatchStatus(cur, next string, p *store.StatusPatch) (patched string, whole bool, err error) {
+	patched, dropped, err := patchStatus(cur, next, p)
+	return patched, err == nil && cur == "" && next != "" && !dropped, err
+}
+
+// patchStatus is PatchStatus; dropped reports that a part of next was
+// left out because p does not name it.
+func patchStatus(cur, next string, p *store.StatusPatch) (string, bool, error) {
 	var c, n map[string]json.RawMessage
 	if cur != "" {
 		if err := json.Unmarshal([]byte(cur), &c); err != nil {
-			return "", fmt.Errorf("stored status: %w", err)
+			return "", false, fmt.Errorf("stored status: %w", err)
 		}
 	}
 	if next != "" {
 		if err := json.Unmarshal([]byte(next), &n); err != nil {
-			return "", fmt.Errorf("status: %w", err)
+			return "", false, fmt.Errorf("status: %w", err)
 		}
 	}
 	if c == nil {
 		c = map[string]json.RawMessage{}
 	}
+	taken := 0 // of next's fields
 	for _, f := range p.Fields {
 		if v, ok := n[f]; ok {
 			c[f] = v
+			taken++
 		} else {
 			delete(c, f)
 		}
 	}
+	_, hasConditions := n["conditions"]
+	if hasConditions && len(p.Conditions) > 0 && !slices.Contains(p.Fields, "conditions") {
+		taken++ // taken in part (below)
+	}
+	dropped := taken < len(n)
 	if len(p.Conditions) > 0 {
 		type cond struct {
 			Type string `json:"type"`
@@ -214,16 +230,21 @@ func PatchStatus(cur, next string, p *store.StatusPatch) (string, error) {
 			var items []json.RawMessage
 			if len(list.raw) > 0 {
 				if err := json.Unmarshal(list.raw, &items); err != nil {
-					return "", fmt.Errorf("conditions: %w", err)
+					return "", false, fmt.Errorf("conditions: %w", err)
+				}
+				if list.ours && len(items) == 0 {
+					dropped = true // an empty list is left out
 				}
 			}
 			for _, it := range items {
 				var ct cond
 				if err := json.Unmarshal(it, &ct); err != nil {
-					return "", fmt.Errorf("condition: %w", err)
+					return "", false, fmt.Errorf("condition: %w", err)
 				}
 				if slices.Contains(p.Conditions, ct.Type) == list.ours {
 					kept = append(kept, it)
+				} else if list.ours {
+					dropped = true
 				}
 			}
 		}
@@ -232,17 +253,17 @@ func PatchStatus(cur, next string, p *store.StatusPatch) (string, error) {
 		} else {
 			b, err := json.Marshal(kept)
 			if err != nil {
-				return "", err
+				return "", false, err
 			}
 			c["conditions"] = b
 		}
 	}
 	if len(c) == 0 && cur == "" && next == "" {
-		return "", nil
+		return "", false, nil
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	return string(b), nil
+	return string(b), dropped, nil
 }

@@ -243,6 +243,13 @@ func (r *Recent) Event(op store.Op, next, cur *Row) (RecentEvent, error) {
 		c := *prev // labels and spec are read-only and shared
 		obj = &c
 	}
+	if next.StatusOfOp && op.Object != nil && op.Object.Status != nil {
+		// The patch stored the op's status as it is: share it (read-only,
+		// store.Op) rather than decode what was just encoded.
+		obj.Status = op.Object.Status
+		ev.Obj = stamp(obj, next)
+		return ev, nil
+	}
 	var err error
 	if obj.Status, err = resource.UnmarshalStatus(next.Key.Kind, []byte(next.Status)); err != nil {
 		return ev, fmt.Errorf("decode %s: %w", next.Key, err)

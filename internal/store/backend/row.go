@@ -19,6 +19,11 @@ type Row struct {
 	Spec              string
 	Status            string
 	Created, Modified int64
+	// StatusOfOp, not stored, says that Status encodes the status of the
+	// operation that wrote the row as it is (a status patch over none
+	// that left nothing out): the change feed may take that status
+	// instead of decoding Status.
+	StatusOfOp bool
 }
 
 // Size is what counts against store.MaxObjectBytes.
@@ -74,7 +79,7 @@ func Next(op store.Op, p *Prepared, cur *Row, now int64) (Row, error) {
 		case store.OpPatchStatus:
 			next.Labels, next.Spec = cur.Labels, cur.Spec
 			var err error
-			if next.Status, err = PatchStatus(cur.Status, next.Status, op.Patch); err != nil {
+			if next.Status, next.StatusOfOp, err = PatchStatus(cur.Status, next.Status, op.Patch); err != nil {
 				return fail(err, "")
 			}
 		case store.OpDelete:

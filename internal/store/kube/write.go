@@ -474,7 +474,7 @@ func (s *Store) patchStatus(ctx context.Context, op store.Op, p *plan) (json.Raw
 	}
 	version := e.version
 	for attempt := 0; ; attempt++ {
-		merged, err := backend.PatchStatus(cur, string(next), op.Patch)
+		merged, _, err := backend.PatchStatus(cur, string(next), op.Patch)
 		if err != nil {
 			return nil, err
 		}

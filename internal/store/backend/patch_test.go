@@ -1,0 +1,118 @@
+package backend
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// TestPatchStatus_Whole pins when PatchStatus reports that it stored next
+// as it is, which lets the change feed share the writer's status instead
+// of decoding it: only over no status, and only when nothing of next was
+// left out.
+func TestPatchStatus_Whole(t *testing.T) {
+	names := &store.StatusPatch{Fields: []string{"addresses"}, Conditions: []string{"HostnamesAvailable"}}
+	for _, tc := range []struct {
+		name      string
+		cur, next string
+		patch     *store.StatusPatch
+		want      string
+		whole     bool
+	}{
+		{"over none, all named", "", `{"addresses":[{"hostname":"a"}],"conditions":[{"type":"HostnamesAvailable","status":"True"}]}`, names,
+			`{"addresses":[{"hostname":"a"}],"conditions":[{"type":"HostnamesAvailable","status":"True"}]}`, true},
+		{"over none, a field not named", "", `{"addresses":[{"hostname":"a"}],"vips":[{"ip":"241.0.0.1"}]}`, names,
+			`{"addresses":[{"hostname":"a"}]}`, false},
+		{"over none, a condition not named", "", `{"conditions":[{"type":"HostnamesAvailable","status":"True"},{"type":"Other","status":"True"}]}`, names,
+			`{"conditions":[{"type":"HostnamesAvailable","status":"True"}]}`, false},
+		{"over none, conditions without a named type", "", `{"addresses":[{"hostname":"a"}],"conditions":[]}`, names,
+			`{"addresses":[{"hostname":"a"}]}`, false},
+		{"over none, conditions and no condition type named", "", `{"addresses":[{"hostname":"a"}],"conditions":[{"type":"X","status":"True"}]}`, &store.StatusPatch{Fields: []string{"addresses"}},
+			`{"addresses":[{"hostname":"a"}]}`, false},
+		{"over a status", `{"vips":[{"ip":"241.0.0.1"}]}`, `{"addresses":[{"hostname":"a"}]}`, names,
+			`{"addresses":[{"hostname":"a"}],"vips":[{"ip":"241.0.0.1"}]}`, false},
+		{"nothing over none", "", "", names, "", false},
+		{"an empty status over none", "", `{}`, names, `{}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, whole, err := PatchStatus(tc.cur, tc.next, tc.patch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameJSON(t, got, tc.want) {
+				t.Errorf("patched %s, want %s", got, tc.want)
+			}
+			if whole != tc.whole {
+				t.Errorf("whole = %v, want %v", whole, tc.whole)
+			}
+			if whole && !sameJSON(t, got, tc.next) {
+				t.Errorf("whole, but %s is not %s", got, tc.next)
+			}
+		})
+	}
+}
+
+func sameJSON(t *testing.T, a, b string) bool {
+	t.Helper()
+	if a == "" || b == "" {
+		return a == b
+	}
+	var x, y any
+	if err := json.Unmarshal([]byte(a), &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(b), &y); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// A status patch over none that leaves nothing out gives the change feed
+// the writer's own status, equal to what decoding the stored row gives;
+// any other patch, the decoded one.
+func TestRecentEvent_SharesAWholePatchStatus(t *testing.T) {
+	key := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "redis"}
+	base := &resource.Object{Kind: key.Kind, Mesh: key.Mesh, Name: key.Name, Revision: 7, Version: 1, Spec: &resource.MeshServiceSpec{}}
+	cur := &Row{Key: key, Version: 1, Revision: 7, Spec: `{}`}
+	for _, tc := range []struct {
+		name   string
+		status *resource.ServiceStatus
+		patch  *store.StatusPatch
+		shared bool
+	}{
+		{"whole", &resource.ServiceStatus{Addresses: []resource.Address{{Hostname: "redis.svc.mesh.local", Status: "Available", Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "local"}}}},
+			&store.StatusPatch{Fields: []string{"addresses"}}, true},
+		{"a part left out", &resource.ServiceStatus{Addresses: []resource.Address{{Hostname: "redis.svc.mesh.local"}}, VIPs: []resource.VIP{{IP: "241.0.0.1"}}},
+			&store.StatusPatch{Fields: []string{"addresses"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			op := store.Op{Type: store.OpPatchStatus, Object: &resource.Object{Kind: key.Kind, Mesh: key.Mesh, Name: key.Name, Status: tc.status},
+				Patch: tc.patch, DiscardObject: true, Base: base}
+			next, err := Next(op, &Prepare([]store.Op{op})[0], cur, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next.Revision = 8
+			ev, err := (&Recent{}).Event(op, &next, cur)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Obj == nil {
+				t.Fatal("no object in the event")
+			}
+			if shared := ev.Obj.Status == resource.Status(tc.status); shared != tc.shared {
+				t.Errorf("status shared = %v, want %v", shared, tc.shared)
+			}
+			decoded, err := next.Object()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(ev.Obj.Status, decoded.Status) {
+				t.Errorf("event status %+v, stored %+v", ev.Obj.Status, decoded.Status)
+			}
+		})
+	}
+}
