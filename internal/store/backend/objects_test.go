@@ -79,3 +79,50 @@ func TestObjects_Cancelled(t *testing.T) {
 		t.Fatalf("error %v, want context.Canceled", err)
 	}
 }
+
+// A ListDecoder decodes as rows come, a batch at a time, and gives every
+// object in order, or the first error.
+func TestListDecoder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		n       int
+		bad     []int
+		wantErr string
+	}{
+		{"none", 0, nil, ""},
+		{"across batches", 2*listBatch + 5, nil, ""},
+		{"an error in the second batch", 2*listBatch + 5, []int{listBatch + 9}, fmt.Sprintf("s%d", listBatch+9)},
+		{"an error in the last, partial batch", 2*listBatch + 5, []int{2*listBatch + 4}, fmt.Sprintf("s%d", 2*listBatch+4)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewListDecoder(context.Background())
+			var err error
+			for _, r := range serviceRows(tc.n, tc.bad...) {
+				if err = d.Add(r); err != nil {
+					break
+				}
+			}
+			var objs []*resource.Object
+			if err == nil {
+				objs, err = d.Objects()
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr+" ") && !strings.Contains(err.Error(), tc.wantErr+":") {
+					t.Fatalf("error %v, want the one of %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(objs) != tc.n {
+				t.Fatalf("%d objects, want %d", len(objs), tc.n)
+			}
+			for i, o := range objs {
+				if o.Name != fmt.Sprintf("s%d", i) {
+					t.Fatalf("object %d is %s", i, o.Name)
+				}
+			}
+		})
+	}
+}

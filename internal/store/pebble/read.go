@@ -94,7 +94,7 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 			return nil, 0, fmt.Errorf("list: unknown kind %q", k)
 		}
 	}
-	var rows []*row
+	dec := backend.NewListDecoder(ctx)
 	var revision int64
 	err := s.snapshot(func(snap *pebble.Snapshot) error {
 		rev, err := getUintFrom(snap, metaRevision)
@@ -115,13 +115,12 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 			if err != nil {
 				return false, err
 			}
-			rows = append(rows, r)
-			return true, ctx.Err()
+			return true, dec.Add(r)
 		})
 	})
 	var objs []*resource.Object
 	if err == nil {
-		objs, err = backend.Objects(ctx, rows)
+		objs, err = dec.Objects()
 	}
 	if err != nil {
 		if k == "" {

@@ -40,7 +40,7 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 			return nil, 0, fmt.Errorf("list: unknown kind %q", k)
 		}
 	}
-	var rows []*row
+	dec := backend.NewListDecoder(ctx)
 	var revision int64
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		if err := tx.StmtContext(ctx, s.reads.revision).QueryRowContext(ctx).Scan(&revision); err != nil {
@@ -56,14 +56,11 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 		if err != nil {
 			return s.dbErr(ctx, err)
 		}
-		return s.scanRows(ctx, result, func(r *row) error {
-			rows = append(rows, r)
-			return nil
-		})
+		return s.scanRows(ctx, result, dec.Add)
 	})
 	var objs []*resource.Object
 	if err == nil {
-		objs, err = backend.Objects(ctx, rows)
+		objs, err = dec.Objects()
 	}
 	if err != nil {
 		if k == "" {
