@@ -45,30 +45,37 @@ func TestObjects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs, err := Objects(context.Background(), serviceRows(tc.n, tc.bad...))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr+":") && !strings.Contains(err.Error(), tc.wantErr+" ") {
-					t.Fatalf("error %v, want the one of %s", err, tc.wantErr)
-				}
-				if objs != nil {
-					t.Fatalf("%d objects with an error", len(objs))
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(objs) != tc.n {
-				t.Fatalf("%d objects, want %d", len(objs), tc.n)
-			}
-			for i, o := range objs {
-				if o.Name != fmt.Sprintf("s%d", i) || o.Labels["i"] != fmt.Sprint(i) || o.Revision != int64(i+1) {
-					t.Fatalf("object %d is %s (label %q, revision %d)", i, o.Name, o.Labels["i"], o.Revision)
-				}
-				if sp, ok := o.Spec.(*resource.MeshServiceSpec); !ok || len(sp.Ports) != 1 || sp.Ports[0].Port != 80 {
-					t.Fatalf("object %d: spec %#v", i, o.Spec)
-				}
-			}
+			checkDecoded(t, objs, err, tc.n, tc.wantErr)
 		})
+	}
+}
+
+// checkDecoded checks that objs are the objects of serviceRows(n), in
+// order, or that err is the error of the row named wantErr.
+func checkDecoded(t *testing.T, objs []*resource.Object, err error, n int, wantErr string) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr+":") && !strings.Contains(err.Error(), wantErr+" ") {
+			t.Fatalf("error %v, want the one of %s", err, wantErr)
+		}
+		if objs != nil {
+			t.Fatalf("%d objects with an error", len(objs))
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != n {
+		t.Fatalf("%d objects, want %d", len(objs), n)
+	}
+	for i, o := range objs {
+		if o.Name != fmt.Sprintf("s%d", i) || o.Labels["i"] != fmt.Sprint(i) || o.Revision != int64(i+1) {
+			t.Fatalf("object %d is %s (label %q, revision %d)", i, o.Name, o.Labels["i"], o.Revision)
+		}
+		if sp, ok := o.Spec.(*resource.MeshServiceSpec); !ok || len(sp.Ports) != 1 || sp.Ports[0].Port != 80 {
+			t.Fatalf("object %d: spec %#v", i, o.Spec)
+		}
 	}
 }
 
@@ -106,23 +113,7 @@ func TestListDecoder(t *testing.T) {
 			if err == nil {
 				objs, err = d.Objects()
 			}
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr+" ") && !strings.Contains(err.Error(), tc.wantErr+":") {
-					t.Fatalf("error %v, want the one of %s", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(objs) != tc.n {
-				t.Fatalf("%d objects, want %d", len(objs), tc.n)
-			}
-			for i, o := range objs {
-				if o.Name != fmt.Sprintf("s%d", i) {
-					t.Fatalf("object %d is %s", i, o.Name)
-				}
-			}
+			checkDecoded(t, objs, err, tc.n, tc.wantErr)
 		})
 	}
 }
