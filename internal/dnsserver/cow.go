@@ -13,15 +13,16 @@ import (
 // A cowMap spreads its keys over a power of two of shards, at most
 // shardKeys keys each on average: a change clones only the shards it
 // touches, so a rebuild of a few hundred changes at 100,000 names clones
-// a few percent of the table (with a fixed 1,024 shards, naming 100,000
-// services at start cloned 600 MB), and a small map keeps few. Smaller
-// shards make each batch clone less and each edit copy a longer list of
-// shards: at 100,000 names, 16 keys a shard (8,192 shards) against 64
-// (2,048) took naming in batches of 500 (BenchmarkNameInBatches) from
-// 368 to 241 MB and 0.85 to 0.58 s, and one change (BenchmarkUpdateOne)
-// from 70 to 140-163 µs, far inside the 50 ms from a PUT to its DNS answer.
+// a fifth of the table rather than nearly half of it (with a fixed 1,024
+// shards, naming 100,000 services at start cloned 600 MB), and a small
+// map keeps few. Smaller shards clone less per batch but cost memory: 16
+// keys a shard took naming 100,000 in batches of 500
+// (BenchmarkNameInBatches) from 368 to 241 MB and 0.85 to 0.58 s, and
+// added about 90 bytes of RSS per service after a restart
+// (BenchmarkIdle, 1,930-1,940 B against 2,003-2,062 B), each of the
+// maps of 8,192 small shards carrying its own slack; so 64.
 const (
-	shardKeys = 16
+	shardKeys = 64
 	minShards = 16
 	maxShards = 1 << 16
 )
