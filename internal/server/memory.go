@@ -49,8 +49,9 @@ const loadGCPercent = 25
 // four times as often cost 6 of the 16 s it took to name 100,000
 // services; the state it leaves in the heap is small next to that. A
 // restart's first pass writes nothing and allocates little either way
-// (docs/performance.md, "Collecting at the default target during the
-// first pass"). Nothing changes when the operator set GOGC.
+// (docs/performance.md, "2026-11-28, later: first naming at the default
+// GC target during the first pass"). Nothing changes when the operator
+// set GOGC.
 type loadGC struct {
 	mu      sync.Mutex
 	managed bool // GOGC is not set
