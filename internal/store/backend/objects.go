@@ -9,15 +9,15 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
-// objectsChunk is how many rows a worker of Objects decodes at a time.
+// objectsChunk is how many rows a worker of decodeRows decodes at a time.
 const objectsChunk = 512
 
-// Objects decodes live rows into objects the caller owns, in the order of
+// decodeRows decodes live rows into objects the caller owns, in the order of
 // rows, on up to GOMAXPROCS goroutines: decoding the JSON of a List of
 // the whole store (100,000 services at a start) is most of its CPU, and
 // nothing else runs until the cache has it. On failure it returns the
 // error of the first row, in order, that failed to decode.
-func Objects(ctx context.Context, rows []*Row) ([]*resource.Object, error) {
+func decodeRows(ctx context.Context, rows []*Row) ([]*resource.Object, error) {
 	objs := make([]*resource.Object, len(rows))
 	chunks := (len(rows) + objectsChunk - 1) / objectsChunk
 	errs := make([]error, chunks)
@@ -64,7 +64,7 @@ func Objects(ctx context.Context, rows []*Row) ([]*resource.Object, error) {
 const listBatch = 4096
 
 // ListDecoder decodes the rows of a List as they are read, listBatch at a
-// time with Objects.
+// time with decodeRows.
 type ListDecoder struct {
 	ctx  context.Context
 	rows []*Row
@@ -94,7 +94,7 @@ func (d *ListDecoder) Objects() ([]*resource.Object, error) {
 }
 
 func (d *ListDecoder) decode() error {
-	objs, err := Objects(d.ctx, d.rows)
+	objs, err := decodeRows(d.ctx, d.rows)
 	if err != nil {
 		return err
 	}

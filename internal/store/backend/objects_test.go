@@ -30,7 +30,7 @@ func serviceRows(n int, bad ...int) []*Row {
 	return rows
 }
 
-func TestObjects(t *testing.T) {
+func TestDecodeRows(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		n       int
@@ -44,7 +44,7 @@ func TestObjects(t *testing.T) {
 		{"a failure in the last chunk", 2*objectsChunk + 1, []int{2 * objectsChunk}, fmt.Sprintf("s%d", 2*objectsChunk)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			objs, err := Objects(context.Background(), serviceRows(tc.n, tc.bad...))
+			objs, err := decodeRows(context.Background(), serviceRows(tc.n, tc.bad...))
 			checkDecoded(t, objs, err, tc.n, tc.wantErr)
 		})
 	}
@@ -79,10 +79,10 @@ func checkDecoded(t *testing.T, objs []*resource.Object, err error, n int, wantE
 	}
 }
 
-func TestObjects_Cancelled(t *testing.T) {
+func TestDecodeRows_Cancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Objects(ctx, serviceRows(3*objectsChunk)); !errors.Is(err, context.Canceled) {
+	if _, err := decodeRows(ctx, serviceRows(3*objectsChunk)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want context.Canceled", err)
 	}
 }
