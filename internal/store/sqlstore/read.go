@@ -46,17 +46,17 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 		if err := tx.StmtContext(ctx, s.reads.revision).QueryRowContext(ctx).Scan(&revision); err != nil {
 			return s.dbErr(ctx, err)
 		}
-		var result *sql.Rows
+		var rows *sql.Rows
 		var err error
 		if k == "" {
-			result, err = tx.StmtContext(ctx, s.reads.listAll).QueryContext(ctx)
+			rows, err = tx.StmtContext(ctx, s.reads.listAll).QueryContext(ctx)
 		} else {
-			result, err = tx.StmtContext(ctx, s.reads.listKind).QueryContext(ctx, string(k))
+			rows, err = tx.StmtContext(ctx, s.reads.listKind).QueryContext(ctx, string(k))
 		}
 		if err != nil {
 			return s.dbErr(ctx, err)
 		}
-		return s.scanRows(ctx, result, dec.Add)
+		return s.scanRows(ctx, rows, dec.Add)
 	})
 	var objs []*resource.Object
 	if err == nil {
