@@ -52,18 +52,27 @@ const loadGCPercent = 25
 // (docs/performance.md, "2026-11-28, later: first naming at the default
 // GC target during the first pass"). Nothing changes when the operator
 // set GOGC.
+//
+// In a federation (a global or a zone) the load is the control plane's
+// own store only: it ends once the cache has listed it (listed). What
+// follows is the federation's state arriving over the sync streams, for
+// minutes at 10 zones of 10,000 services, and collecting eagerly all that
+// time cost a zone a quarter of its CPU (docs/performance.md, "2026-11-28,
+// evening: a zone's sync at the default GC target").
 type loadGC struct {
-	mu      sync.Mutex
-	managed bool // GOGC is not set
-	loading bool // the load is not over (end)
-	passes  int  // first passes running
-	prev    int  // the target outside the load
+	mu        sync.Mutex
+	managed   bool // GOGC is not set
+	federated bool // a global or a zone
+	loading   bool // the load is not over (end)
+	passes    int  // first passes running
+	prev      int  // the target outside the load
 }
 
-// newLoadGC starts the eager collection of the load.
-func newLoadGC() *loadGC {
+// newLoadGC starts the eager collection of the load; federated says the
+// control plane is a global or a zone.
+func newLoadGC(federated bool) *loadGC {
 	_, set := os.LookupEnv("GOGC")
-	g := &loadGC{managed: !set, loading: true}
+	g := &loadGC{managed: !set, federated: federated, loading: true}
 	if g.managed {
 		g.prev = debug.SetGCPercent(loadGCPercent)
 	}
@@ -89,6 +98,14 @@ func (g *loadGC) end() {
 	if g.loading {
 		g.loading = false
 		g.set()
+	}
+}
+
+// listed reports that the cache has listed the store, n resources: the
+// load is over for a small store (eagerMin) and in a federation.
+func (g *loadGC) listed(n int) {
+	if n < eagerMin || g.federated {
+		g.end()
 	}
 }
 
@@ -132,17 +149,12 @@ func (g *loadGC) firstPass() (done func()) {
 // on decoded ones during the load, or 30 s after it), or after loadLimit.
 //
 // loaded reports whether the cache has listed the store, and how many
-// resources it holds: a load of fewer than eagerMin ends the eager
-// collection as soon as it is listed.
+// resources it holds (loadGC.listed).
 //
 // flush, when not nil, is called first: it frees what the store holds in
 // memory for recent writes (store.MemoryFlusher).
 func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, freed func() uint64, loaded func() (bool, int), flush func() error) {
 	defer gc.end()
-	small := func() bool {
-		synced, n := loaded()
-		return synced && n < eagerMin
-	}
 	loadDone := time.After(loadLimit)
 	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	read := func() uint64 {
@@ -162,8 +174,8 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, fr
 			continue
 		case <-t.C:
 		}
-		if small() {
-			gc.end()
+		if synced, n := loaded(); synced {
+			gc.listed(n)
 		}
 		now, nowFreed := read(), freed()
 		switch d, f := now-prev, nowFreed-prevFreed; {

@@ -20,7 +20,7 @@ func TestLoadGC_Phases(t *testing.T) {
 	prev := debug.SetGCPercent(started)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
 
-	g := newLoadGC()
+	g := newLoadGC(false)
 	var dones []func()
 	pass := func() { dones = append(dones, g.firstPass()) }
 	steps := []struct {
@@ -46,11 +46,37 @@ func TestLoadGC_Phases(t *testing.T) {
 	}
 }
 
+func TestLoadGC_ListedEndsASmallOrFederatedLoad(t *testing.T) {
+	t.Setenv("GOGC", "")
+	unsetenv(t, "GOGC")
+	const started = 80
+	prev := debug.SetGCPercent(started)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	for _, tc := range []struct {
+		name      string
+		federated bool
+		n         int
+		want      int
+	}{
+		{"a standalone store of eagerMin stays eager", false, eagerMin, loadGCPercent},
+		{"a small standalone store ends the load", false, eagerMin - 1, started},
+		{"a federated store ends the load whatever its size", true, 10 * eagerMin, started},
+		{"a small federated store too", true, 1, started},
+	} {
+		g := newLoadGC(tc.federated)
+		g.listed(tc.n)
+		if got := gcPercent(); got != tc.want {
+			t.Errorf("%s: GOGC %d, want %d", tc.name, got, tc.want)
+		}
+		g.end()
+	}
+}
+
 func TestLoadGC_OperatorsGOGCIsLeftAlone(t *testing.T) {
 	t.Setenv("GOGC", "150")
 	prev := debug.SetGCPercent(150)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
-	g := newLoadGC()
+	g := newLoadGC(false)
 	done := g.firstPass()
 	done()
 	g.end()
