@@ -3,6 +3,7 @@ package backend
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/meshnames/meshnames/internal/resource"
@@ -115,4 +116,47 @@ func TestRecentEvent_SharesAWholePatchStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzPatchStatus_NamesAll checks the shortcut of a patch over no status
+// against the general merge: whenever namesAll takes next as it is, the
+// merge keeps all of next too (nothing dropped, the same JSON).
+func FuzzPatchStatus_NamesAll(f *testing.F) {
+	for _, s := range []string{
+		`{"addresses":[{"hostname":"a"}],"conditions":[{"type":"HostnamesAvailable","status":"True"}]}`,
+		`{"addresses":[{"hostname":"a"}],"vips":[{"ip":"241.0.0.1"}]}`,
+		`{"conditions":[{"type":"HostnamesAvailable"},{"type":"Other"}]}`,
+		`{"addresses":[],"conditions":[]}`,
+		` { "addresses" : null , "conditions" : [ { "Type" : "VIPsAllocated" } ] } `,
+		`{"addresses":1,"addresses":2}`,
+		`{"addr\u0065sses":true}`,
+		`{}`, `[]`, `"x"`, `{"addresses":{"a":[1,"}"]}}`,
+	} {
+		f.Add(s, "addresses,vips", "HostnamesAvailable,VIPsAllocated")
+		f.Add(s, "conditions", "")
+	}
+	f.Fuzz(func(t *testing.T, next, fields, conditions string) {
+		p := &store.StatusPatch{Fields: splitNonEmpty(fields), Conditions: splitNonEmpty(conditions)}
+		if next == "" || !namesAll(next, p) {
+			return
+		}
+		merged, dropped, err := patchStatus("", next, p)
+		if err != nil {
+			t.Fatalf("namesAll took %s, the merge failed: %v", next, err)
+		}
+		if dropped || !sameJSON(t, merged, next) {
+			t.Fatalf("namesAll took %s whole; the merge gives %s (dropped %v)", next, merged, dropped)
+		}
+		got, whole, err := PatchStatus("", next, p)
+		if err != nil || !whole || got != next {
+			t.Fatalf("PatchStatus(%q) = %q, %v, %v; want it as it is, whole", next, got, whole, err)
+		}
+	})
+}
+
+func splitNonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
