@@ -74,7 +74,14 @@ func kindPrefix(k resource.Kind) []byte {
 	return append(append([]byte{tObject}, k...), 0)
 }
 
-func revisionKey(rev int64) []byte { return append([]byte{tRevision}, u64(uint64(rev))...) }
+func revisionKey(rev int64) []byte { return appendRevisionKey(nil, rev) }
+
+// The append forms of the keys and values the writer builds (into one
+// buffer it reuses: a batch copies what it is given).
+
+func appendRevisionKey(b []byte, rev int64) []byte {
+	return binary.BigEndian.AppendUint64(append(b, tRevision), uint64(rev))
+}
 
 // parseRevisionKey returns the revision of a revision key.
 func parseRevisionKey(k []byte) (int64, bool) {
@@ -91,9 +98,11 @@ func tombstoneKey(modified int64, k resource.Key) []byte {
 
 func leaseKey(name string) []byte { return append([]byte{tLease}, name...) }
 
-func recordKey(stream string, seq int64) []byte {
-	b := append(append([]byte{tRecord}, stream...), 0)
-	return append(b, u64(uint64(seq))...)
+func recordKey(stream string, seq int64) []byte { return appendRecordKey(nil, stream, seq) }
+
+func appendRecordKey(b []byte, stream string, seq int64) []byte {
+	b = append(append(append(b, tRecord), stream...), 0)
+	return binary.BigEndian.AppendUint64(b, uint64(seq))
 }
 
 func recordPrefix(stream string) []byte { return append(append([]byte{tRecord}, stream...), 0) }
@@ -103,15 +112,22 @@ func termPrefix(stream, term string) []byte {
 	return append(append(b, term...), 0)
 }
 
-func termKey(stream, term string, seq int64) []byte {
-	return append(termPrefix(stream, term), u64(uint64(seq))...)
+func termKey(stream, term string, seq int64) []byte { return appendTermKey(nil, stream, term, seq) }
+
+func appendTermKey(b []byte, stream, term string, seq int64) []byte {
+	b = append(append(append(b, tTerm), stream...), 0)
+	b = append(append(b, term...), 0)
+	return binary.BigEndian.AppendUint64(b, uint64(seq))
 }
 
 func timePrefix(stream string) []byte { return append(append([]byte{tTime}, stream...), 0) }
 
-func timeKey(stream string, at, seq int64) []byte {
-	b := append(timePrefix(stream), u64(ordered(at))...)
-	return append(b, u64(uint64(seq))...)
+func timeKey(stream string, at, seq int64) []byte { return appendTimeKey(nil, stream, at, seq) }
+
+func appendTimeKey(b []byte, stream string, at, seq int64) []byte {
+	b = append(append(append(b, tTime), stream...), 0)
+	b = binary.BigEndian.AppendUint64(b, ordered(at))
+	return binary.BigEndian.AppendUint64(b, uint64(seq))
 }
 
 // prefixEnd is the smallest key greater than every key starting with p
@@ -136,7 +152,10 @@ const rowDeleted = 1
 // revision (uvarints), created, modified (varints), then labels and spec
 // (each a uvarint length and the bytes) and the status (the rest).
 func encodeRow(r *row) []byte {
-	b := make([]byte, 0, 1+4*binary.MaxVarintLen64+2*binary.MaxVarintLen32+r.Size())
+	return appendRow(make([]byte, 0, 1+4*binary.MaxVarintLen64+2*binary.MaxVarintLen32+r.Size()), r)
+}
+
+func appendRow(b []byte, r *row) []byte {
 	var flags byte
 	if r.Deleted {
 		flags |= rowDeleted
@@ -264,7 +283,11 @@ func encodeRecord(at int64, terms []string, data []byte) []byte {
 	for _, t := range terms {
 		n += binary.MaxVarintLen16 + len(t)
 	}
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, n), uint64(at))
+	return appendRecord(make([]byte, 0, n), at, terms, data)
+}
+
+func appendRecord(b []byte, at int64, terms []string, data []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(at))
 	b = binary.AppendUvarint(b, uint64(len(terms)))
 	for _, t := range terms {
 		b = binary.AppendUvarint(b, uint64(len(t)))

@@ -64,6 +64,9 @@ type writeTx struct {
 	// tenth of a first start's CPU at 100,000 services). A create, which
 	// expects no row, uses Get and its bloom filters.
 	objects *pebble.Iterator
+	// key and value are the buffers the keys and values written are
+	// built in: the batch copies them.
+	key, value []byte
 }
 
 func (s *Store) writeGroup(group []*backend.Request) ([]backend.Outcome, bool, error) {
@@ -209,13 +212,16 @@ func (w *writeTx) seek(key resource.Key, okey []byte) (*row, error) {
 func (w *writeTx) put(okey []byte, next, cur *row) {
 	path := okey[1:]
 	if cur != nil {
-		_ = w.b.Delete(revisionKey(cur.Revision), nil)
+		w.key = appendRevisionKey(w.key[:0], cur.Revision)
+		_ = w.b.Delete(w.key, nil)
 		if cur.Deleted {
 			_ = w.b.Delete(tombstoneKey(cur.Modified, cur.Key), nil)
 		}
 	}
-	_ = w.b.Set(okey, encodeRow(next), nil)
-	_ = w.b.Set(revisionKey(next.Revision), path, nil)
+	w.value = appendRow(w.value[:0], next)
+	_ = w.b.Set(okey, w.value, nil)
+	w.key = appendRevisionKey(w.key[:0], next.Revision)
+	_ = w.b.Set(w.key, path, nil)
 	if next.Deleted {
 		_ = w.b.Set(tombstoneKey(next.Modified, next.Key), nil, nil)
 	}
@@ -288,11 +294,15 @@ func (w *writeTx) appendRecord(op store.Op) (store.Result, error) {
 		at = r.Time.UnixNano()
 	}
 	seq := w.records + 1
-	_ = w.b.Set(recordKey(r.Stream, seq), encodeRecord(at, r.Terms, r.Data), nil)
+	w.key = appendRecordKey(w.key[:0], r.Stream, seq)
+	w.value = appendRecord(w.value[:0], at, r.Terms, r.Data)
+	_ = w.b.Set(w.key, w.value, nil)
 	for _, t := range backend.Dedupe(r.Terms) {
-		_ = w.b.Set(termKey(r.Stream, t, seq), nil, nil)
+		w.key = appendTermKey(w.key[:0], r.Stream, t, seq)
+		_ = w.b.Set(w.key, nil, nil)
 	}
-	_ = w.b.Set(timeKey(r.Stream, at, seq), nil, nil)
+	w.key = appendTimeKey(w.key[:0], r.Stream, at, seq)
+	_ = w.b.Set(w.key, nil, nil)
 	w.records = seq
 	return store.Result{}, nil
 }
