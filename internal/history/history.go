@@ -259,23 +259,36 @@ func Diff(zone string, key resource.Key, before, after resource.Status, owned st
 		return &resource.ServiceStatus{}
 	}
 	b, a := svc(before), svc(after)
-	ev := func(host, vip, event, reason string) api.HistoryEvent {
-		return api.HistoryEvent{Zone: zone, Mesh: key.Mesh, Kind: key.Kind, Name: key.Name, Hostname: host, VIP: vip, Event: event, Reason: reason}
-	}
+	// The lists are short (a hostname per generator, a VIP or two):
+	// searching them costs less than indexing them in maps, and out is
+	// allocated once, for as many events as the new status has entries
+	// (a new service gains a hostname and a VIP at once).
 	var out []api.HistoryEvent
-	if slices.Contains(owned.Fields, "addresses") {
-		was := map[string]bool{}
-		for _, addr := range b.Addresses {
-			if addr.Status == resource.AddressAvailable {
-				was[Hostname(addr.Hostname)] = true
-			}
+	add := func(host, vip, event, reason string) {
+		if out == nil {
+			out = make([]api.HistoryEvent, 0, max(2, len(a.Addresses)+len(a.VIPs)))
 		}
-		now := map[string]resource.Address{}
+		out = append(out, api.HistoryEvent{Zone: zone, Mesh: key.Mesh, Kind: key.Kind, Name: key.Name, Hostname: host, VIP: vip, Event: event, Reason: reason})
+	}
+	if slices.Contains(owned.Fields, "addresses") {
+		// last returns the last of list with hostname h.
+		last := func(list []resource.Address, h string) (resource.Address, bool) {
+			for i := len(list) - 1; i >= 0; i-- {
+				if Hostname(list[i].Hostname) == h {
+					return list[i], true
+				}
+			}
+			return resource.Address{}, false
+		}
+		held := func(list []resource.Address, h string) bool {
+			return slices.ContainsFunc(list, func(a resource.Address) bool {
+				return a.Status == resource.AddressAvailable && Hostname(a.Hostname) == h
+			})
+		}
 		for _, addr := range a.Addresses {
 			h := Hostname(addr.Hostname)
-			now[h] = addr
-			if addr.Status == resource.AddressAvailable && !was[h] && h != "" {
-				out = append(out, ev(h, "", api.HistoryAssigned, ""))
+			if addr.Status == resource.AddressAvailable && h != "" && !held(b.Addresses, h) {
+				add(h, "", api.HistoryAssigned, "")
 			}
 		}
 		for _, addr := range b.Addresses {
@@ -283,30 +296,26 @@ func Diff(zone string, key resource.Key, before, after resource.Status, owned st
 			if addr.Status != resource.AddressAvailable || h == "" {
 				continue
 			}
-			switch cur, ok := now[h]; {
+			switch cur, ok := last(a.Addresses, h); {
 			case !ok:
-				out = append(out, ev(h, "", api.HistoryReleased, "no longer generated for the service"))
+				add(h, "", api.HistoryReleased, "no longer generated for the service")
 			case cur.Status != resource.AddressAvailable:
-				out = append(out, ev(h, "", api.HistoryLost, cur.Reason))
+				add(h, "", api.HistoryLost, cur.Reason)
 			}
 		}
 	}
 	if slices.Contains(owned.Fields, "vips") {
-		had := map[string]bool{}
-		for _, v := range b.VIPs {
-			had[VIP(v.IP)] = true
+		holds := func(list []resource.VIP, ip string) bool {
+			return slices.ContainsFunc(list, func(v resource.VIP) bool { return VIP(v.IP) == ip })
 		}
-		has := map[string]bool{}
 		for _, v := range a.VIPs {
-			ip := VIP(v.IP)
-			has[ip] = true
-			if !had[ip] {
-				out = append(out, ev("", ip, api.HistoryAssigned, forValue(v.Hostname)))
+			if ip := VIP(v.IP); !holds(b.VIPs, ip) {
+				add("", ip, api.HistoryAssigned, forValue(v.Hostname))
 			}
 		}
 		for _, v := range b.VIPs {
-			if ip := VIP(v.IP); !has[ip] {
-				out = append(out, ev("", ip, api.HistoryReleased, "no longer needed by the service"))
+			if ip := VIP(v.IP); !holds(a.VIPs, ip) {
+				add("", ip, api.HistoryReleased, "no longer needed by the service")
 			}
 		}
 	}

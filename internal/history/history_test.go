@@ -263,3 +263,20 @@ func TestOps_OneRecordPerWrite(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDiff_NewService is the diff of a first naming: a hostname and
+// a VIP over no status (once per service at a first start).
+func BenchmarkDiff_NewService(b *testing.B) {
+	key := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "redis"}
+	after := &resource.ServiceStatus{
+		Addresses: []resource.Address{{Hostname: "redis.svc.mesh.local", Status: resource.AddressAvailable}},
+		VIPs:      []resource.VIP{{IP: "241.0.0.1", Type: resource.VIPKuma}},
+	}
+	owned := store.StatusPatch{Fields: []string{"addresses", "vips"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if evs := history.Diff("", key, nil, after, owned); len(evs) != 2 {
+			b.Fatalf("%d events, want 2", len(evs))
+		}
+	}
+}
