@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
@@ -59,24 +60,59 @@ const loadGCPercent = 25
 // minutes at 10 zones of 10,000 services, and collecting eagerly all that
 // time cost a zone a quarter of its CPU (docs/performance.md, "2026-11-28,
 // evening: a zone's sync at the default GC target").
+//
+// Outside the eager collection, the target keeps the heap's goal at
+// least heapFloor above what the last collection left live (raised with
+// the live heap by afterGC): a small control plane taking writes (an
+// empty store filling at thousands of services a second) would otherwise
+// collect a heap of 10-30 MB every few dozen milliseconds, a tenth of
+// its CPU. A large store's live heap keeps the start's target, so its
+// memory is unchanged.
 type loadGC struct {
 	mu        sync.Mutex
 	managed   bool // GOGC is not set
 	federated bool // a global or a zone
 	loading   bool // the load is not over (end)
 	passes    int  // first passes running
-	prev      int  // the target outside the load
+	prev      int  // the target outside the load, without the floor
+	current   int  // the target last set
+	// live reads what the last collection left live, which the runtime
+	// sets the heap's goal from (liveHeap).
+	live func() uint64
 }
+
+// heapFloor is how far above the live heap the collector's goal stays at
+// least, outside the eager collection of the load.
+const heapFloor = 64 << 20
 
 // newLoadGC starts the eager collection of the load; federated says the
 // control plane is a global or a zone.
 func newLoadGC(federated bool) *loadGC {
 	_, set := os.LookupEnv("GOGC")
-	g := &loadGC{managed: !set, federated: federated, loading: true}
+	g := &loadGC{managed: !set, federated: federated, loading: true, live: liveHeap}
 	if g.managed {
 		g.prev = debug.SetGCPercent(loadGCPercent)
+		g.current = loadGCPercent
 	}
 	return g
+}
+
+// target is the collector's target for the current phase; g.mu is held.
+func (g *loadGC) target() int {
+	if g.loading && g.passes == 0 {
+		return loadGCPercent
+	}
+	return floorPercent(g.prev, g.live())
+}
+
+// floorPercent is the target percent, or more where the live heap is so
+// small that percent would set the goal less than heapFloor above it. A
+// negative percent (collection off) stays.
+func floorPercent(percent int, live uint64) int {
+	if percent < 0 || live == 0 {
+		return percent
+	}
+	return max(percent, int(min(uint64(heapFloor)*100/live, 100_000)))
 }
 
 // set applies the target of the current phase; g.mu is held.
@@ -84,12 +120,57 @@ func (g *loadGC) set() {
 	if !g.managed {
 		return
 	}
-	target := g.prev
-	if g.loading && g.passes == 0 {
-		target = loadGCPercent
+	if t := g.target(); t != g.current {
+		g.current = t
+		debug.SetGCPercent(t)
 	}
-	debug.SetGCPercent(target)
 }
+
+// liveHeap returns the heap the last collection marked live; 0 before
+// the first.
+func liveHeap() uint64 {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return sample[0].Value.Uint64()
+}
+
+// afterGC sets the target again over the heap a collection left live,
+// for the floor. Every change of phase reads the live heap afresh too: a
+// target set over a live heap since outgrown would let the heap grow
+// tens of times over (a first pass starting over the live heap of an
+// early collection of the load).
+func (g *loadGC) afterGC() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.set()
+}
+
+// watchGC calls g.afterGC after every collection until ctx ends (a
+// finalizer that sets itself again: the runtime runs it after the
+// collection that found its object unreachable).
+func (g *loadGC) watchGC(ctx context.Context) {
+	if !g.managed {
+		return
+	}
+	var arm func()
+	arm = func() {
+		runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) {
+			if ctx.Err() != nil {
+				return
+			}
+			g.afterGC()
+			arm()
+		})
+	}
+	arm()
+}
+
+// gcSentinel is the object of watchGC's finalizer; not empty, as every
+// zero-sized allocation has the same address and is never collected.
+type gcSentinel struct{ _ byte }
 
 // end ends the eager collection for good.
 func (g *loadGC) end() {

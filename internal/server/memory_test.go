@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"testing"
+	"time"
 )
 
 // gcPercent reads the collector's target without changing it.
@@ -14,11 +17,8 @@ func gcPercent() int {
 }
 
 func TestLoadGC_Phases(t *testing.T) {
-	t.Setenv("GOGC", "") // restored after the test; unset below
-	unsetenv(t, "GOGC")
 	const started = 80
-	prev := debug.SetGCPercent(started)
-	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	managedGC(t, started)
 
 	g := newLoadGC(false)
 	var dones []func()
@@ -47,11 +47,8 @@ func TestLoadGC_Phases(t *testing.T) {
 }
 
 func TestLoadGC_ListedEndsASmallOrFederatedLoad(t *testing.T) {
-	t.Setenv("GOGC", "")
-	unsetenv(t, "GOGC")
 	const started = 80
-	prev := debug.SetGCPercent(started)
-	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	managedGC(t, started)
 	for _, tc := range []struct {
 		name      string
 		federated bool
@@ -85,11 +82,99 @@ func TestLoadGC_OperatorsGOGCIsLeftAlone(t *testing.T) {
 	}
 }
 
+// managedGC leaves GOGC unset (a loadGC manages the target) and the
+// target at started for the test, restoring both after it.
+func managedGC(t *testing.T, started int) {
+	t.Helper()
+	t.Setenv("GOGC", "") // restored after the test; unset below
+	unsetenv(t, "GOGC")
+	prev := debug.SetGCPercent(started)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+}
+
 // unsetenv unsets an environment variable for the test (t.Setenv, which
 // restores it, must have been called for it first).
 func unsetenv(t *testing.T, name string) {
 	t.Helper()
 	if err := os.Unsetenv(name); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestFloorPercent(t *testing.T) {
+	for _, tc := range []struct {
+		percent int
+		live    uint64
+		want    int
+	}{
+		{100, 0, 100},                     // no collection yet: the target as is
+		{100, heapFloor, 100},             // the goal is heapFloor above live already
+		{100, heapFloor / 4, 400},         // raised so that the goal is live + heapFloor
+		{100, 10 * heapFloor, 100},        // a large heap keeps the target
+		{25, heapFloor, 100},              // an eager target too is raised over a small heap
+		{-1, 1 << 20, -1},                 // collection off stays off
+		{100, 1, 100_000},                 // bounded
+		{300, heapFloor / 2, 300},         // a higher target than the floor needs stays
+		{100, heapFloor / 3, 300},         // rounded down: 64 MiB * 100 / (64 MiB / 3)
+		{100, heapFloor/3 + 1, 299},       // just over a third
+		{100, uint64(heapFloor) * 2, 100}, // twice the floor live: the floor is below the target
+	} {
+		if got := floorPercent(tc.percent, tc.live); got != tc.want {
+			t.Errorf("floorPercent(%d, %d) = %d, want %d", tc.percent, tc.live, got, tc.want)
+		}
+	}
+}
+
+func TestLoadGC_FloorOutsideTheEagerLoad(t *testing.T) {
+	const started = 100
+	managedGC(t, started)
+
+	g := newLoadGC(false)
+	live := uint64(heapFloor / 4)
+	g.live = func() uint64 { return live }
+	g.afterGC()
+	if got := gcPercent(); got != loadGCPercent {
+		t.Fatalf("during the eager load: GOGC %d, want %d (no floor)", got, loadGCPercent)
+	}
+	done := g.firstPass()
+	if got := gcPercent(); got != 400 {
+		t.Fatalf("during a first pass over a small heap: GOGC %d, want 400", got)
+	}
+	done()
+	g.end()
+	if got := gcPercent(); got != 400 {
+		t.Fatalf("after the load, small heap: GOGC %d, want 400", got)
+	}
+	live = 4 * heapFloor
+	g.afterGC()
+	if got := gcPercent(); got != started {
+		t.Fatalf("after the load, large heap: GOGC %d, want the start's %d", got, started)
+	}
+	live = heapFloor / 2
+	g.afterGC()
+	if got := gcPercent(); got != 200 {
+		t.Fatalf("the heap shrank again: GOGC %d, want 200", got)
+	}
+}
+
+func TestLoadGC_WatchGCFollowsCollections(t *testing.T) {
+	managedGC(t, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newLoadGC(false)
+	g.end()
+	g.watchGC(ctx)
+	// A test binary's live heap is far under heapFloor: once a collection
+	// ran and its finalizer reported, the target is raised.
+	deadline := time.Now().Add(10 * time.Second)
+	for gcPercent() <= 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC still %d after collections", gcPercent())
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+	if live := liveHeap(); live == 0 || live >= heapFloor {
+		t.Fatalf("live heap %d bytes: want some, under %d", live, heapFloor)
 	}
 }

@@ -190,6 +190,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return compactRecordsLoop(gctx, st, s.cfg, s.log) })
 	g.Go(func() error { return keys.Run(gctx, s.log.With("component", "tokens")) })
 	gc := newLoadGC(s.cfg.Mode != config.ModeStandalone)
+	gc.watchGC(gctx)
 	g.Go(func() error { return s.runControllers(gctx, st, c, reg, gc) })
 	g.Go(func() error { return s.sync.run(gctx) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
