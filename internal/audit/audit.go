@@ -108,12 +108,20 @@ func Log(log *slog.Logger, e api.AuditEntry) {
 	if e.Result == api.ResultRefused || e.Result == api.ResultFailed {
 		level = slog.LevelWarn
 	}
+	ctx := context.Background()
+	h := log.Handler()
+	if !h.Enabled(ctx, level) {
+		return
+	}
 	// Typed attributes: a line per write through the API, and boxing its
 	// eleven values was a third of its cost (1.8 -> 1.3 µs, 11 -> 1
-	// allocations, text handler).
-	log.LogAttrs(context.Background(), level, "audit",
-		slog.String("subject", e.Subject), slog.String("role", e.Role), slog.String("token", e.TokenID),
+	// allocations, text handler). The record is built here without the
+	// caller's program counter, which Logger methods read with
+	// runtime.Callers for a source nobody logs (a fifth of the line).
+	r := slog.NewRecord(time.Now(), level, "audit", 0)
+	r.AddAttrs(slog.String("subject", e.Subject), slog.String("role", e.Role), slog.String("token", e.TokenID),
 		slog.String("source", e.Source), slog.String("verb", e.Verb), slog.String("kind", string(e.Kind)),
 		slog.String("mesh", e.Mesh), slog.String("name", e.Name), slog.String("result", e.Result),
 		slog.Int("code", e.Code), slog.String("reason", e.Reason))
+	_ = h.Handle(ctx, r)
 }

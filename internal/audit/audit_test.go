@@ -1,7 +1,10 @@
 package audit_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +71,35 @@ func TestAppendAndFind(t *testing.T) {
 	es, _ := audit.Find(ctx, st, audit.Query{Limit: 2})
 	if older := find(audit.Query{Before: es[1].Seq}); strings.Join(older, " ") != "alice/delete bob/put alice/create" {
 		t.Errorf("the page after %d: %v", es[1].Seq, older)
+	}
+}
+
+// BenchmarkLog is the line every write through the API logs, with the
+// text handler the server uses.
+func BenchmarkLog(b *testing.B) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e := api.AuditEntry{Subject: "127.0.0.1:51234", Role: "admin", Source: "127.0.0.1", Verb: "create",
+		Kind: resource.MeshService, Mesh: "default", Name: "svc-1", Result: api.ResultSuccess, Code: 201}
+	b.ReportAllocs()
+	for b.Loop() {
+		audit.Log(log, e)
+	}
+}
+
+func TestLog_LineAndLevel(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	audit.Log(log, api.AuditEntry{Verb: "create", Result: api.ResultSuccess, Code: 201})
+	if buf.Len() != 0 {
+		t.Fatalf("a success logged at info reached a warn handler: %q", buf.String())
+	}
+	audit.Log(log, api.AuditEntry{Subject: "alice", Verb: "delete", Kind: resource.MeshService, Mesh: "default",
+		Name: "redis", Result: api.ResultRefused, Code: 403, Reason: "role viewer"})
+	line := buf.String()
+	for _, want := range []string{"level=WARN", "msg=audit", "subject=alice", "verb=delete", "kind=MeshService",
+		"mesh=default", "name=redis", "result=" + api.ResultRefused, "code=403", `reason="role viewer"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("audit line %q lacks %q", line, want)
+		}
 	}
 }
