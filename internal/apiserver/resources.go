@@ -320,5 +320,15 @@ func writeObject(w http.ResponseWriter, r *http.Request, status int, obj *resour
 			return
 		}
 	}
-	writeJSON(w, status, obj)
+	// The object's own encoding, written as it is: through json.Marshal
+	// it would be scanned and compacted again (a tenth of a create's
+	// response).
+	b, err := obj.MarshalJSON()
+	if err != nil {
+		writeJSON(w, status, obj) // the same error, answered as writeJSON does
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
 }

@@ -1,7 +1,10 @@
 package resource
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -25,5 +28,32 @@ func TestMeshExternalService_ClusterNames(t *testing.T) {
 				t.Errorf("ClusterNames = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestMarshalJSON_IsWhatJSONMarshalWrites pins what the API relies on when
+// it writes an object's MarshalJSON as it is (writeObject): the bytes are
+// those json.Marshal writes for the object, HTML escaping included.
+func TestMarshalJSON_IsWhatJSONMarshalWrites(t *testing.T) {
+	at := time.Date(2026, 11, 28, 9, 0, 0, 123, time.FixedZone("x", 3600))
+	for _, o := range []*Object{
+		{Kind: MeshService, Mesh: "default", Name: "redis"},
+		{Kind: MeshService, Mesh: "default", Name: "a<b>&c", Labels: map[string]string{"z": "1", "a": "<&>"},
+			Spec:         &MeshServiceSpec{Ports: []Port{{Name: "http", Port: 80, AppProtocol: "http"}}},
+			CreationTime: at, ModificationTime: at.Add(time.Second),
+			Status: &ServiceStatus{Addresses: []Address{{Hostname: "a<b>.svc", Status: "Available"}}, VIPs: []VIP{{IP: "241.0.0.1", Type: "Kuma"}}}},
+		{Kind: HostnameGenerator, Name: "g", Spec: &HostnameGeneratorSpec{Template: "{{ .Name }}.<x>"}},
+	} {
+		want, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := o.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: MarshalJSON\n%s\nwant what json.Marshal writes\n%s", o.Key(), got, want)
+		}
 	}
 }
