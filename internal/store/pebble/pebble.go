@@ -29,6 +29,9 @@ const (
 const (
 	CacheBytes    = 8 << 20
 	MemTableBytes = 16 << 20
+	// l0CompactionThreshold is how many sublevels of L0 start a compaction
+	// into the base level (pebble's default is 4).
+	l0CompactionThreshold = 8
 )
 
 // Option configures Open.
@@ -147,6 +150,10 @@ func openDB(path string, log *slog.Logger, fresh bool) (*pebble.DB, error) {
 		ErrorIfExists:      fresh,
 		Logger:             logger{log},
 		Levels:             make([]pebble.LevelOptions, 7),
+		// A burst's flushes wait in L0 for twice pebble's default before
+		// they are compacted into the base level (see the package doc).
+		L0CompactionThreshold: l0CompactionThreshold,
+		L0StopWritesThreshold: 3 * l0CompactionThreshold,
 	}
 	for i := range opts.Levels {
 		// Most point reads are of keys that do not exist (a create
