@@ -73,6 +73,9 @@ type Store struct {
 	// number given out; compacted the compaction horizon. Guarded by
 	// writeMu.
 	revision, records, compacted int64
+	// fresh are the object keys written lately (write.go). Guarded by
+	// writeMu.
+	fresh freshKeys
 
 	writerDone chan struct{}
 }
@@ -266,12 +269,19 @@ func (s *Store) isClosed() bool { return s.queue.Closed() }
 // memory is freed, once a burst of writes is over (the server calls it
 // when it returns idle memory to the system, see store.MemoryFlusher).
 func (s *Store) FlushMemory() error {
-	return s.read(func() error {
+	err := s.read(func() error {
 		if err := s.db.Flush(); err != nil {
 			return dbErr(fmt.Errorf("flush: %w", err))
 		}
 		return nil
 	})
+	if err == nil {
+		// Not under read: writeMu is taken before life (Close, Backup).
+		s.writeMu.Lock()
+		s.fresh.forget() // in table files now, and their memory is idle
+		s.writeMu.Unlock()
+	}
+	return err
 }
 
 // read runs f while the database is open, holding it open; ErrClosed
