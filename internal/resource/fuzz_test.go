@@ -106,3 +106,31 @@ func checkFuzzErrors(t *testing.T, stage string, err error) {
 		}
 	}
 }
+
+// FuzzUnmarshalLabels checks the plain path of UnmarshalLabels against
+// encoding/json: whatever it decodes, encoding/json decodes the same.
+func FuzzUnmarshalLabels(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":"b"}`, `{"kuma.io/display-name":"redis","kuma.io/origin":"zone"}`,
+		`{"a":"b","a":"c"}`, `{"a":"\u003c"}`, `{"a" :"b"}`, `{"a":"b",}`, `{"é":"ü"}`, "{\"a\":\"\xff\"}", `{"a":1}`, `null`} {
+		f.Add([]byte(s), "redis")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, name string) {
+		got, ok := plainLabels(data, name)
+		if !ok {
+			return
+		}
+		var want map[string]string
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("plainLabels decoded %q, which encoding/json refuses: %v", data, err)
+		}
+		if len(want) == 0 {
+			want = nil
+		}
+		if !cmp.Equal(got, want) {
+			t.Fatalf("plainLabels(%q) = %v, encoding/json %v", data, got, want)
+		}
+		if full, err := UnmarshalLabels(data, name); err != nil || !cmp.Equal(full, got) {
+			t.Fatalf("UnmarshalLabels(%q) = %v, %v; want %v", data, full, err, got)
+		}
+	})
+}

@@ -1,7 +1,9 @@
 package resource
 
 import (
+	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 	"unique"
 )
 
@@ -18,6 +20,9 @@ func intern(s string) string { return unique.Make(s).Value() }
 // UnmarshalLabels decodes stored labels, interning keys and values. A
 // display name equal to the resource's name shares name's string.
 func UnmarshalLabels(data []byte, name string) (map[string]string, error) {
+	if out, ok := plainLabels(data, name); ok {
+		return out, nil
+	}
 	var raw map[string]string
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, err
@@ -36,6 +41,68 @@ func UnmarshalLabels(data []byte, name string) (map[string]string, error) {
 		out[intern(k)] = v
 	}
 	return out, nil
+}
+
+// plainLabels decodes what json.Marshal writes for labels in the usual
+// case: an object of strings without escapes or spaces, such as
+// {"kuma.io/origin":"zone","team":"a"}. It reports false for anything
+// else, which UnmarshalLabels decodes with encoding/json. Every start
+// decodes the labels of every stored resource, and encoding/json (a map
+// decoded by reflection, then copied into the interned one) took 4 µs
+// per resource, 4% of a first start's CPU at 100,000 services.
+func plainLabels(data []byte, name string) (map[string]string, bool) {
+	if len(data) < 2 || data[0] != '{' || data[len(data)-1] != '}' {
+		return nil, false
+	}
+	body := data[1 : len(data)-1]
+	if len(body) == 0 {
+		return nil, true
+	}
+	out := make(map[string]string, bytes.Count(body, []byte(`":"`)))
+	for {
+		k, rest, ok := plainString(body)
+		if !ok || len(rest) == 0 || rest[0] != ':' {
+			return nil, false
+		}
+		v, rest, ok := plainString(rest[1:])
+		if !ok {
+			return nil, false
+		}
+		key := intern(string(k))
+		if key == LabelDisplayName && string(v) == name {
+			out[key] = name
+		} else {
+			out[key] = intern(string(v))
+		}
+		switch {
+		case len(rest) == 0:
+			return out, true
+		case rest[0] != ',':
+			return nil, false
+		}
+		body = rest[1:]
+	}
+}
+
+// plainString reads a JSON string at the start of b that holds no escape,
+// no control character and only valid UTF-8 (so that it decodes to its
+// bytes), and returns its contents and what follows it.
+func plainString(b []byte) (s, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return nil, nil, false
+	}
+	for i := 1; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			if !utf8.Valid(b[1:i]) {
+				return nil, nil, false
+			}
+			return b[1:i], b[i+1:], true
+		case c == '\\' || c < 0x20:
+			return nil, nil, false
+		}
+	}
+	return nil, nil, false
 }
 
 // internStatus interns the repeated strings of a service status.

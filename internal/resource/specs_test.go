@@ -57,3 +57,41 @@ func TestMarshalJSON_IsWhatJSONMarshalWrites(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUnmarshalLabels decodes the stored labels of a typical
+// MeshService, as every start does for every resource.
+func BenchmarkUnmarshalLabels(b *testing.B) {
+	data := []byte(`{"kuma.io/display-name":"svc-00042","kuma.io/mesh":"default","kuma.io/origin":"zone","kuma.io/zone":"default","team":"payments"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := UnmarshalLabels(data, "svc-00042"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestUnmarshalLabels_PlainAndEscaped(t *testing.T) {
+	for _, tc := range []struct {
+		data  string
+		plain bool
+		want  map[string]string
+	}{
+		{`{}`, true, nil},
+		{`{"kuma.io/display-name":"redis","team":"a"}`, true, map[string]string{LabelDisplayName: "redis", "team": "a"}},
+		{`{"a":"b","a":"c"}`, true, map[string]string{"a": "c"}},
+		{`{"a":"\u003cb\u003e"}`, false, map[string]string{"a": "<b>"}},
+		{`{ "a": "b" }`, false, map[string]string{"a": "b"}},
+		{"{\"a\":\"\xff\"}", false, map[string]string{"a": "\ufffd"}},
+	} {
+		_, plain := plainLabels([]byte(tc.data), "redis")
+		got, err := UnmarshalLabels([]byte(tc.data), "redis")
+		if plain != tc.plain || err != nil || !cmp.Equal(got, tc.want) {
+			t.Errorf("%s: plain %v, %v, %v; want plain %v, %v", tc.data, plain, got, err, tc.plain, tc.want)
+		}
+	}
+	for _, bad := range []string{`{"a":1}`, `{"a":"b",}`, `null`, ``, `{"a":"b"`} {
+		if got, err := UnmarshalLabels([]byte(bad), "redis"); err == nil && bad != `null` {
+			t.Errorf("%s: decoded %v, want an error", bad, got)
+		}
+	}
+}
