@@ -132,10 +132,15 @@ func (p IntOrString) MarshalJSON() ([]byte, error) {
 }
 
 func (p *IntOrString) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		*p = IntOrString{String: s, IsName: true}
-		return nil
+	// A number is not tried as a string first: that try fails, and its
+	// error cost more than the number (every stored port is decoded at
+	// every start).
+	if len(b) > 0 && (b[0] == '"' || string(b) == "null") {
+		var s string
+		if err := json.Unmarshal(b, &s); err == nil {
+			*p = IntOrString{String: s, IsName: true}
+			return nil
+		}
 	}
 	var i int
 	if err := json.Unmarshal(b, &i); err != nil {

@@ -95,3 +95,26 @@ func TestUnmarshalLabels_PlainAndEscaped(t *testing.T) {
 		}
 	}
 }
+
+func TestIntOrString_UnmarshalJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    IntOrString
+		wantErr bool
+	}{
+		{`8080`, IntOrString{Int: 8080}, false},
+		{`-1`, IntOrString{Int: -1}, false},
+		{`"http"`, IntOrString{String: "http", IsName: true}, false},
+		{`"8080"`, IntOrString{String: "8080", IsName: true}, false},
+		{`null`, IntOrString{IsName: true}, false},
+		{`80.5`, IntOrString{}, true},
+		{`true`, IntOrString{}, true},
+		{`{}`, IntOrString{}, true},
+	} {
+		var got IntOrString
+		err := got.UnmarshalJSON([]byte(tc.in))
+		if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
+			t.Errorf("%s: %+v, %v; want %+v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
