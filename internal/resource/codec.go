@@ -190,6 +190,11 @@ func UnmarshalSpec(k Kind, data []byte) (Spec, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown kind %q", k)
 	}
+	if k == MeshService && len(data) > 0 {
+		if s, ok := plainMeshServiceSpec(data); ok {
+			return s, nil
+		}
+	}
 	s := d.NewSpec()
 	if len(data) > 0 {
 		if err := json.Unmarshal(data, s); err != nil {

@@ -134,3 +134,32 @@ func FuzzUnmarshalLabels(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlainMeshServiceSpec checks the plain decoding of stored
+// MeshService specs against encoding/json: whatever it decodes,
+// encoding/json decodes the same.
+func FuzzPlainMeshServiceSpec(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"selector":{"dataplaneTags":{"kuma.io/service":"redis"}},"ports":[{"name":"http","port":80,"targetPort":8080,"appProtocol":"http"}]}`,
+		`{"selector":{"dataplaneRef":{"name":"dp-1"}},"ports":[{"port":6379,"targetPort":"redis"}],"state":"Available"}`,
+		`{"identities":[{"type":"ServiceTag","value":"redis"}],"ports":[]}`, `{"selector":{}}`,
+		`{"ports":[{"port":-0}]}`, `{"ports":[{"port":080}]}`, `{"ports":[{"port":8e1}]}`, `{"Ports":[]}`,
+		`{"state":"a","state":"b"}`, `{"selector":{"dataplaneTags":{"a":"b","a":"c"}}}`, `{"ports":null}`,
+		`{"export":{"mode":"All"}}`, `{"ports":[{"port":1234567890}]}`, "{\"state\":\"\xff\"}", `{"state":"\u00e9"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := plainMeshServiceSpec(data)
+		if !ok {
+			return
+		}
+		var want MeshServiceSpec
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("plainMeshServiceSpec decoded %q, which encoding/json refuses: %v", data, err)
+		}
+		if diff := cmp.Diff(&want, got); diff != "" {
+			t.Fatalf("plainMeshServiceSpec(%q) differs from encoding/json (-json +plain):\n%s", data, diff)
+		}
+	})
+}

@@ -118,3 +118,21 @@ func TestIntOrString_UnmarshalJSON(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUnmarshalSpec_MeshService decodes a typical stored MeshService
+// spec, as every start does for every one.
+func BenchmarkUnmarshalSpec_MeshService(b *testing.B) {
+	data, err := json.Marshal(&MeshServiceSpec{
+		Selector: MeshServiceSelector{DataplaneTags: map[string]string{"kuma.io/service": "svc-00042"}},
+		Ports:    []Port{{Name: "http", Port: 80, TargetPort: &IntOrString{Int: 8080}, AppProtocol: "http"}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := UnmarshalSpec(MeshService, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
