@@ -29,9 +29,9 @@ func TestLoadGC_Phases(t *testing.T) {
 		want int
 	}{
 		{"the load starts eager", func() {}, loadGCPercent},
-		{"a first pass runs at the start's target", pass, started},
-		{"a second concurrent pass", pass, started},
-		{"one pass ends (its done called twice), the other runs", func() { dones[0](); dones[0]() }, started},
+		{"a first pass runs at the first pass's target", pass, firstPassGCPercent},
+		{"a second concurrent pass", pass, firstPassGCPercent},
+		{"one pass ends (its done called twice), the other runs", func() { dones[0](); dones[0]() }, firstPassGCPercent},
 		{"both ended: eager again", func() { dones[1]() }, loadGCPercent},
 		{"the load ends", g.end, started},
 		{"a first pass after the load changes nothing", pass, started},
@@ -177,4 +177,17 @@ func TestLoadGC_WatchGCFollowsCollections(t *testing.T) {
 	if live := liveHeap(); live == 0 || live >= heapFloor {
 		t.Fatalf("live heap %d bytes: want some, under %d", live, heapFloor)
 	}
+}
+
+func TestLoadGC_FirstPassKeepsAHigherStartingTarget(t *testing.T) {
+	const started = 3 * firstPassGCPercent
+	managedGC(t, started)
+	g := newLoadGC(false)
+	g.live = func() uint64 { return 10 * heapFloor } // no floor
+	done := g.firstPass()
+	if got := gcPercent(); got != started {
+		t.Fatalf("first pass: GOGC %d, want the start's %d", got, started)
+	}
+	done()
+	g.end()
 }
