@@ -21,6 +21,7 @@ func TestLoadGC_Phases(t *testing.T) {
 	managedGC(t, started)
 
 	g := newLoadGC(false)
+	noFloor(g)
 	var dones []func()
 	pass := func() { dones = append(dones, g.firstPass()) }
 	steps := []struct {
@@ -61,6 +62,7 @@ func TestLoadGC_ListedEndsASmallOrFederatedLoad(t *testing.T) {
 		{"a small federated store too", true, 1, started},
 	} {
 		g := newLoadGC(tc.federated)
+		noFloor(g)
 		g.listed(tc.n)
 		if got := gcPercent(); got != tc.want {
 			t.Errorf("%s: GOGC %d, want %d", tc.name, got, tc.want)
@@ -81,6 +83,11 @@ func TestLoadGC_OperatorsGOGCIsLeftAlone(t *testing.T) {
 		t.Fatalf("GOGC %d, want the operator's 150", got)
 	}
 }
+
+// noFloor has g see a live heap so large that the floor never raises the
+// target: the test's own heap is small, and the floor would otherwise
+// depend on whether a collection ran before it.
+func noFloor(g *loadGC) { g.live = func() uint64 { return 100 * heapFloor } }
 
 // managedGC leaves GOGC unset (a loadGC manages the target) and the
 // target at started for the test, restoring both after it.
@@ -183,7 +190,7 @@ func TestLoadGC_FirstPassKeepsAHigherStartingTarget(t *testing.T) {
 	const started = 3 * firstPassGCPercent
 	managedGC(t, started)
 	g := newLoadGC(false)
-	g.live = func() uint64 { return 10 * heapFloor } // no floor
+	noFloor(g)
 	done := g.firstPass()
 	if got := gcPercent(); got != started {
 		t.Fatalf("first pass: GOGC %d, want the start's %d", got, started)
