@@ -17,8 +17,8 @@ func plainMeshServiceSpec(data []byte) (*MeshServiceSpec, bool) {
 	p := plainJSON{b: data, ok: true}
 	s := &MeshServiceSpec{}
 	var seen [4]bool
-	p.object(func(key string) {
-		switch key {
+	p.object(func(key []byte) {
+		switch string(key) {
 		case "selector":
 			p.once(&seen[0])
 			p.selector(&s.Selector)
@@ -34,8 +34,8 @@ func plainMeshServiceSpec(data []byte) (*MeshServiceSpec, bool) {
 			p.array(func() {
 				var id Identity
 				var seenID [2]bool
-				p.object(func(key string) {
-					switch key {
+				p.object(func(key []byte) {
+					switch string(key) {
 					case "type":
 						p.once(&seenID[0])
 						id.Type = p.str()
@@ -63,23 +63,23 @@ func plainMeshServiceSpec(data []byte) (*MeshServiceSpec, bool) {
 
 func (p *plainJSON) selector(sel *MeshServiceSelector) {
 	var seen [2]bool
-	p.object(func(key string) {
-		switch key {
+	p.object(func(key []byte) {
+		switch string(key) {
 		case "dataplaneTags":
 			p.once(&seen[0])
 			sel.DataplaneTags = map[string]string{}
-			p.object(func(key string) {
-				if _, dup := sel.DataplaneTags[key]; dup {
+			p.object(func(key []byte) {
+				if _, dup := sel.DataplaneTags[string(key)]; dup {
 					p.ok = false
 				}
-				sel.DataplaneTags[key] = p.str()
+				sel.DataplaneTags[string(key)] = p.str()
 			})
 		case "dataplaneRef":
 			p.once(&seen[1])
 			ref := &DataplaneRef{}
 			var seenName bool
-			p.object(func(key string) {
-				if key != "name" {
+			p.object(func(key []byte) {
+				if string(key) != "name" {
 					p.ok = false
 					return
 				}
@@ -96,8 +96,8 @@ func (p *plainJSON) selector(sel *MeshServiceSelector) {
 func (p *plainJSON) port() Port {
 	var port Port
 	var seen [4]bool
-	p.object(func(key string) {
-		switch key {
+	p.object(func(key []byte) {
+		switch string(key) {
 		case "name":
 			p.once(&seen[0])
 			port.Name = p.str()
@@ -145,17 +145,22 @@ func (p *plainJSON) next(c byte) bool {
 	return false
 }
 
-func (p *plainJSON) str() string {
+func (p *plainJSON) str() string { return string(p.raw()) }
+
+// raw reads a string and returns its bytes (plainString), which are
+// data's own: for callers that look them up or intern them rather than
+// keep them.
+func (p *plainJSON) raw() []byte {
 	if !p.ok {
-		return ""
+		return nil
 	}
 	s, rest, ok := plainString(p.b)
 	if !ok {
 		p.ok = false
-		return ""
+		return nil
 	}
 	p.b = rest
-	return string(s)
+	return s
 }
 
 // int reads an integer of at most nine digits, in JSON's form (no
@@ -187,9 +192,9 @@ func (p *plainJSON) int() int {
 	return n
 }
 
-// object reads an object, calling field with each key with the reader at
-// its value, which field must read.
-func (p *plainJSON) object(field func(key string)) {
+// object reads an object, calling field with each key (data's own bytes)
+// with the reader at its value, which field must read.
+func (p *plainJSON) object(field func(key []byte)) {
 	if !p.next('{') {
 		p.ok = false
 		return
@@ -198,7 +203,7 @@ func (p *plainJSON) object(field func(key string)) {
 		return
 	}
 	for p.ok {
-		key := p.str()
+		key := p.raw()
 		if !p.next(':') {
 			p.ok = false
 			return
