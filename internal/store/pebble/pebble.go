@@ -76,6 +76,8 @@ type Store struct {
 	// fresh are the object keys written lately (write.go). Guarded by
 	// writeMu.
 	fresh freshKeys
+	// known are the hashes of every object key with a row (known.go).
+	known knownKeys
 
 	writerDone chan struct{}
 }

@@ -96,6 +96,7 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 	}
 	dec := backend.NewListDecoder(ctx)
 	var revision int64
+	var hashes []uint64 // of every object key, when k is every kind
 	err := s.snapshot(func(snap *pebble.Snapshot) error {
 		rev, err := getUintFrom(snap, metaRevision)
 		if err != nil {
@@ -104,6 +105,9 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 		revision = int64(rev)
 		prefix := kindPrefix(k)
 		return scan(snap, prefix, prefixEnd(prefix), false, func(key, v []byte) (bool, error) {
+			if k == "" {
+				hashes = append(hashes, hashKey(key))
+			}
 			if len(v) > 0 && v[0]&rowDeleted != 0 {
 				return true, nil // a tombstone
 			}
@@ -121,6 +125,9 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 	var objs []*resource.Object
 	if err == nil {
 		objs, err = dec.Objects()
+	}
+	if err == nil && k == "" {
+		s.known.listed(hashes)
 	}
 	if err != nil {
 		if k == "" {

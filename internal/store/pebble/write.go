@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -32,17 +31,15 @@ type freshKeys struct {
 // many, about what a 16 MiB memtable holds of rest-load's writes.
 const maxFresh = 1 << 15
 
-var freshSeed = maphash.MakeSeed()
-
-func (f *freshKeys) add(okey []byte) {
+func (f *freshKeys) add(h uint64) {
 	if f.seen == nil || len(f.seen) >= maxFresh {
 		f.seen = make(map[uint64]struct{}, 1024)
 	}
-	f.seen[maphash.Bytes(freshSeed, okey)] = struct{}{}
+	f.seen[h] = struct{}{}
 }
 
-func (f *freshKeys) has(okey []byte) bool {
-	_, ok := f.seen[maphash.Bytes(freshSeed, okey)]
+func (f *freshKeys) has(h uint64) bool {
+	_, ok := f.seen[h]
 	return ok
 }
 
@@ -208,7 +205,11 @@ func (w *writeTx) load(key resource.Key, okey []byte, expected bool) (*row, erro
 	if r, ok := w.rows[string(okey)]; ok {
 		return r, nil
 	}
-	if expected && !w.s.fresh.has(okey) {
+	h := hashKey(okey)
+	if w.s.known.absent(h) {
+		return nil, nil
+	}
+	if expected && !w.s.fresh.has(h) {
 		return w.seek(key, okey)
 	}
 	v, c, err := w.s.db.Get(okey)
@@ -255,7 +256,9 @@ func (w *writeTx) put(okey []byte, next, cur *row) {
 	}
 	w.value = appendRow(w.value[:0], next)
 	_ = w.b.Set(okey, w.value, nil)
-	w.s.fresh.add(okey)
+	h := hashKey(okey)
+	w.s.fresh.add(h)
+	w.s.known.add(h)
 	w.key = appendRevisionKey(w.key[:0], next.Revision)
 	_ = w.b.Set(w.key, path, nil)
 	if next.Deleted {
