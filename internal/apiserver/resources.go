@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -72,16 +73,47 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, req request) {
 			return
 		}
 	}
-	items, total := s.opts.Cache.List(q)
+	items, total := s.opts.Cache.ListShared(q) // only encoded below
 	page := ListPage{Total: total, Items: items}
-	if page.Items == nil {
-		page.Items = []*resource.Object{}
-	}
 	if q.Offset+len(items) < total {
 		next := nextURL(r, q.Offset+len(items), q.Size)
 		page.Next = &next
 	}
-	writeJSON(w, http.StatusOK, page)
+	b, err := page.appendJSON(make([]byte, 0, 512*len(items)+64))
+	if err != nil {
+		writeJSON(w, http.StatusOK, page) // the same error, answered as writeJSON does
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// appendJSON appends what json.Marshal writes for p, assembled from the
+// items' own encodings: through json.Marshal every item's encoding would
+// be scanned and compacted again (two thirds of a list's CPU).
+func (p ListPage) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"total":`...)
+	b = strconv.AppendInt(b, int64(p.Total), 10)
+	b = append(b, `,"items":[`...)
+	for i, obj := range p.Items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = obj.AppendJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, `],"next":`...)
+	if p.Next == nil {
+		return append(append(b, `null`...), '}'), nil
+	}
+	next, err := json.Marshal(*p.Next)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(b, next...), '}'), nil
 }
 
 func parseListQuery(v url.Values) (cache.Query, validate.Errors) {

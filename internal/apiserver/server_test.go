@@ -368,6 +368,40 @@ func TestList_PagesAndFilters(t *testing.T) {
 	}
 }
 
+// TestList_BodyIsWhatJSONMarshalWrites pins the hand-assembled list body
+// (ListPage.appendJSON) to what json.Marshal writes for the page: with a
+// next link (escaped &), an empty page and a page of objects with status.
+func TestList_BodyIsWhatJSONMarshalWrites(t *testing.T) {
+	e := newEnv(t, resource.ModeStandalone)
+	for i := range 3 {
+		body := "type: MeshService\nlabels:\n  team: a\nspec:\n  ports:\n  - port: 80\n"
+		if r := e.put(fmt.Sprintf("/meshes/default/meshservices/svc-%d", i), body); r.code != http.StatusCreated {
+			t.Fatalf("PUT = %d %s", r.code, r.body)
+		}
+	}
+	for _, path := range []string{"/meshes/default/meshservices?size=2", "/meshes/default/meshservices?offset=2",
+		"/meshes/default/meshexternalservices", "/meshservices"} {
+		r := e.do(http.MethodGet, path, "", "")
+		if r.code != http.StatusOK {
+			t.Fatalf("GET %s = %d %s", path, r.code, r.body)
+		}
+		var page ListPage
+		if err := json.Unmarshal(r.body, &page); err != nil {
+			t.Fatal(err)
+		}
+		if page.Items == nil {
+			page.Items = []*resource.Object{}
+		}
+		want, err := json.Marshal(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.body) != string(want)+"\n" {
+			t.Errorf("GET %s:\n%s\nwant what json.Marshal writes\n%s", path, r.body, want)
+		}
+	}
+}
+
 // Kuma's ?name= filter keeps the names that contain the value; the
 // collection of a mesh-scoped kind at the top lists every mesh.
 func TestList_NameFilterAndCrossMesh(t *testing.T) {

@@ -447,6 +447,36 @@ type Query struct {
 // List returns a page of the resources q selects, ordered by mesh and name,
 // and how many resources q selects in all.
 func (c *Cache) List(q Query) (items []*resource.Object, total int) {
+	page, total := c.page(q)
+	items = make([]*resource.Object, 0, len(page))
+	for _, it := range page {
+		items = append(items, it.e.clone(it.k))
+	}
+	return items, total
+}
+
+// ListShared is List for reading only, as Peek: the page may hold the
+// cache's own objects, which nobody may modify. It spares the copies of
+// List to readers that only encode the page (the API's list).
+func (c *Cache) ListShared(q Query) (items []*resource.Object, total int) {
+	page, total := c.page(q)
+	items = make([]*resource.Object, 0, len(page))
+	for _, it := range page {
+		c.guards.check(it.e.hot, false)
+		items = append(items, it.e.shared(it.k))
+	}
+	return items, total
+}
+
+// pageItem is an entry of a page with its key.
+type pageItem struct {
+	k resource.Key
+	e entry
+}
+
+// page returns the entries of the page q selects and how many resources q
+// selects in all.
+func (c *Cache) page(q Query) (items []pageItem, total int) {
 	c.mu.Lock() // sorted name lists may be rebuilt
 	defer c.mu.Unlock()
 	for _, g := range c.groupsOf(q) {
@@ -476,7 +506,7 @@ func (c *Cache) List(q Query) (items []*resource.Object, total int) {
 				continue
 			}
 			if total >= q.Offset && (q.Size == 0 || len(items) < q.Size) {
-				items = append(items, e.clone(resource.Key{Kind: g.kind, Mesh: g.mesh, Name: name}))
+				items = append(items, pageItem{resource.Key{Kind: g.kind, Mesh: g.mesh, Name: name}, e})
 			}
 			total++
 		}
@@ -500,17 +530,13 @@ func (c *Cache) Keys(q Query) []resource.Key {
 // when a controller reads everything once (its first pass). fn runs
 // without the cache's lock held.
 func (c *Cache) Scan(q Query, fn func(*resource.Object)) {
-	type item struct {
-		k resource.Key
-		e entry
-	}
-	var items []item
+	var items []pageItem
 	var size func(int)
 	if len(q.Labels) == 0 && q.NameContains == "" {
-		size = func(n int) { items = make([]item, 0, n) } // every entry
+		size = func(n int) { items = make([]pageItem, 0, n) } // every entry
 	}
 	c.scanSized(q, size, func(g group, name string, e entry) {
-		items = append(items, item{resource.Key{Kind: g.kind, Mesh: g.mesh, Name: name}, e})
+		items = append(items, pageItem{resource.Key{Kind: g.kind, Mesh: g.mesh, Name: name}, e})
 	})
 	for _, it := range items {
 		c.guards.check(it.e.hot, false)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	yamlv2 "go.yaml.in/yaml/v2"
@@ -11,18 +13,6 @@ import (
 	"github.com/meshnames/meshnames/internal/decode"
 	"github.com/meshnames/meshnames/internal/validate"
 )
-
-// document is the wire shape of every kind.
-type document struct {
-	Type             string            `json:"type"`
-	Mesh             string            `json:"mesh,omitempty"`
-	Name             string            `json:"name"`
-	CreationTime     *time.Time        `json:"creationTime,omitempty"`
-	ModificationTime *time.Time        `json:"modificationTime,omitempty"`
-	Labels           map[string]string `json:"labels,omitempty"`
-	Spec             any               `json:"spec"`
-	Status           any               `json:"status,omitempty"`
-}
 
 // envelope is what Decode reads strictly; spec is decoded separately into
 // the kind's type, status and the timestamps are read-only and ignored.
@@ -148,23 +138,78 @@ func hasField(errs validate.Errors, field string) bool {
 }
 
 // MarshalJSON encodes o in the document shape.
-func (o *Object) MarshalJSON() ([]byte, error) {
-	doc := document{Type: string(o.Kind), Mesh: o.Mesh, Name: o.Name, Labels: o.Labels, Spec: o.Spec}
-	if doc.Spec == nil {
-		doc.Spec = struct{}{}
+func (o *Object) MarshalJSON() ([]byte, error) { return o.AppendJSON(nil) }
+
+// AppendJSON appends o's document to b: exactly what json.Marshal writes
+// for a document (TestAppendJSON_IsWhatJSONMarshalWrites), with the
+// envelope written here and only the spec and status through
+// encoding/json. A list of a thousand resources is a thousand of these.
+func (o *Object) AppendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, string(o.Kind))
+	if o.Mesh != "" {
+		b = append(b, `,"mesh":`...)
+		b = appendJSONString(b, o.Mesh)
 	}
-	if !o.CreationTime.IsZero() {
-		t := o.CreationTime.UTC()
-		doc.CreationTime = &t
+	b = append(b, `,"name":`...)
+	b = appendJSONString(b, o.Name)
+	for _, t := range [...]struct {
+		field string
+		t     time.Time
+	}{{`,"creationTime":`, o.CreationTime}, {`,"modificationTime":`, o.ModificationTime}} {
+		if t.t.IsZero() {
+			continue
+		}
+		v, err := t.t.UTC().MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, t.field...), v...)
 	}
-	if !o.ModificationTime.IsZero() {
-		t := o.ModificationTime.UTC()
-		doc.ModificationTime = &t
+	if len(o.Labels) > 0 {
+		b = append(b, `,"labels":{`...)
+		for i, k := range slices.Sorted(maps.Keys(o.Labels)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(appendJSONString(b, k), ':')
+			b = appendJSONString(b, o.Labels[k])
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"spec":`...)
+	if o.Spec == nil {
+		b = append(b, `{}`...)
+	} else {
+		v, err := json.Marshal(o.Spec)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, v...)
 	}
 	if o.Status != nil {
-		doc.Status = o.Status
+		v, err := json.Marshal(o.Status)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"status":`...), v...)
 	}
-	return json.Marshal(doc)
+	return append(b, '}'), nil
+}
+
+// appendJSONString appends s as encoding/json writes it: as it is when it
+// holds only printable ASCII that needs no escape (encoding/json also
+// escapes <, > and &), through encoding/json otherwise.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			v, _ := json.Marshal(s) // a string always encodes
+			return append(b, v...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // EncodeYAML encodes o as a YAML document, keeping the field order of the

@@ -31,31 +31,88 @@ func TestMeshExternalService_ClusterNames(t *testing.T) {
 	}
 }
 
-// TestMarshalJSON_IsWhatJSONMarshalWrites pins what the API relies on when
-// it writes an object's MarshalJSON as it is (writeObject): the bytes are
-// those json.Marshal writes for the object, HTML escaping included.
-func TestMarshalJSON_IsWhatJSONMarshalWrites(t *testing.T) {
+// document is the wire shape of every kind, as encoding/json would write
+// it: the reference AppendJSON is held to.
+type document struct {
+	Type             string            `json:"type"`
+	Mesh             string            `json:"mesh,omitempty"`
+	Name             string            `json:"name"`
+	CreationTime     *time.Time        `json:"creationTime,omitempty"`
+	ModificationTime *time.Time        `json:"modificationTime,omitempty"`
+	Labels           map[string]string `json:"labels,omitempty"`
+	Spec             any               `json:"spec"`
+	Status           any               `json:"status,omitempty"`
+}
+
+func referenceJSON(o *Object) ([]byte, error) {
+	doc := document{Type: string(o.Kind), Mesh: o.Mesh, Name: o.Name, Labels: o.Labels, Spec: o.Spec}
+	if doc.Spec == nil {
+		doc.Spec = struct{}{}
+	}
+	if !o.CreationTime.IsZero() {
+		t := o.CreationTime.UTC()
+		doc.CreationTime = &t
+	}
+	if !o.ModificationTime.IsZero() {
+		t := o.ModificationTime.UTC()
+		doc.ModificationTime = &t
+	}
+	if o.Status != nil {
+		doc.Status = o.Status
+	}
+	return json.Marshal(doc)
+}
+
+// TestAppendJSON_IsWhatJSONMarshalWrites pins the hand-written envelope of
+// AppendJSON to what encoding/json writes for a document, and what the
+// API relies on when it writes an object's MarshalJSON as it is
+// (writeObject, list pages): the bytes are those json.Marshal writes for
+// the object, HTML escaping included.
+func TestAppendJSON_IsWhatJSONMarshalWrites(t *testing.T) {
 	at := time.Date(2026, 11, 28, 9, 0, 0, 123, time.FixedZone("x", 3600))
 	for _, o := range []*Object{
 		{Kind: MeshService, Mesh: "default", Name: "redis"},
-		{Kind: MeshService, Mesh: "default", Name: "a<b>&c", Labels: map[string]string{"z": "1", "a": "<&>"},
+		{Kind: MeshService, Mesh: "default", Name: "a<b>&c", Labels: map[string]string{"z": "1", "a": "<&>", "é\"\n": "\u2028\x01"},
 			Spec:         &MeshServiceSpec{Ports: []Port{{Name: "http", Port: 80, AppProtocol: "http"}}},
 			CreationTime: at, ModificationTime: at.Add(time.Second),
 			Status: &ServiceStatus{Addresses: []Address{{Hostname: "a<b>.svc", Status: "Available"}}, VIPs: []VIP{{IP: "241.0.0.1", Type: "Kuma"}}}},
-		{Kind: HostnameGenerator, Name: "g", Spec: &HostnameGeneratorSpec{Template: "{{ .Name }}.<x>"}},
+		{Kind: HostnameGenerator, Name: "g", Labels: map[string]string{}, Spec: &HostnameGeneratorSpec{Template: "{{ .Name }}.<x>"}},
+		{Kind: MeshService, Mesh: "m", Name: "typed-nil", Spec: (*MeshServiceSpec)(nil), Status: (*ServiceStatus)(nil)},
+		{Kind: Mesh, Name: "bad\xffutf8", CreationTime: at},
 	} {
-		want, err := json.Marshal(o)
+		want, err := referenceJSON(o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := o.MarshalJSON()
+		if viaMarshal, err := json.Marshal(o); err != nil || !bytes.Equal(viaMarshal, want) {
+			t.Errorf("%s: json.Marshal\n%s\nwant\n%s (%v)", o.Key(), viaMarshal, want, err)
+		}
+		got, err := o.AppendJSON([]byte("prefix"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s: MarshalJSON\n%s\nwant what json.Marshal writes\n%s", o.Key(), got, want)
+		if !bytes.Equal(got, append([]byte("prefix"), want...)) {
+			t.Errorf("%s: AppendJSON\n%s\nwant what json.Marshal writes\n%s", o.Key(), got, want)
 		}
 	}
+}
+
+// FuzzAppendJSON holds the envelope's strings (names, labels) to
+// encoding/json's escaping.
+func FuzzAppendJSON(f *testing.F) {
+	f.Add("default", "redis", "team", "<&>")
+	f.Add("", "a\u2028b", "k\x00", "\xff")
+	f.Fuzz(func(t *testing.T, mesh, name, key, value string) {
+		o := &Object{Kind: MeshService, Mesh: mesh, Name: name, Labels: map[string]string{key: value, "z" + key: name}}
+		want, err := referenceJSON(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := o.AppendJSON(nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("AppendJSON\n%s (%v)\nwant\n%s", got, err, want)
+		}
+	})
 }
 
 // BenchmarkUnmarshalLabels decodes the stored labels of a typical
