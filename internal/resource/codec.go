@@ -56,6 +56,14 @@ func Decode(data []byte) (*Object, error) {
 // and ignored, so that the output of `get -o yaml` can be applied again; so
 // are Kuma's computed identifiers kri and snis.
 func DecodePartial(data []byte) (*Object, validate.Errors) {
+	if obj, ok := plainDocument(data); ok {
+		return obj, nil
+	}
+	return decodeStrict(data)
+}
+
+// decodeStrict is DecodePartial for any document.
+func decodeStrict(data []byte) (*Object, validate.Errors) {
 	g, err := generic(data)
 	if err != nil {
 		return nil, validate.Errors{{Field: DocumentField, Message: err.Error()}}

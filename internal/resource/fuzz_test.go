@@ -163,3 +163,53 @@ func FuzzPlainMeshServiceSpec(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlainDocument holds the shortcut for plain request bodies
+// (plainDocument) to the strict decoder: whatever it accepts, the strict
+// decoder accepts without a problem and decodes to the same object.
+func FuzzPlainDocument(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"MeshService","mesh":"default","name":"redis","labels":{"team":"a"},"spec":{"selector":{"dataplaneTags":{"app":"redis"}},"ports":[{"port":6379,"targetPort":6379,"appProtocol":"tcp"}]}}`,
+		`{"type":"MeshService","name":"redis","spec":{}}` + "\n", `{"type":"MeshService"}`, `{"type":"MeshService","labels":{}}`,
+		`{"type":"MeshService","labels":{"a":"1","a":"2"}}`, `{"type":"MeshService","spec":null}`, `{"name":"x","type":"MeshService"}`,
+		`{"type":"MeshService","mesh":"a","mesh":"b"}`, `{"type":"HostnameGenerator","name":"g","spec":{}}`, `{"type":"MeshService","status":{}}`,
+		`{"type":"MeshService","labels":{"a":1}}`, `{"type":"MeshService","spec":{"ports":[{"port":"80"}]}}`, `{"type":"MeshService"} {}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := plainDocument(data)
+		if !ok {
+			return
+		}
+		want, errs := decodeStrict(data)
+		if len(errs) > 0 {
+			t.Fatalf("plainDocument decoded %q, which the strict decoder refuses: %v", data, errs)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("plainDocument(%q) differs from the strict decoder (-strict +plain):\n%s", data, diff)
+		}
+	})
+}
+
+// TestPlainDocument_TakesUsualBodies pins that the shortcut is taken for
+// the bodies clients send (else FuzzPlainDocument would pass on a
+// shortcut that never applies).
+func TestPlainDocument_TakesUsualBodies(t *testing.T) {
+	for _, body := range []string{
+		// rest-load's (a Go map: keys sorted, type last)
+		`{"labels":{"bench":"true","kuma.io/env":"universal","kuma.io/origin":"zone","ns":"ns-1"},"mesh":"default","name":"svc-1","spec":{"ports":[{"appProtocol":"http","name":"main","port":80,"targetPort":8080}]},"type":"MeshService"}`,
+		// kumactl's and the README's (struct order), with a newline
+		`{"type":"MeshService","mesh":"default","name":"redis","spec":{"selector":{"dataplaneTags":{"app":"redis"}},"ports":[{"port":6379,"targetPort":6379}]}}` + "\n",
+	} {
+		got, ok := plainDocument([]byte(body))
+		if !ok {
+			t.Errorf("plainDocument(%s) took the strict decoder", body)
+			continue
+		}
+		want, errs := decodeStrict([]byte(body))
+		if len(errs) > 0 || !cmp.Equal(want, got) {
+			t.Errorf("plainDocument(%s) = %+v, want %+v (%v)", body, got, want, errs)
+		}
+	}
+}

@@ -1,5 +1,7 @@
 package resource
 
+import "bytes"
+
 // Stored resources are decoded at every start (the cache lists the store)
 // and again whenever a frozen one is read. For MeshService, the kind there
 // are most of, encoding/json's reflection took 5 µs a spec, about 5% of a
@@ -15,6 +17,65 @@ package resource
 // anything else.
 func plainMeshServiceSpec(data []byte) (*MeshServiceSpec, bool) {
 	p := plainJSON{b: data, ok: true}
+	s := p.meshServiceSpec()
+	if !p.ok || len(p.b) != 0 {
+		return nil, false
+	}
+	return s, true
+}
+
+// plainDocument decodes a document as DecodePartial would, when it is a
+// MeshService in the plain form plainMeshServiceSpec reads (what
+// json.Marshal writes, as kumactl and most clients send it): type, mesh,
+// name, labels and spec in any order and nothing else, trailing
+// whitespace allowed. It reports false for anything else, which
+// DecodePartial decodes strictly (FuzzPlainDocument holds the two equal).
+// The API decodes every PUT's body: this is a tenth of a create's CPU.
+func plainDocument(data []byte) (*Object, bool) {
+	p := plainJSON{b: bytes.TrimRight(data, " \t\r\n"), ok: true}
+	obj := &Object{}
+	var seen [5]bool
+	p.object(func(key []byte) {
+		switch string(key) {
+		case "type":
+			p.once(&seen[4])
+			if string(p.raw()) != string(MeshService) {
+				p.ok = false
+			}
+			obj.Kind = MeshService
+		case "mesh":
+			p.once(&seen[0])
+			obj.Mesh = p.str()
+		case "name":
+			p.once(&seen[1])
+			obj.Name = p.str()
+		case "labels":
+			p.once(&seen[2])
+			obj.Labels = map[string]string{}
+			p.object(func(k []byte) {
+				if _, dup := obj.Labels[string(k)]; dup {
+					p.ok = false
+				}
+				obj.Labels[string(k)] = p.str()
+			})
+		case "spec":
+			p.once(&seen[3])
+			obj.Spec = p.meshServiceSpec()
+		default:
+			p.ok = false
+		}
+	})
+	if !p.ok || len(p.b) != 0 || obj.Kind == "" {
+		return nil, false
+	}
+	if obj.Spec == nil {
+		obj.Spec = &MeshServiceSpec{}
+	}
+	return obj, true
+}
+
+// meshServiceSpec reads a MeshServiceSpec (plainMeshServiceSpec).
+func (p *plainJSON) meshServiceSpec() *MeshServiceSpec {
 	s := &MeshServiceSpec{}
 	var seen [4]bool
 	p.object(func(key []byte) {
@@ -55,10 +116,7 @@ func plainMeshServiceSpec(data []byte) (*MeshServiceSpec, bool) {
 			p.ok = false
 		}
 	})
-	if !p.ok || len(p.b) != 0 {
-		return nil, false
-	}
-	return s, true
+	return s
 }
 
 func (p *plainJSON) selector(sel *MeshServiceSelector) {
