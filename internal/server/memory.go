@@ -17,6 +17,10 @@ const (
 	quietBytes = 8 << 20  // allocated in a quiet second: at most this
 	busyBytes  = 64 << 20 // allocated in a busy second: at least this
 	busyFreed  = 1000     // or resources frozen in a busy second
+	// gcBusyBytes allocated in a second start a burst for the collector
+	// (loadGC.setBusy): less than busyBytes, as a zone sharing its cores
+	// with nine others receives its initial sync at 20-30 MB a second.
+	gcBusyBytes = 16 << 20
 	// quietPolls quiet seconds in a row end a burst, and returns are at
 	// least returnEvery apart: a zone's first sync and a global's fan-out
 	// come in batches with quiet seconds between them (10 processes on 2
@@ -45,6 +49,10 @@ const loadGCPercent = 25
 // firstPassGCPercent is the target during the controllers' first pass of
 // the load, at least (see loadGC).
 const firstPassGCPercent = 200
+
+// busyGCPercent is the target, at least, while the control plane is busy
+// (see loadGC).
+const busyGCPercent = 200
 
 // loadGC holds the garbage collector's target through a start: eager
 // (loadGCPercent) while the store loads, except during the controllers'
@@ -75,12 +83,22 @@ const firstPassGCPercent = 200
 // collect a heap of 10-30 MB every few dozen milliseconds, a tenth of
 // its CPU. A large store's live heap keeps the start's target, so its
 // memory is unchanged.
+//
+// After the load, while the control plane is busy (returnMemoryWhenQuiet
+// saw a second allocating busyBytes, until the quiet that ends the burst),
+// the target is busyGCPercent at least: writes to a large store (rest-load
+// with 100,000 services stored, a zone's initial sync) spent a third of
+// their CPU collecting a heap of a few hundred megabytes, for garbage
+// that is nearly all of what they allocate. The heap may grow to three
+// times the live one during the burst instead of twice; its end returns
+// the garbage to the system as before.
 type loadGC struct {
 	mu        sync.Mutex
 	managed   bool // GOGC is not set
 	federated bool // a global or a zone
 	loading   bool // the load is not over (end)
 	passes    int  // first passes running
+	busy      bool // a burst of work after the load (setBusy)
 	prev      int  // the target outside the load, without the floor
 	current   int  // the target last set
 	// live reads what the last collection left live, which the runtime
@@ -111,8 +129,18 @@ func (g *loadGC) target() int {
 		return loadGCPercent
 	case g.loading:
 		return floorPercent(max(g.prev, firstPassGCPercent), g.live())
+	case g.busy && g.prev >= 0:
+		return floorPercent(max(g.prev, busyGCPercent), g.live())
 	}
 	return floorPercent(g.prev, g.live())
+}
+
+// setBusy reports the start or the end of a burst of work.
+func (g *loadGC) setBusy(busy bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.busy = busy
+	g.set()
 }
 
 // floorPercent is the target percent, or more where the live heap is so
@@ -254,7 +282,7 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, fr
 	}
 	t := time.NewTicker(quietPoll)
 	defer t.Stop()
-	prev, prevFreed, busy, quiet := read(), freed(), false, 0
+	prev, prevFreed, busy, quiet, gcQuiet := read(), freed(), false, 0, 0
 	var returned time.Time
 	for {
 		select {
@@ -269,7 +297,19 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, fr
 			gc.listed(n)
 		}
 		now, nowFreed := read(), freed()
-		switch d, f := now-prev, nowFreed-prevFreed; {
+		d, f := now-prev, nowFreed-prevFreed
+		switch { // the collector's bursts: by allocation alone
+		case d >= gcBusyBytes:
+			gc.setBusy(true)
+			gcQuiet = 0
+		case d < quietBytes:
+			if gcQuiet++; gcQuiet >= quietPolls {
+				gc.setBusy(false)
+			}
+		default:
+			gcQuiet = 0
+		}
+		switch {
 		case d >= busyBytes || f >= busyFreed:
 			busy, quiet = true, 0
 		case d >= quietBytes || f > 0:

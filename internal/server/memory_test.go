@@ -198,3 +198,32 @@ func TestLoadGC_FirstPassKeepsAHigherStartingTarget(t *testing.T) {
 	done()
 	g.end()
 }
+
+func TestLoadGC_BusyAfterTheLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		started int
+		want    int // while busy
+	}{
+		{"the default target", 100, busyGCPercent},
+		{"a higher starting target stays", 300, 300},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			managedGC(t, tc.started)
+			g := newLoadGC(false)
+			noFloor(g)
+			g.setBusy(true)
+			if got := gcPercent(); got != loadGCPercent {
+				t.Fatalf("busy during the load: GOGC %d, want the load's %d", got, loadGCPercent)
+			}
+			g.end()
+			if got := gcPercent(); got != tc.want {
+				t.Fatalf("busy after the load: GOGC %d, want %d", got, tc.want)
+			}
+			g.setBusy(false)
+			if got := gcPercent(); got != tc.started {
+				t.Fatalf("quiet again: GOGC %d, want %d", got, tc.started)
+			}
+		})
+	}
+}
