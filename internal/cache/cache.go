@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -455,17 +456,39 @@ func (c *Cache) List(q Query) (items []*resource.Object, total int) {
 	return items, total
 }
 
-// ListShared is List for reading only, as Peek: the page may hold the
-// cache's own objects, which nobody may modify. It spares the copies of
-// List to readers that only encode the page (the API's list).
-func (c *Cache) ListShared(q Query) (items []*resource.Object, total int) {
-	page, total := c.page(q)
-	items = make([]*resource.Object, 0, len(page))
-	for _, it := range page {
-		c.guards.check(it.e.hot, false)
-		items = append(items, it.e.shared(it.k))
+// Page returns the page of resources q selects, to be encoded
+// (Page.AppendJSON), and how many resources q selects in all.
+func (c *Cache) Page(q Query) (p Page, total int) {
+	items, total := c.page(q)
+	return Page{c: c, items: items}, total
+}
+
+// A Page is a page of resources as List selects them, which only encodes
+// them: it spares the API's list the copies and decoding of List.
+type Page struct {
+	c     *Cache
+	items []pageItem
+}
+
+// Len returns how many resources p holds.
+func (p Page) Len() int { return len(p.items) }
+
+// AppendJSON appends to b the documents of p's resources, separated by
+// commas: what List's items encode to (resource.Object.AppendJSON),
+// written from the cache's own entries, frozen ones without decoding
+// them.
+func (p Page) AppendJSON(b []byte) (_ []byte, err error) {
+	for i, it := range p.items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		p.c.guards.check(it.e.hot, false)
+		if b, err = it.e.appendJSON(b, it.k); err != nil {
+			return nil, fmt.Errorf("encode %s: %w", it.k, err)
+		}
+		p.c.guards.check(it.e.hot, false)
 	}
-	return items, total
+	return b, nil
 }
 
 // pageItem is an entry of a page with its key.

@@ -527,6 +527,28 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 		hot[k] = o
 	}
 	hotList, _ := c.List(Query{Kind: resource.MeshService})
+	// A page encodes to what its resources' AppendJSON writes, hot or
+	// frozen (then from the frozen JSON, without decoding).
+	encoded := func(k resource.Key) string {
+		t.Helper()
+		p, total := c.Page(Query{Kind: k.Kind, Mesh: k.Mesh, NameContains: k.Name})
+		b, err := p.AppendJSON([]byte("["))
+		if err != nil || p.Len() != 1 || total != 1 {
+			t.Fatalf("page of %s: %d of %d, %v", k, p.Len(), total, err)
+		}
+		return string(b)
+	}
+	wantJSON := map[resource.Key]string{}
+	for _, k := range keys {
+		b, err := hot[k].AppendJSON([]byte("["))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSON[k] = string(b)
+		if got := encoded(k); got != wantJSON[k] {
+			t.Errorf("page of hot %s:\n%s\nwant\n%s", k, got, wantJSON[k])
+		}
+	}
 	revisionsAre := func(when string) {
 		t.Helper()
 		for _, k := range keys {
@@ -590,6 +612,11 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 	for i, o := range scanAll() {
 		if diff := cmp.Diff(hot[keys[i]], o); diff != "" {
 			t.Errorf("Scan of frozen %s (-hot +frozen):\n%s", keys[i], diff)
+		}
+	}
+	for _, k := range keys {
+		if got := encoded(k); got != wantJSON[k] {
+			t.Errorf("page of frozen %s:\n%s\nwant\n%s", k, got, wantJSON[k])
 		}
 	}
 	if coldList, _ := c.List(Query{Kind: resource.MeshService}); !cmp.Equal(hotList, coldList) {

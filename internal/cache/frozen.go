@@ -83,14 +83,9 @@ func freezeObject(o *resource.Object) (frozen, error) {
 
 // thaw decodes f as the resource k with labels (which it may keep).
 func (f frozen) thaw(k resource.Key, labels map[string]string) (*resource.Object, error) {
-	var head [5]int64
-	rest := []byte(f)
-	for i := range head {
-		v, n := binary.Varint(rest)
-		if n <= 0 {
-			return nil, fmt.Errorf("frozen header: field %d of %d unreadable", i+1, len(head))
-		}
-		head[i], rest = v, rest[n:]
+	head, rest, err := f.header()
+	if err != nil {
+		return nil, err
 	}
 	specLen := head[4]
 	o := &resource.Object{
@@ -98,7 +93,7 @@ func (f frozen) thaw(k resource.Key, labels map[string]string) (*resource.Object
 		Version: head[0], Revision: head[1],
 		CreationTime: time.Unix(0, head[2]).UTC(), ModificationTime: time.Unix(0, head[3]).UTC(),
 	}
-	err := decompress(rest, func(plain []byte) error {
+	err = decompress(rest, func(plain []byte) error {
 		if specLen < 0 || int64(len(plain)) < specLen {
 			return fmt.Errorf("%d bytes, want at least %d", len(plain), specLen)
 		}
@@ -113,6 +108,59 @@ func (f frozen) thaw(k resource.Key, labels map[string]string) (*resource.Object
 		return nil, err
 	}
 	return o, nil
+}
+
+// header reads the varints before f's compressed JSON: version, revision,
+// creation and modification times and the spec's length.
+func (f frozen) header() (head [5]int64, rest []byte, err error) {
+	rest = f
+	for i := range head {
+		v, n := binary.Varint(rest)
+		if n <= 0 {
+			return head, nil, fmt.Errorf("frozen header: field %d of %d unreadable", i+1, len(head))
+		}
+		head[i], rest = v, rest[n:]
+	}
+	return head, rest, nil
+}
+
+// appendJSON appends the document of the resource f holds, as
+// AppendJSON writes it for f.thaw(k, labels), from the JSON f holds
+// rather than from a decoded resource (a list of 100,000 frozen services
+// decoded every one only to encode it again). A resource frozen without
+// a spec, or with a null status, is thawed first: their encodings are the
+// decoder's defaults, which only it knows.
+func (f frozen) appendJSON(b []byte, k resource.Key, labels map[string]string) ([]byte, error) {
+	head, rest, err := f.header()
+	if err != nil {
+		return nil, err
+	}
+	specLen := head[4]
+	direct := false
+	out := b
+	err = decompress(rest, func(plain []byte) error {
+		if specLen <= 0 || int64(len(plain)) < specLen {
+			return nil
+		}
+		spec, status := plain[:specLen], plain[specLen:]
+		if len(status) == 0 {
+			status = nil
+		} else if status[0] != '{' {
+			return nil
+		}
+		direct = true
+		var err error
+		out, err = resource.AppendDocument(b, k, time.Unix(0, head[2]).UTC(), time.Unix(0, head[3]).UTC(), labels, spec, status)
+		return err
+	})
+	if err != nil || direct {
+		return out, err
+	}
+	o, err := f.thaw(k, labels)
+	if err != nil {
+		return nil, err
+	}
+	return o.AppendJSON(b)
 }
 
 // revision returns the revision of the resource f holds, without

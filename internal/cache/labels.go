@@ -66,6 +66,22 @@ func (e entry) shared(k resource.Key) *resource.Object {
 	return e.thaw(k)
 }
 
+// appendJSON appends the document of the resource k (AppendPage).
+func (e entry) appendJSON(b []byte, k resource.Key) ([]byte, error) {
+	if e.hot != nil {
+		return e.hot.AppendJSON(b)
+	}
+	labels := e.labels
+	if e.nameLabel {
+		labels = maps.Clone(labels)
+		if labels == nil {
+			labels = make(map[string]string, 1)
+		}
+		labels[resource.LabelDisplayName] = k.Name
+	}
+	return e.cold.appendJSON(b, k, labels)
+}
+
 func (e entry) thaw(k resource.Key) *resource.Object {
 	labels := maps.Clone(e.labels)
 	if e.nameLabel {

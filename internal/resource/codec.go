@@ -153,18 +153,40 @@ func (o *Object) MarshalJSON() ([]byte, error) { return o.AppendJSON(nil) }
 // envelope written here and only the spec and status through
 // encoding/json. A list of a thousand resources is a thousand of these.
 func (o *Object) AppendJSON(b []byte) ([]byte, error) {
+	spec := []byte(`{}`)
+	if o.Spec != nil {
+		var err error
+		if spec, err = json.Marshal(o.Spec); err != nil {
+			return nil, err
+		}
+	}
+	var status []byte
+	if o.Status != nil {
+		var err error
+		if status, err = json.Marshal(o.Status); err != nil {
+			return nil, err
+		}
+	}
+	return AppendDocument(b, o.Key(), o.CreationTime, o.ModificationTime, o.Labels, spec, status)
+}
+
+// AppendDocument appends the document of the resource k whose spec and
+// status are encoded already (as json.Marshal writes them; status nil
+// when it has none): what AppendJSON writes for the decoded resource. The
+// cache writes its frozen resources this way without decoding them.
+func AppendDocument(b []byte, k Key, created, modified time.Time, labels map[string]string, spec, status []byte) ([]byte, error) {
 	b = append(b, `{"type":`...)
-	b = appendJSONString(b, string(o.Kind))
-	if o.Mesh != "" {
+	b = appendJSONString(b, string(k.Kind))
+	if k.Mesh != "" {
 		b = append(b, `,"mesh":`...)
-		b = appendJSONString(b, o.Mesh)
+		b = appendJSONString(b, k.Mesh)
 	}
 	b = append(b, `,"name":`...)
-	b = appendJSONString(b, o.Name)
+	b = appendJSONString(b, k.Name)
 	for _, t := range [...]struct {
 		field string
 		t     time.Time
-	}{{`,"creationTime":`, o.CreationTime}, {`,"modificationTime":`, o.ModificationTime}} {
+	}{{`,"creationTime":`, created}, {`,"modificationTime":`, modified}} {
 		if t.t.IsZero() {
 			continue
 		}
@@ -174,33 +196,20 @@ func (o *Object) AppendJSON(b []byte) ([]byte, error) {
 		}
 		b = append(append(b, t.field...), v...)
 	}
-	if len(o.Labels) > 0 {
+	if len(labels) > 0 {
 		b = append(b, `,"labels":{`...)
-		for i, k := range slices.Sorted(maps.Keys(o.Labels)) {
+		for i, k := range slices.Sorted(maps.Keys(labels)) {
 			if i > 0 {
 				b = append(b, ',')
 			}
 			b = append(appendJSONString(b, k), ':')
-			b = appendJSONString(b, o.Labels[k])
+			b = appendJSONString(b, labels[k])
 		}
 		b = append(b, '}')
 	}
-	b = append(b, `,"spec":`...)
-	if o.Spec == nil {
-		b = append(b, `{}`...)
-	} else {
-		v, err := json.Marshal(o.Spec)
-		if err != nil {
-			return nil, err
-		}
-		b = append(b, v...)
-	}
-	if o.Status != nil {
-		v, err := json.Marshal(o.Status)
-		if err != nil {
-			return nil, err
-		}
-		b = append(append(b, `,"status":`...), v...)
+	b = append(append(b, `,"spec":`...), spec...)
+	if status != nil {
+		b = append(append(b, `,"status":`...), status...)
 	}
 	return append(b, '}'), nil
 }
