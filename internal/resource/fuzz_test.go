@@ -212,4 +212,15 @@ func TestPlainDocument_TakesUsualBodies(t *testing.T) {
 			t.Errorf("plainDocument(%s) = %+v, want %+v (%v)", body, got, want, errs)
 		}
 	}
+	// What zone sync sends of a MeshService: json.Marshal of its spec.
+	spec := &MeshServiceSpec{Selector: MeshServiceSelector{DataplaneTags: map[string]string{"kuma.io/service": "redis"}},
+		Ports:  []Port{{Name: "tcp", Port: 6379, TargetPort: &IntOrString{Int: 6379}, AppProtocol: "tcp"}},
+		Export: &Export{Mode: "All"}}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := PlainSpec(MeshService, data); !ok || !cmp.Equal(got, Spec(spec)) {
+		t.Errorf("PlainSpec(%s) = %+v, %v; want the spec", data, got, ok)
+	}
 }

@@ -11,7 +11,7 @@ import "bytes"
 
 // plainMeshServiceSpec decodes data, as json.Marshal writes a
 // MeshServiceSpec, when it uses only the usual fields (selector by
-// dataplane tags or reference, ports, identities, state), holds no
+// dataplane tags or reference, ports, identities, state, export), holds no
 // whitespace, escape, null, repeated key or number outside -999999999 to
 // 999999999, and all its strings are valid UTF-8. It reports false for
 // anything else.
@@ -77,7 +77,7 @@ func plainDocument(data []byte) (*Object, bool) {
 // meshServiceSpec reads a MeshServiceSpec (plainMeshServiceSpec).
 func (p *plainJSON) meshServiceSpec() *MeshServiceSpec {
 	s := &MeshServiceSpec{}
-	var seen [4]bool
+	var seen [5]bool
 	p.object(func(key []byte) {
 		switch string(key) {
 		case "selector":
@@ -112,11 +112,40 @@ func (p *plainJSON) meshServiceSpec() *MeshServiceSpec {
 		case "state":
 			p.once(&seen[3])
 			s.State = p.str()
+		case "export":
+			p.once(&seen[4])
+			s.Export = &Export{}
+			var seenMode bool
+			p.object(func(key []byte) {
+				if string(key) != "mode" {
+					p.ok = false
+					return
+				}
+				p.once(&seenMode)
+				s.Export.Mode = p.str()
+			})
 		default:
 			p.ok = false
 		}
 	})
 	return s
+}
+
+// PlainSpec decodes a spec of kind k in the plain form json.Marshal
+// writes, when it is one the plain reader knows (plainMeshServiceSpec):
+// to what the strict decoder makes of it, since such a spec has no
+// unknown or repeated field and only exact field names. It reports false
+// for anything else, which the caller decodes strictly. Zone sync decodes
+// every synced MeshService so.
+func PlainSpec(k Kind, data []byte) (Spec, bool) {
+	if k != MeshService {
+		return nil, false
+	}
+	s, ok := plainMeshServiceSpec(data)
+	if !ok {
+		return nil, false
+	}
+	return s, true
 }
 
 func (p *plainJSON) selector(sel *MeshServiceSelector) {

@@ -81,3 +81,21 @@ func seed(b *testing.B, p *cp, zone string, n int) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkDecodeResource decodes a synced MeshService as a receiving
+// side does for every resource of an initial sync.
+func BenchmarkDecodeResource(b *testing.B) {
+	r, err := encodeResource(&resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "redis-0042",
+		Labels: map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelZone: "east", resource.LabelDisplayName: "redis-0042", resource.LabelMesh: "default"},
+		Spec: &resource.MeshServiceSpec{Selector: resource.MeshServiceSelector{DataplaneTags: map[string]string{"kuma.io/service": "redis-0042"}},
+			Ports: []resource.Port{{Name: "tcp", Port: 6379, TargetPort: &resource.IntOrString{Int: 6379}, AppProtocol: "tcp"}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeResource(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -112,9 +112,13 @@ func DecodeResource(r *pb.Resource) (*resource.Object, error) {
 	}
 	obj := &resource.Object{Kind: d.Kind, Mesh: r.Mesh, Name: r.Name, Labels: maps.Clone(r.Labels), Spec: d.NewSpec()}
 	var errs validate.Errors
-	if len(r.Spec) > 0 && !canonicalSpec(r.Spec, obj.Spec) {
-		obj.Spec = d.NewSpec()
-		errs.Append(decode.JSON(r.Spec, obj.Spec, "spec"))
+	if len(r.Spec) > 0 {
+		if s, ok := resource.PlainSpec(d.Kind, r.Spec); ok {
+			obj.Spec = s // a synced MeshService, read without reflection
+		} else if !canonicalSpec(r.Spec, obj.Spec) {
+			obj.Spec = d.NewSpec()
+			errs.Append(decode.JSON(r.Spec, obj.Spec, "spec"))
+		}
 	}
 	if len(r.Status) > 0 {
 		if !d.HasStatus {

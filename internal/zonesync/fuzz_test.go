@@ -100,22 +100,34 @@ func FuzzCanonicalSpec(f *testing.F) {
 	}
 	f.Add("MeshService", []byte(`{"selector":{"dataplaneTags":{"app":"redis"}},"ports":[{"port":6379,"targetPort":"redis","appProtocol":"tcp"}],"export":{"mode":"All"}}`))
 	f.Add("MeshService", []byte(`{"selector":{"dataplaneTags":null},"ports":[{"port":80,"targetPort":8080}]}`))
+	f.Add("MeshService", []byte(`{"selector":{"dataplaneTags":{"app":"redis"}},"ports":[{"name":"tcp","port":6379,"targetPort":6379}],"export":{"mode":"None"}}`))
+	f.Add("MeshService", []byte(`{"export":{},"state":"Available","identities":[{"type":"ServiceTag","value":"redis"}]}`))
 	f.Add("MeshExternalService", []byte(`{"match":{"type":"HostnameGenerator","port":80,"protocol":"tcp"},"endpoints":[{"address":"1.1.1.1","port":443}]}`))
 	f.Fuzz(func(t *testing.T, kind string, spec []byte) {
 		d, ok := resource.Lookup(resource.Kind(kind))
 		if !ok {
 			return
 		}
+		// Both fast paths of DecodeResource: the plain reader, then
+		// encoding/json checked by re-encoding.
+		plain, plainOK := resource.PlainSpec(d.Kind, spec)
 		fast := d.NewSpec()
-		if !canonicalSpec(spec, fast) {
-			return
-		}
-		strict := d.NewSpec()
-		if errs := decode.JSON(spec, strict, "spec"); len(errs) > 0 {
-			t.Fatalf("%s: the fast path accepted %s, which the strict decoder refuses: %v", kind, spec, errs)
-		}
-		if !reflect.DeepEqual(fast, strict) {
-			t.Fatalf("%s: %s decodes to %#v on the fast path, %#v strictly", kind, spec, fast, strict)
+		canonicalOK := canonicalSpec(spec, fast)
+		for _, c := range []struct {
+			name string
+			ok   bool
+			got  resource.Spec
+		}{{"plain", plainOK, plain}, {"canonical", canonicalOK, fast}} {
+			if !c.ok {
+				continue
+			}
+			strict := d.NewSpec()
+			if errs := decode.JSON(spec, strict, "spec"); len(errs) > 0 {
+				t.Fatalf("%s: the %s path accepted %s, which the strict decoder refuses: %v", kind, c.name, spec, errs)
+			}
+			if !reflect.DeepEqual(c.got, strict) {
+				t.Fatalf("%s: %s decodes to %#v on the %s path, %#v strictly", kind, spec, c.got, c.name, strict)
+			}
 		}
 	})
 }
