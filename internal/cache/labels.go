@@ -66,7 +66,7 @@ func (e entry) shared(k resource.Key) *resource.Object {
 	return e.thaw(k)
 }
 
-// appendJSON appends the document of the resource k (AppendPage).
+// appendJSON appends the document of the resource k (Page.AppendJSON).
 func (e entry) appendJSON(b []byte, k resource.Key) ([]byte, error) {
 	if e.hot != nil {
 		return e.hot.AppendJSON(b)

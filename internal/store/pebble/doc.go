@@ -73,7 +73,9 @@
 // cache's one list at start through few, sorted files. So that a full memtable does not stay in RSS
 // after the burst, the server calls FlushMemory when it returns idle
 // memory to the system. Table files are read with pread, not mapped, so
-// they do not count in the process's RSS.
+// they do not count in the process's RSS. The writer keeps the hashes of
+// every object key with a row (known.go, 8 bytes a key), so that a create
+// does not read the tree for a row that cannot be there.
 //
 // It imports store, store/backend and resource; it must not import the
 // other backends nor anything above store. A Store is safe for concurrent
