@@ -51,13 +51,7 @@ func plainDocument(data []byte) (*Object, bool) {
 			obj.Name = p.str()
 		case "labels":
 			p.once(&seen[2])
-			obj.Labels = map[string]string{}
-			p.object(func(k []byte) {
-				if _, dup := obj.Labels[string(k)]; dup {
-					p.ok = false
-				}
-				obj.Labels[string(k)] = p.str()
-			})
+			obj.Labels = p.stringMap()
 		case "spec":
 			p.once(&seen[3])
 			obj.Spec = p.meshServiceSpec()
@@ -154,13 +148,7 @@ func (p *plainJSON) selector(sel *MeshServiceSelector) {
 		switch string(key) {
 		case "dataplaneTags":
 			p.once(&seen[0])
-			sel.DataplaneTags = map[string]string{}
-			p.object(func(key []byte) {
-				if _, dup := sel.DataplaneTags[string(key)]; dup {
-					p.ok = false
-				}
-				sel.DataplaneTags[string(key)] = p.str()
-			})
+			sel.DataplaneTags = p.stringMap()
 		case "dataplaneRef":
 			p.once(&seen[1])
 			ref := &DataplaneRef{}
@@ -277,6 +265,19 @@ func (p *plainJSON) int() int {
 		return -n
 	}
 	return n
+}
+
+// stringMap reads an object of strings into a new map; a repeated key
+// fails (encoding/json would keep the last).
+func (p *plainJSON) stringMap() map[string]string {
+	m := map[string]string{}
+	p.object(func(k []byte) {
+		if _, dup := m[string(k)]; dup {
+			p.ok = false
+		}
+		m[string(k)] = p.str()
+	})
+	return m
 }
 
 // object reads an object, calling field with each key (data's own bytes)
