@@ -37,10 +37,13 @@
 //
 // Apply checks and encodes its operations in the caller's goroutine and
 // queues them (backend.Queue). One writer goroutine
-// takes every request queued since its last commit (up to maxGroupOps
-// operations) and writes them as one batch, committed with pebble.Sync: one
-// fsync of the write-ahead log per group, so a write is durable when Apply
-// returns. Requests and operations run in queue order, each checked against
+// takes every request queued since its last group (up to maxGroupOps
+// operations) and applies them as one batch with pebble.Sync, without
+// waiting for the sync: while the disk syncs one group, the writer applies
+// the next, and pebble's log writer covers every group applied meanwhile
+// with its next fsync. A second goroutine (syncLoop) answers each group's
+// requests in order once its sync is done, so a write is durable when
+// Apply returns; a failed sync fails its group and every later one. Requests and operations run in queue order, each checked against
 // the state before it by the rules sqlstore follows too (backend.Next;
 // what earlier operations of the group wrote is read from the group's own
 // overlay), so a failed operation writes nothing and does not affect the
@@ -54,7 +57,10 @@
 // # Reads
 //
 // Get reads one key. List, Changes and Records read from one pebble
-// snapshot, so List's revision matches its objects. Changes is served from
+// snapshot, so List's revision matches its objects. What a group wrote is
+// in the database before its sync: Get and List wait for the sync of the
+// revision they read, and Changes ends at the last revision synced, so no
+// read shows a write that a crash could still lose. Changes is served from
 // backend.Recent (the objects this process just wrote) when the reader is
 // nearly caught up, and from the revision keys otherwise.
 //

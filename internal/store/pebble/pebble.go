@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/bloom"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/backend"
@@ -40,6 +41,7 @@ type Option func(*options)
 type options struct {
 	now func() time.Time
 	log *slog.Logger
+	fs  vfs.FS // nil for the operating system's
 }
 
 // WithClock sets the clock that stamps creation and modification times,
@@ -79,7 +81,12 @@ type Store struct {
 	// known are the hashes of every object key with a row (known.go).
 	known knownKeys
 
+	// syncs carries the groups the writer applied to syncLoop, which
+	// closes writerDone once syncs is closed and drained.
+	syncs      chan *applied
 	writerDone chan struct{}
+	// synced is the last revision on disk (write.go).
+	synced syncedRevision
 }
 
 var (
@@ -130,7 +137,7 @@ func open(dir string, o *options) (*Store, error) {
 	if err := migrateSQLite(dir, o.log); err != nil {
 		return nil, err
 	}
-	db, err := openDB(filepath.Join(dir, Dir), o.log, false)
+	db, err := openDB(filepath.Join(dir, Dir), o.log, o.fs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -139,13 +146,19 @@ func open(dir string, o *options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	go s.queue.Serve(maxGroupOps, s.commit, s.writerDone)
+	s.synced.init(s.revision)
+	s.syncs = make(chan *applied, maxApplied)
+	go func() {
+		s.queue.Serve(maxGroupOps, s.commit, make(chan struct{}))
+		close(s.syncs)
+	}()
+	go s.syncLoop()
 	return s, nil
 }
 
-// openDB opens the pebble database in path; fresh says it must not exist
-// yet.
-func openDB(path string, log *slog.Logger, fresh bool) (*pebble.DB, error) {
+// openDB opens the pebble database in path on fs (nil for the operating
+// system's); fresh says it must not exist yet.
+func openDB(path string, log *slog.Logger, fs vfs.FS, fresh bool) (*pebble.DB, error) {
 	cache := pebble.NewCache(CacheBytes)
 	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
@@ -159,6 +172,7 @@ func openDB(path string, log *slog.Logger, fresh bool) (*pebble.DB, error) {
 		// they are compacted into the base level (see the package doc).
 		L0CompactionThreshold: l0CompactionThreshold,
 		L0StopWritesThreshold: 3 * l0CompactionThreshold,
+		FS:                    fs,
 	}
 	for i := range opts.Levels {
 		// Most point reads are of keys that do not exist (a create

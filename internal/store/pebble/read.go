@@ -31,6 +31,9 @@ func (s *Store) Get(ctx context.Context, k resource.Key) (*resource.Object, erro
 		if err != nil {
 			return err
 		}
+		if err := s.synced.wait(r.Revision); err != nil {
+			return err
+		}
 		if r.Deleted {
 			return store.ErrNotFound
 		}
@@ -122,6 +125,9 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 			return true, dec.Add(r)
 		})
 	})
+	if err == nil {
+		err = s.synced.wait(revision) // the writer applies groups before their sync
+	}
 	var objs []*resource.Object
 	if err == nil {
 		objs, err = dec.Objects()
@@ -153,16 +159,21 @@ func (s *Store) ChangesSkipping(ctx context.Context, after int64, limit int, ski
 		return nil, fmt.Errorf("changes after %d: %w", after, store.ErrClosed)
 	}
 	// One process writes (the data directory's lock), so what it wrote
-	// last is the latest.
+	// last is the latest. The feed ends at the last revision synced: the
+	// database shows the groups applied after it already.
+	upto := s.synced.last.Load()
+	if after >= upto {
+		return nil, nil
+	}
 	if evs, ok := s.recent.Changes(after, limit); ok {
 		return evs, nil
 	}
-	return s.changesFromDB(ctx, after, limit, skip)
+	return s.changesFromDB(ctx, after, upto, limit, skip)
 }
 
-// changesFromDB is Changes read from the revision keys; a put whose key
-// and revision skip (when not nil) reports true is not read.
-func (s *Store) changesFromDB(ctx context.Context, after int64, limit int, skip func(resource.Key, int64) bool) ([]store.Event, error) {
+// changesFromDB is Changes read from the revision keys up to upto; a put
+// whose key and revision skip (when not nil) reports true is not read.
+func (s *Store) changesFromDB(ctx context.Context, after, upto int64, limit int, skip func(resource.Key, int64) bool) ([]store.Event, error) {
 	var events []store.Event
 	err := s.snapshot(func(snap *pebble.Snapshot) error {
 		compacted, err := getUintFrom(snap, metaCompacted)
@@ -173,7 +184,7 @@ func (s *Store) changesFromDB(ctx context.Context, after int64, limit int, skip 
 			return fmt.Errorf("%w: the oldest revision to resume from is %d", store.ErrCompacted, compacted)
 		}
 		lower := revisionKey(max(after, 0) + 1)
-		return scan(snap, lower, []byte{tRevision + 1}, false, func(key, path []byte) (bool, error) {
+		return scan(snap, lower, revisionKey(upto+1), false, func(key, path []byte) (bool, error) {
 			rk, err := parseObjectPath(path)
 			if err != nil {
 				return false, err

@@ -18,7 +18,7 @@ func TestRecent_SameAsTheDatabase(t *testing.T) {
 	}
 	defer s.Close()
 	storetest.RecentMatchesDatabase(t, s, &s.recent, func(ctx context.Context, after int64, limit int) ([]store.Event, error) {
-		return s.changesFromDB(ctx, after, limit, nil)
+		return s.changesFromDB(ctx, after, s.synced.last.Load(), limit, nil)
 	})
 }
 

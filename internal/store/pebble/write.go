@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -55,22 +57,139 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 	return s.queue.Apply(ctx, ops)
 }
 
-// commit writes group in one synced batch and hands every request its
-// outcome. A failure to read or commit fails every request of the group
-// (the database is the problem) and leaves the store as it was.
+// commit writes group in one batch and hands it to the syncer (syncLoop),
+// which answers its requests once the write-ahead log holds it on disk.
+// The writer does not wait for that sync: it builds and applies the next
+// group while the disk syncs this one, and pebble's log writer covers the
+// groups applied meanwhile with its next sync. Under rest-load the writer
+// spent 420 of every 465 µs of a group waiting in Commit, so a group
+// waited for the previous one's sync as well as its own. Nothing is
+// acknowledged before its sync, and no read shows it: the change feed
+// ends at the last synced revision, and Get and List wait for the sync of
+// what they read (synced).
+//
+// A failure to read or apply fails every request of the group (the
+// database is the problem); a failed sync fails its group and every group
+// after it (failed): they were applied and may rest on what is lost.
 func (s *Store) commit(group []*backend.Request) {
 	s.writeMu.Lock()
-	outcomes, notify, err := s.writeGroup(group)
+	p := s.writeGroup(group)
 	s.writeMu.Unlock()
-	if err == nil && notify {
-		s.notifier.Notify()
-	}
-	for i, r := range group {
-		if err != nil {
-			r.Done(backend.Outcome{Err: fmt.Errorf("apply: %w", err)})
-			continue
+	s.syncs <- p
+}
+
+// applied is a group the writer applied (or failed to), waiting for its
+// sync in syncLoop.
+type applied struct {
+	group    []*backend.Request
+	outcomes []backend.Outcome
+	events   []backend.RecentEvent
+	revision int64         // the last revision of the store once the group is synced
+	b        *pebble.Batch // nil when nothing was applied
+	err      error         // of the group's reads or apply
+}
+
+// maxApplied bounds the groups applied and not yet synced: the writer
+// waits when the syncer is that far behind.
+const maxApplied = 64
+
+// syncLoop answers the applied groups in order once each is synced, until
+// syncs is closed, then closes writerDone.
+func (s *Store) syncLoop() {
+	defer close(s.writerDone)
+	defer s.synced.close()
+	for p := range s.syncs {
+		err := p.err
+		if p.b != nil {
+			if serr := p.b.SyncWait(); serr != nil && err == nil {
+				err = dbErr(fmt.Errorf("sync: %w", serr))
+			}
+			_ = p.b.Close()
 		}
-		r.Done(outcomes[i])
+		if err == nil {
+			err = s.synced.failure()
+		} else if p.b != nil {
+			s.synced.fail(err)
+		}
+		if err == nil && p.b != nil {
+			s.synced.set(p.revision)
+			s.recent.Add(p.events)
+			if len(p.events) > 0 {
+				s.notifier.Notify()
+			}
+		}
+		for i, r := range p.group {
+			if err != nil {
+				r.Done(backend.Outcome{Err: fmt.Errorf("apply: %w", err)})
+				continue
+			}
+			r.Done(p.outcomes[i])
+		}
+	}
+}
+
+// syncedRevision is the last revision whose group's log sync completed,
+// or the failure of a sync, after which no revision is.
+type syncedRevision struct {
+	last   atomic.Int64
+	mu     sync.Mutex
+	cond   *sync.Cond // on mu: last advanced, failed set, or closed
+	failed error
+	closed bool
+}
+
+func (r *syncedRevision) init(rev int64) {
+	r.last.Store(rev)
+	r.cond = sync.NewCond(&r.mu)
+}
+
+func (r *syncedRevision) set(rev int64) {
+	r.mu.Lock()
+	r.last.Store(rev)
+	r.mu.Unlock()
+	r.cond.Broadcast()
+}
+
+func (r *syncedRevision) fail(err error) {
+	r.mu.Lock()
+	if r.failed == nil {
+		r.failed = err
+	}
+	r.mu.Unlock()
+	r.cond.Broadcast()
+}
+
+func (r *syncedRevision) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cond.Broadcast()
+}
+
+func (r *syncedRevision) failure() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+// wait waits until rev is synced; an error when a sync failed first, or
+// the store was closed.
+func (r *syncedRevision) wait(rev int64) error {
+	if r.last.Load() >= rev {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.last.Load() < rev && r.failed == nil && !r.closed {
+		r.cond.Wait()
+	}
+	switch {
+	case r.last.Load() >= rev:
+		return nil
+	case r.failed != nil:
+		return r.failed
+	default:
+		return store.ErrClosed
 	}
 }
 
@@ -101,32 +220,40 @@ type writeTx struct {
 	key, value []byte
 }
 
-func (s *Store) writeGroup(group []*backend.Request) ([]backend.Outcome, bool, error) {
+func (s *Store) writeGroup(group []*backend.Request) *applied {
+	p := &applied{group: group}
+	if p.err = s.synced.failure(); p.err != nil {
+		return p
+	}
 	w := &writeTx{s: s, b: s.db.NewBatch(), now: s.now().UnixNano(), clock: time.Now().UnixNano(),
 		revision: s.revision, records: s.records, rows: map[string]*row{}, leases: map[string][]byte{}}
-	defer w.b.Close()
 	defer func() {
 		if w.objects != nil {
 			_ = w.objects.Close()
 		}
+		if p.b == nil {
+			_ = w.b.Close()
+		}
 	}()
-	outcomes := make([]backend.Outcome, len(group))
+	p.outcomes = make([]backend.Outcome, len(group))
 	for i, r := range group {
 		if r.Fence != nil {
 			current, err := w.fenced(r.Fence)
 			if err != nil {
-				return nil, false, err
+				p.err = err
+				return p
 			}
 			if !current {
-				outcomes[i] = backend.Fenced(r.Fence)
+				p.outcomes[i] = backend.Fenced(r.Fence)
 				continue
 			}
 		}
 		results, err := r.Run(w.apply)
 		if err != nil {
-			return nil, false, err
+			p.err = err
+			return p
 		}
-		outcomes[i].Results = results
+		p.outcomes[i].Results = results
 	}
 	if w.records > s.records {
 		_ = w.b.Set(metaRecords, u64(uint64(w.records)), nil)
@@ -135,15 +262,15 @@ func (s *Store) writeGroup(group []*backend.Request) ([]backend.Outcome, bool, e
 		_ = w.b.Set(metaRevision, u64(uint64(w.revision)), nil)
 	}
 	if w.b.Empty() {
-		return outcomes, false, nil
+		return p
 	}
-	if err := w.b.Commit(pebble.Sync); err != nil {
-		return nil, false, dbErr(fmt.Errorf("commit: %w", err))
+	if err := s.db.ApplyNoSyncWait(w.b, pebble.Sync); err != nil {
+		p.err = dbErr(fmt.Errorf("commit: %w", err))
+		return p
 	}
-	notify := w.revision > s.revision
+	p.b, p.events, p.revision = w.b, w.events, w.revision
 	s.revision, s.records = w.revision, w.records
-	s.recent.Add(w.events)
-	return outcomes, notify, nil
+	return p
 }
 
 // fenced reports whether the lease of f holds f's holder and term and has
