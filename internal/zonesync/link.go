@@ -290,7 +290,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			return fmt.Errorf("read the change feed: %w", err)
 		}
 		if len(evs) > 0 {
-			sent, err := l.sendEvents(ctx, evs)
+			sent, err := l.sendEvents(ctx, rev, evs)
 			if err != nil {
 				return err
 			}
@@ -380,10 +380,20 @@ func (b *batcher) flush(ctx context.Context, revision int64, last bool) error {
 	return b.l.sendBatch(ctx, revision, n, enc)
 }
 
-// sendEvents sends what the peer gets of evs; it reports whether it sent
-// anything.
-func (l *link) sendEvents(ctx context.Context, evs []outEvent) (bool, error) {
+// sendEvents sends what the peer gets of evs, which follow revision from
+// in the feed; it reports whether it sent anything. A batch fills up
+// within an event too (a Zone's related services are thousands): such a
+// batch brings the peer only to the revision before the event, so that a
+// peer that resumes from it gets the whole event again.
+func (l *link) sendEvents(ctx context.Context, from int64, evs []outEvent) (bool, error) {
 	b := &batcher{l: l}
+	covered := from // the revision the batch packed so far brings the peer to
+	flushFull := func() error {
+		if !b.full() {
+			return nil
+		}
+		return b.flush(ctx, covered, false)
+	}
 	for i := range evs {
 		ev := &evs[i]
 		objs := l.side.related(ctx, store.Event{Type: ev.typ, Revision: ev.rev, Key: ev.key})
@@ -400,19 +410,21 @@ func (l *link) sendEvents(ctx context.Context, evs []outEvent) (bool, error) {
 			}
 		}
 		for _, obj := range objs {
+			if err := flushFull(); err != nil {
+				return b.sent, err
+			}
 			it, err := l.side.prepare(obj)
 			if err != nil {
 				return b.sent, err
 			}
 			l.add(b, it, false)
 		}
-		if b.full() {
-			if err := b.flush(ctx, ev.rev, false); err != nil {
-				return b.sent, err
-			}
+		covered = ev.rev
+		if err := flushFull(); err != nil {
+			return b.sent, err
 		}
 	}
-	err := b.flush(ctx, evs[len(evs)-1].rev, false)
+	err := b.flush(ctx, covered, false)
 	return b.sent, err
 }
 

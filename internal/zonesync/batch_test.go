@@ -1,0 +1,123 @@
+package zonesync
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	pb "github.com/meshnames/meshnames/api/zonesync/v1"
+	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// relatedSide is a side that sends every resource as it is and, for a
+// Zone event, the resources of related_ again (as the global does for a
+// Zone whose spec.enabled may have changed).
+type relatedSide struct {
+	related_ []*resource.Object
+}
+
+func (s relatedSide) prepare(obj *resource.Object) (*outItem, error) { return newOutItem(obj, "") }
+func (relatedSide) pass(*outItem) (bool, bool)                       { return true, false }
+func (relatedSide) outTombstone(k resource.Key) (resource.Key, bool) { return k, true }
+func (s relatedSide) related(_ context.Context, ev store.Event) []*resource.Object {
+	if ev.Key.Kind == resource.Zone {
+		return s.related_
+	}
+	return nil
+}
+func (relatedSide) accept(obj *resource.Object) (*resource.Object, error) { return obj, nil }
+func (relatedSide) writer() admission.Writer                              { return admission.Writer{} }
+func (relatedSide) resolve(k resource.Key) []resource.Key                 { return []resource.Key{k} }
+func (relatedSide) owned() []resource.Key                                 { return nil }
+func (relatedSide) keepStatus() bool                                      { return true }
+
+// TestSendEvents_BatchesFitTheReceiver pins that the sender's batches stay
+// within what a receiver takes (DecodeChanges) also when one event brings
+// thousands of related resources, which a batch of their own once carried
+// past MaxBatchItems: the receiver refused it and its services never
+// reached the zone. A batch that ends inside an event brings the peer
+// only to the revision before it.
+func TestSendEvents_BatchesFitTheReceiver(t *testing.T) {
+	const from, n = 41, MaxBatchItems + 1500
+	var services []*resource.Object
+	for i := range n {
+		services = append(services, meshService("default", fmt.Sprintf("svc-%05d", i), 80))
+	}
+	type batch struct {
+		revision int64
+		keys     []string
+	}
+	var sent []batch
+	var l *link
+	l = &link{peer: "west", side: relatedSide{related_: services}, stats: newStats("west", newMetrics(nil)),
+		send: func(env *pb.Envelope) error {
+			raw := env.GetChanges()
+			if raw == nil {
+				return nil
+			}
+			c, err := DecodeChanges(raw)
+			if err != nil {
+				t.Fatalf("the receiver refuses batch %d: %v", len(sent), err)
+			}
+			var names []string
+			for _, r := range c.Put {
+				names = append(names, r.GetName())
+			}
+			sent = append(sent, batch{c.Revision, names})
+			go l.acked(c.Revision) // the peer keeps up
+			return nil
+		}}
+	l.init()
+	before := meshService("default", "before", 80)
+	after := meshService("default", "after", 80)
+	item := func(o *resource.Object) *outItem {
+		it, err := newOutItem(o, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it
+	}
+	zone := resource.Key{Kind: resource.Zone, Name: "east"}
+	evs := []outEvent{
+		{typ: store.EventPut, rev: 42, key: before.Key(), put: item(before)},
+		{typ: store.EventPut, rev: 43, key: zone},
+		{typ: store.EventPut, rev: 44, key: after.Key(), put: item(after)},
+	}
+	if _, err := l.sendEvents(context.Background(), from, evs); err != nil {
+		t.Fatal(err)
+	}
+
+	seen := map[string]int{} // name -> the batch that carried it
+	last := int64(from)
+	claimed := -1 // the first batch that brings the peer past the Zone's event
+	for i, b := range sent {
+		if len(b.keys) > batchItems {
+			t.Errorf("batch %d carries %d resources, over the sender's %d", i, len(b.keys), batchItems)
+		}
+		if b.revision < last {
+			t.Errorf("batch %d brings the peer back to %d after %d", i, b.revision, last)
+		}
+		last = b.revision
+		if claimed < 0 && b.revision >= 43 {
+			claimed = i
+		}
+		for _, k := range b.keys {
+			seen[k] = i
+		}
+	}
+	if len(seen) != n+2 {
+		t.Fatalf("%d distinct resources sent in %d batches, want %d", len(seen), len(sent), n+2)
+	}
+	if last != 44 {
+		t.Errorf("the last batch brings the peer to %d, want 44", last)
+	}
+	// Every related service is sent by the first batch that claims the
+	// Zone's revision: a peer resuming from a batch's revision gets them all.
+	for _, svc := range services {
+		if i := seen[svc.Name]; i > claimed {
+			t.Fatalf("%s went in batch %d, after batch %d claimed revision %d", svc.Name, i, claimed, sent[claimed].revision)
+		}
+	}
+}
