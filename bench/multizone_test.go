@@ -130,6 +130,43 @@ func zoneInsight(tb testing.TB, c *http.Client, global, zone string) api.ZoneIns
 	return in
 }
 
+// syncStall is how long the initial sync may go without any zone's count
+// of MeshServices moving before waitSynced calls it stalled.
+const syncStall = time.Minute
+
+// waitSynced waits until every zone's cache holds want MeshServices. A
+// sync where no zone's count moves for syncStall fails the benchmark with
+// every zone's count and the global's insight of it (and the processes'
+// logs, printed at cleanup), rather than waiting for the test's timeout.
+func waitSynced(b *testing.B, c *http.Client, global string, zones []string, procs []*serverProc, want float64) {
+	b.Helper()
+	counts := make([]float64, len(procs))
+	moved := time.Now()
+	for {
+		done := true
+		for i, p := range procs {
+			p.checkAlive()
+			v, err := metric(c, p.api, `meshnames_cache_objects{kind="MeshService"}`)
+			if err == nil && v != counts[i] {
+				counts[i], moved = v, time.Now()
+			}
+			done = done && counts[i] >= want
+		}
+		if done {
+			return
+		}
+		if time.Since(moved) > syncStall {
+			var report strings.Builder
+			for i, z := range zones {
+				in, _ := json.Marshal(zoneInsight(b, c, global, z))
+				fmt.Fprintf(&report, "\n%s: %.0f of %.0f MeshServices; global's insight: %s", z, counts[i], want, in)
+			}
+			b.Fatalf("initial sync stalled: no zone's count moved for %s%s", syncStall, report.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // BenchmarkMultizone runs a global and MESHNAMES_BENCH_ZONES zone processes
 // (default 10), each zone seeded with MESHNAMES_BENCH_SERVICES MeshServices
 // (default 10,000), all on embedded stores, and measures:
@@ -214,17 +251,7 @@ func BenchmarkMultizone(b *testing.B) {
 			procs[i] = startServerEnv(b, env, "--mode", "zone", "--zone", z, "--data-dir", dirs[i], "--log-level", "warn",
 				"--global-address", "grpcs://"+addr, "--zone-token-file", tokens[z])
 		}
-		want := float64(nZones * nServices)
-		for _, p := range procs {
-			for {
-				p.checkAlive()
-				v, err := metric(c, p.api, `meshnames_cache_objects{kind="MeshService"}`)
-				if err == nil && v >= want {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
+		waitSynced(b, c, global.api, zones, procs, float64(nZones*nServices))
 		synced := time.Since(start)
 		var zonesCPU time.Duration
 		for _, p := range procs {
