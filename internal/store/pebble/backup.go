@@ -24,6 +24,11 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (store.BackupInfo, erro
 		s.writeMu.Lock() // before life, as Close takes them
 		defer s.writeMu.Unlock()
 		return s.read(func() error {
+			// The groups applied are in the log the checkpoint copies
+			// once synced; none is applied while writeMu is held.
+			if err := s.synced.wait(s.revision); err != nil {
+				return err
+			}
 			info.Revision = s.revision
 			if err := s.db.Checkpoint(filepath.Join(tmp, Dir)); err != nil {
 				return dbErr(fmt.Errorf("checkpoint: %w", err))
