@@ -70,7 +70,8 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 //
 // A failure to read or apply fails every request of the group (the
 // database is the problem); a failed sync fails its group and every group
-// after it (failed): they were applied and may rest on what is lost.
+// after it (syncedRevision.fail): they were applied and may rest on what
+// is lost.
 func (s *Store) commit(group []*backend.Request) {
 	s.writeMu.Lock()
 	p := s.writeGroup(group)
