@@ -298,9 +298,11 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			if sent {
 				sentRev, lastSend = rev, time.Now()
 			}
-			if len(evs) == pageSize {
-				continue
-			}
+			// Read again before waiting: a page shorter than pageSize
+			// does not say the feed has nothing more (the global's
+			// shared window may end before the store does), and what
+			// was written before wake was taken will not wake it.
+			continue
 		}
 		select {
 		case <-ctx.Done():

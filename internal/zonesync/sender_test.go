@@ -3,7 +3,9 @@ package zonesync
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
 	pb "github.com/meshnames/meshnames/api/zonesync/v1"
 	"github.com/meshnames/meshnames/internal/admission"
@@ -118,6 +120,72 @@ func TestSendEvents_BatchesFitTheReceiver(t *testing.T) {
 	for _, svc := range services {
 		if i := seen[svc.Name]; i > claimed {
 			t.Fatalf("%s went in batch %d, after batch %d claimed revision %d", svc.Name, i, claimed, sent[claimed].revision)
+		}
+	}
+}
+
+// pagedFeed hands a stream its events in the pages given, as the global's
+// shared window can: a page shorter than the limit while more follow.
+type pagedFeed struct{ pages [][]outEvent }
+
+func (f *pagedFeed) changes(_ context.Context, after int64, _ int) ([]outEvent, error) {
+	for _, p := range f.pages {
+		if p[0].rev > after {
+			return p, nil
+		}
+	}
+	return nil, nil
+}
+
+func (*pagedFeed) close() {}
+
+// TestSendLoop_ReadsOnAfterAShortPage pins that the sender reads its feed
+// again after a page shorter than pageSize instead of waiting for the
+// store's next change: the rest was written before it started waiting,
+// so nothing would wake it until the next heartbeat (or the next write).
+func TestSendLoop_ReadsOnAfterAShortPage(t *testing.T) {
+	st := newCP(t, "global").st // nothing is written to it: Changed never fires
+	item := func(name string) *outItem {
+		it, err := newOutItem(meshService("default", name, 80), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it
+	}
+	feed := &pagedFeed{pages: [][]outEvent{
+		{{typ: store.EventPut, rev: 1, key: msKey("default", "a"), put: item("a")}},
+		{{typ: store.EventPut, rev: 2, key: msKey("default", "b"), put: item("b")}},
+	}}
+	revisions := make(chan int64, 16)
+	var l *link
+	l = &link{peer: "west", side: relatedSide{}, st: st, feed: feed, heartbeat: time.Hour,
+		stats: newStats("west", newMetrics(nil)), log: slog.New(slog.DiscardHandler),
+		send: func(env *pb.Envelope) error {
+			if c, err := DecodeChanges(env.GetChanges()); err == nil {
+				revisions <- c.Revision
+				go l.acked(c.Revision)
+			}
+			return nil
+		}}
+	l.init()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.sendLoop(ctx, Position{}) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sendLoop = %v", err)
+		}
+	}()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case rev := <-revisions:
+			if rev == 2 {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the second page was not sent within 5 s of the first (the sender waited for a change)")
 		}
 	}
 }
