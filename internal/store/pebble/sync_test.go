@@ -3,7 +3,6 @@ package pebble
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,15 +97,28 @@ func meshOp(name string) store.Op {
 type applyResult struct {
 	rs  []store.Result
 	err error
+	// early says the call returned while release was still open.
+	early bool
 }
 
-func applyAsync(s *Store, op store.Op) <-chan applyResult {
+// applyAsync applies op and reports, with the outcome, whether Apply
+// returned before release was closed.
+func applyAsync(s *Store, op store.Op, release <-chan struct{}) <-chan applyResult {
 	c := make(chan applyResult, 1)
 	go func() {
 		rs, err := s.Apply(context.Background(), op)
-		c <- applyResult{rs, err}
+		c <- applyResult{rs, err, !closed(release)}
 	}()
 	return c
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // waitApplied waits until the database holds the mesh named: the writer
@@ -138,43 +150,38 @@ func TestWriter_AppliesTheNextGroupWhileTheLogSyncs(t *testing.T) {
 
 	release := make(chan struct{})
 	t.Cleanup(func() { // before the store's Close, which waits for the syncs
-		select {
-		case <-release:
-		default:
+		if !closed(release) {
 			close(release)
 		}
 	})
 	hold := func() error { <-release; return nil }
 	gate.Store(&hold)
-	a := applyAsync(s, meshOp("a"))
+	a := applyAsync(s, meshOp("a"), release)
 	waitApplied(t, s, "a")
-	b := applyAsync(s, meshOp("b"))
+	b := applyAsync(s, meshOp("b"), release)
 	waitApplied(t, s, "b") // the writer did not wait for a's sync
 
-	for name, c := range map[string]<-chan applyResult{"a": a, "b": b} {
-		select {
-		case r := <-c:
-			t.Fatalf("Apply(%s) returned %v, %v before the log was synced", name, r.rs, r.err)
-		default:
-		}
-	}
 	if evs, err := s.Changes(ctx, start, 0); err != nil || len(evs) != 0 {
 		t.Fatalf("Changes(%d) before the sync = %v, %v; want nothing", start, evs, err)
 	}
-	getA := make(chan error, 1)
-	go func() { _, err := s.Get(ctx, resource.Key{Kind: resource.Mesh, Name: "a"}); getA <- err }()
-	runtime.Gosched()
-	select {
-	case err := <-getA:
-		t.Fatalf("Get(a) returned %v before a's sync", err)
-	default:
+	type getResult struct {
+		err   error
+		early bool
 	}
+	getA := make(chan getResult, 1)
+	go func() {
+		_, err := s.Get(ctx, resource.Key{Kind: resource.Mesh, Name: "a"})
+		getA <- getResult{err, !closed(release)}
+	}()
 
 	close(release)
-	if err := <-getA; err != nil {
-		t.Fatalf("Get(a), waiting for its sync = %v", err)
+	if g := <-getA; g.err != nil || g.early {
+		t.Fatalf("Get(a) = %v, returned before a's sync: %v", g.err, g.early)
 	}
 	ra, rb := <-a, <-b
+	if ra.early || rb.early {
+		t.Fatalf("Apply returned before the log was synced: a %v, b %v", ra.early, rb.early)
+	}
 	if ra.err != nil || ra.rs[0].Err != nil || rb.err != nil || rb.rs[0].Err != nil {
 		t.Fatalf("after the sync: Apply(a) = %v, %v; Apply(b) = %v, %v", ra.rs, ra.err, rb.rs, rb.err)
 	}
