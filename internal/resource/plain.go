@@ -108,16 +108,7 @@ func (p *plainJSON) meshServiceSpec() *MeshServiceSpec {
 			s.State = p.str()
 		case "export":
 			p.once(&seen[4])
-			s.Export = &Export{}
-			var seenMode bool
-			p.object(func(key []byte) {
-				if string(key) != "mode" {
-					p.ok = false
-					return
-				}
-				p.once(&seenMode)
-				s.Export.Mode = p.str()
-			})
+			s.Export = &Export{Mode: p.onlyString("mode")}
 		default:
 			p.ok = false
 		}
@@ -151,17 +142,7 @@ func (p *plainJSON) selector(sel *MeshServiceSelector) {
 			sel.DataplaneTags = p.stringMap()
 		case "dataplaneRef":
 			p.once(&seen[1])
-			ref := &DataplaneRef{}
-			var seenName bool
-			p.object(func(key []byte) {
-				if string(key) != "name" {
-					p.ok = false
-					return
-				}
-				p.once(&seenName)
-				ref.Name = p.str()
-			})
-			sel.DataplaneRef = ref
+			sel.DataplaneRef = &DataplaneRef{Name: p.onlyString("name")}
 		default:
 			p.ok = false
 		}
@@ -221,6 +202,22 @@ func (p *plainJSON) next(c byte) bool {
 }
 
 func (p *plainJSON) str() string { return string(p.raw()) }
+
+// onlyString reads an object whose only member is the string named key
+// ({"mode":"All"}, {"name":"web"}); any other member is not plain.
+func (p *plainJSON) onlyString(key string) string {
+	var v string
+	var seen bool
+	p.object(func(k []byte) {
+		if string(k) != key {
+			p.ok = false
+			return
+		}
+		p.once(&seen)
+		v = p.str()
+	})
+	return v
+}
 
 // raw reads a string and returns its bytes (plainString), which are
 // data's own: for callers that look them up or intern them rather than
