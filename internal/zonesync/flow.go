@@ -51,7 +51,7 @@ type zoneOut struct {
 // put returns what the global gets of obj, a zone's resource, or nil. It
 // shares what it does not change with obj, which it leaves as it is.
 func (z zoneOut) put(obj *resource.Object) *resource.Object {
-	if !fromZone(obj.Kind) || obj.Labels[resource.LabelOrigin] == resource.OriginGlobal {
+	if !z.sends(obj.Kind, obj.Labels[resource.LabelOrigin]) {
 		return nil
 	}
 	if obj.Kind == resource.MeshService {
@@ -67,6 +67,12 @@ func (z zoneOut) put(obj *resource.Object) *resource.Object {
 		return &out
 	}
 	return obj
+}
+
+// sends reports whether the global gets a zone's resource of kind k with
+// the kuma.io/origin label origin: what was created in the zone.
+func (z zoneOut) sends(k resource.Kind, origin string) bool {
+	return fromZone(k) && origin != resource.OriginGlobal
 }
 
 // tombstone returns what the global deletes when the zone deleted k.
@@ -93,11 +99,18 @@ func acceptFromZone(obj *resource.Object, zone string) (*resource.Object, error)
 	}
 	ns := obj.Labels[resource.LabelNamespace]
 	local := localName(obj.Name, ns)
-	obj.Name = HashedName(obj.Kind, obj.Mesh, local, zone, ns)
+	obj.Name = globalKey(obj.Key(), zone, ns).Name
 	obj.Labels[resource.LabelOrigin] = resource.OriginZone
 	obj.Labels[resource.LabelZone] = zone
 	obj.Labels[resource.LabelDisplayName] = local
 	return obj, nil
+}
+
+// globalKey is the global's key of zone's resource k, whose namespace
+// label is ns ("" for none).
+func globalKey(k resource.Key, zone, ns string) resource.Key {
+	k.Name = HashedName(k.Kind, k.Mesh, localName(k.Name, ns), zone, ns)
+	return k
 }
 
 // localName returns the zone's name for a resource named name with the
@@ -129,42 +142,67 @@ type globalOut struct {
 	exportDefault string
 }
 
+// flow is what happens to a resource of the global in the zones.
+type flow int
+
+const (
+	flowNone   flow = iota // it does not flow to zones
+	flowPut                // zones store it
+	flowDelete             // zones delete it: it stopped flowing (export None)
+)
+
+// target returns where obj, a resource of the global, goes: the key zones
+// store it under, the zone a MeshService came from ("" for other kinds),
+// and whether it flows.
+func (g globalOut) target(obj *resource.Object) (k resource.Key, from string, fl flow) {
+	k = obj.Key()
+	switch obj.Kind {
+	case resource.Mesh:
+		return k, "", flowPut
+	case resource.HostnameGenerator, resource.MeshExternalService, resource.MeshMultiZoneService:
+		if obj.Labels[resource.LabelOrigin] == resource.OriginZone {
+			return k, "", flowNone // created in a zone: visible on global, not sent on
+		}
+		k.Name = HashedName(obj.Kind, obj.Mesh, obj.Name, "", "")
+		return k, "", flowPut
+	case resource.MeshService:
+		from = obj.Labels[resource.LabelZone]
+		if obj.Labels[resource.LabelOrigin] != resource.OriginZone || from == "" {
+			return k, "", flowNone
+		}
+		if !g.exported(obj) {
+			return k, from, flowDelete
+		}
+		return k, from, flowPut
+	}
+	return k, "", flowNone
+}
+
 // shared returns what every zone gets of obj, a resource of the global: a
 // resource to store, or a key to delete there when obj stopped flowing
 // (its export mode turned None), or neither; and from, the zone a
 // MeshService came from ("" for other kinds). The resource shares what it
 // does not change with obj, which it leaves as it is.
 func (g globalOut) shared(obj *resource.Object) (out *resource.Object, del *resource.Key, from string) {
-	origin := obj.Labels[resource.LabelOrigin]
-	switch obj.Kind {
-	case resource.Mesh:
-		o := *obj
-		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal)
-		return &o, nil, ""
-	case resource.HostnameGenerator, resource.MeshExternalService, resource.MeshMultiZoneService:
-		if origin == resource.OriginZone {
-			return nil, nil, "" // created in a zone: visible on global, not sent on
-		}
-		o := *obj
-		o.Name = HashedName(obj.Kind, obj.Mesh, obj.Name, "", "")
-		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal, resource.LabelDisplayName, obj.Name)
-		o.Status = nil
-		return &o, nil, ""
-	case resource.MeshService:
-		from := obj.Labels[resource.LabelZone]
-		if origin != resource.OriginZone || from == "" {
-			return nil, nil, ""
-		}
-		if !g.exported(obj) {
-			k := obj.Key()
-			return nil, &k, from
-		}
-		o := *obj
-		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal)
-		o.Status = nil // each zone computes its own VIPs and hostnames
-		return &o, nil, from
+	k, from, fl := g.target(obj)
+	switch fl {
+	case flowNone:
+		return nil, nil, ""
+	case flowDelete:
+		return nil, &k, from
 	}
-	return nil, nil, ""
+	o := *obj
+	o.Name = k.Name
+	switch obj.Kind {
+	case resource.Mesh, resource.MeshService:
+		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal)
+	default:
+		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal, resource.LabelDisplayName, obj.Name)
+	}
+	if obj.Kind != resource.Mesh {
+		o.Status = nil // each zone computes its own VIPs and hostnames
+	}
+	return &o, nil, from
 }
 
 // forZone returns whether zone gets what came from the zone from (""

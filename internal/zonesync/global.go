@@ -71,6 +71,8 @@ type Global struct {
 	// feed is the global's feed as every zone's stream reads it, read
 	// and encoded once for all of them.
 	feed *sharedFeed
+	// inventories is what zones should hold, for the streams' checks.
+	inventories inventories
 
 	mu    sync.Mutex
 	zones map[string]*zoneState
@@ -91,7 +93,7 @@ func NewGlobal(o GlobalOptions) *Global {
 		o.Heartbeat = DefaultHeartbeat
 	}
 	g := &Global{o: o, m: newMetrics(o.Registerer), zones: map[string]*zoneState{}}
-	g.feed = newSharedFeed(o.Store, newGlobalSide("", o.Cache, o.ExportDefault), sharedFeedBytes, sharedFeedKeep)
+	g.feed = newSharedFeed(o.Store, newGlobalSide("", o.Cache, o.ExportDefault, &g.inventories), sharedFeedBytes, sharedFeedKeep)
 	return g
 }
 
@@ -204,7 +206,7 @@ func (g *Global) serve(stream grpc.BidiStreamingServer[pb.Envelope, pb.Envelope]
 	log.Info("zone connected", "addr", addr, "zone_version", h.GetVersion(),
 		"resume_sent", h.GetResume().GetRevision(), "resume_received", pos.Revision)
 	l := &link{
-		peer: zone, admit: admission.New(admission.Options{Mode: resource.ModeGlobal, Store: g.o.Store, Cache: g.o.Cache}), st: g.o.Store, cache: g.o.Cache, side: newGlobalSide(zone, g.o.Cache, g.o.ExportDefault),
+		peer: zone, admit: admission.New(admission.Options{Mode: resource.ModeGlobal, Store: g.o.Store, Cache: g.o.Cache}), st: g.o.Store, cache: g.o.Cache, side: newGlobalSide(zone, g.o.Cache, g.o.ExportDefault, &g.inventories),
 		feed:  g.feed.reader(),
 		epoch: g.epoch, peerEpoch: h.GetEpoch(), ackLease: leaseFromZone + zone, heartbeat: g.o.Heartbeat,
 		log: log, stats: st, send: stream.Send, recv: stream.Recv,

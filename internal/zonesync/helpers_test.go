@@ -146,6 +146,18 @@ func (p *cp) waitLog(s string) {
 	}
 }
 
+// waitLogs waits until n log lines contain s.
+func (p *cp) waitLogs(s string, n int) {
+	p.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(p.logs.String(), s) < n {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: %d log lines with %q within 10s, want %d", p.name, strings.Count(p.logs.String(), s), s, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func describe(o *resource.Object) string {
 	if o == nil {
 		return "absent"

@@ -44,6 +44,10 @@ type side interface {
 	owned() []resource.Key
 	// keepStatus says whether the status the peer sends is stored.
 	keepStatus() bool
+	// expected returns what the peer should hold of this side's resources
+	// once it has this store's feed up to the cache's revision
+	// (inventory.go).
+	expected() inventory
 }
 
 // Position is how far one side has stored the other side's feed.
@@ -105,6 +109,9 @@ type link struct {
 	inflight []int64 // revisions sent and not acknowledged, in order
 	digests  map[uint64]uint64
 
+	// fullWanted holds a full state the peer asked for (inventory.go).
+	fullWanted chan struct{}
+
 	// receiver state (its goroutine only)
 	lastWrite int64
 	seen      map[resource.Key]bool // keys of the snapshot being received
@@ -113,6 +120,7 @@ type link struct {
 func (l *link) init() {
 	l.ackCond = sync.NewCond(&l.ackMu)
 	l.digests = map[uint64]uint64{}
+	l.fullWanted = make(chan struct{}, 1)
 	l.echoes = map[resource.Key]bool{}
 }
 
@@ -148,7 +156,7 @@ func (l *link) run(ctx context.Context, from Position) error {
 	l.init()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	inbox := make(chan []byte, inboxSize)
+	inbox := make(chan received, inboxSize)
 	msgs := make(chan *pb.Envelope)
 	recvErr := make(chan error, 1)
 	// The reader is not waited for: on the server Recv returns only once
@@ -226,12 +234,25 @@ func (l *link) run(ctx context.Context, from Position) error {
 	return g.Wait()
 }
 
-func (l *link) dispatch(ctx context.Context, env *pb.Envelope, inbox chan<- []byte) error {
+// received is a message the receiver applies in the stream's order: a
+// batch or an inventory.
+type received struct {
+	changes   []byte
+	inventory *pb.Inventory
+}
+
+func (l *link) dispatch(ctx context.Context, env *pb.Envelope, inbox chan<- received) error {
+	var in received
 	switch b := env.Body.(type) {
 	case *pb.Envelope_Changes:
+		in.changes = b.Changes
+	case *pb.Envelope_Inventory:
+		in.inventory = b.Inventory
+	case *pb.Envelope_FullStateRequest:
+		l.log.Info("the peer asked for a full state", "peer", l.peer, "reason", b.FullStateRequest.GetReason())
 		select {
-		case inbox <- b.Changes:
-		case <-ctx.Done():
+		case l.fullWanted <- struct{}{}:
+		default: // one is wanted already
 		}
 	case *pb.Envelope_Ack:
 		l.acked(b.Ack.GetRevision())
@@ -242,6 +263,12 @@ func (l *link) dispatch(ctx context.Context, env *pb.Envelope, inbox chan<- []by
 			"mesh", r.GetKey().GetMesh(), "name", r.GetKey().GetName(), "revision", r.GetRevision(), "reason", r.GetReason())
 	default:
 		return fmt.Errorf("unexpected %T from %s after the handshake", env.Body, l.peer)
+	}
+	if in.changes != nil || in.inventory != nil {
+		select {
+		case inbox <- in:
+		case <-ctx.Done():
+		}
 	}
 	return nil
 }
@@ -271,9 +298,28 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 	defer beat.Stop()
 	sentRev := rev // the revision of the last batch sent
 	lastSend := time.Now()
+	lastRead := time.Now() // when the feed last had events
+	inventorySent := false
+	requested := 0 // full states the peer asked for on this stream
 	defer l.feed.close()
 	for {
 		wake := l.st.Changed()
+		select {
+		case <-l.fullWanted:
+			if requested++; requested > 1 {
+				// One full state did not make the inventories agree (the
+				// peer refuses something of it): another would not either.
+				l.log.Warn("the peer asked for a full state again; it gets one on its next stream", "peer", l.peer)
+				break
+			}
+			l.log.Info("sending a full state the peer asked for", "peer", l.peer)
+			if rev, err = l.sendSnapshot(ctx); err != nil {
+				return err
+			}
+			sentRev, lastSend = rev, time.Now()
+			inventorySent = false // and check that it repaired what differed
+		default:
+		}
 		evs, err := l.feed.changes(ctx, rev, pageSize)
 		switch {
 		case errors.Is(err, store.ErrCompacted):
@@ -294,7 +340,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			if err != nil {
 				return err
 			}
-			rev = evs[len(evs)-1].rev
+			rev, lastRead = evs[len(evs)-1].rev, time.Now()
 			if sent {
 				sentRev, lastSend = rev, time.Now()
 			}
@@ -308,6 +354,8 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
+		case <-l.fullWanted:
+			l.fullWanted <- struct{}{} // for the top of the loop
 		case <-beat.C:
 			if sentRev < rev && time.Since(lastSend) >= l.heartbeat {
 				// Nothing of what changed here lately was for the peer:
@@ -317,8 +365,38 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 				}
 				sentRev, lastSend = rev, time.Now()
 			}
+			if !inventorySent && sentRev == rev && time.Since(lastRead) >= l.heartbeat {
+				sent, err := l.sendInventory(ctx, rev)
+				if err != nil {
+					return err
+				}
+				inventorySent = sent
+			}
 		}
 	}
+}
+
+// sendInventory sends what the peer should hold of this side's resources
+// once it has the feed up to rev, everything before it being sent
+// (inventory.go). It sends nothing, and returns false, unless the feed
+// holds nothing the peer gets after rev and the cache does not move while
+// the inventory is taken.
+func (l *link) sendInventory(ctx context.Context, rev int64) (bool, error) {
+	if err := l.cache.WaitFor(ctx, rev); err != nil {
+		return false, nil // ctx ended
+	}
+	at := l.cache.Revision()
+	if evs, err := l.feed.changes(ctx, rev, 1); err != nil || len(evs) > 0 {
+		return false, nil // the loop reads them, or fails reading
+	}
+	inv := l.side.expected()
+	if l.cache.Revision() != at {
+		return false, nil
+	}
+	if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_Inventory{Inventory: inv.wire(rev)}}); err != nil {
+		return false, fmt.Errorf("send the inventory: %w", err)
+	}
+	return true, nil
 }
 
 // resumePoint returns the revision to follow the feed from, or full when
@@ -535,9 +613,19 @@ func (l *link) acked(revision int64) {
 
 // ---- receiver ----
 
-func (l *link) applyLoop(ctx context.Context, inbox <-chan []byte, positions chan int64) error {
+func (l *link) applyLoop(ctx context.Context, inbox <-chan received, positions chan int64) error {
 	defer close(positions)
-	for raw := range inbox {
+	for in := range inbox {
+		if in.inventory != nil {
+			if err := l.checkInventory(ctx, in.inventory); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			continue
+		}
+		raw := in.changes
 		c, err := DecodeChanges(raw)
 		if err != nil {
 			l.refused(ctx, 0, nil, err)
@@ -563,6 +651,29 @@ func (l *link) applyLoop(ctx context.Context, inbox <-chan []byte, positions cha
 			}
 			positions <- c.Revision
 		}
+	}
+	return nil
+}
+
+// checkInventory compares what this side holds of the peer's resources,
+// everything the peer sent before inv being written, with inv, and asks
+// for a full state when they differ.
+func (l *link) checkInventory(ctx context.Context, inv *pb.Inventory) error {
+	if err := l.cache.WaitFor(ctx, l.lastWrite); err != nil {
+		return err
+	}
+	held := heldInventory(l.side)
+	if held.count == inv.GetCount() && held.sum == inv.GetSum() {
+		l.log.Debug("this side holds what the peer sent", "peer", l.peer, "resources", held.count, "revision", inv.GetRevision())
+		return nil
+	}
+	reason := fmt.Sprintf("this side holds %d of the peer's resources, the peer's inventory at revision %d names %d", held.count, inv.GetRevision(), inv.GetCount())
+	if held.count == inv.GetCount() {
+		reason = fmt.Sprintf("this side holds %d of the peer's resources, as many as the peer's inventory at revision %d names, but not the same ones", held.count, inv.GetRevision())
+	}
+	l.log.Warn("what this side holds of the peer's differs from the peer's inventory; asking for a full state", "peer", l.peer, "reason", reason)
+	if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_FullStateRequest{FullStateRequest: &pb.FullStateRequest{Reason: reason}}}); err != nil {
+		return fmt.Errorf("ask for a full state: %w", err)
 	}
 	return nil
 }

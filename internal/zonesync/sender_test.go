@@ -34,6 +34,7 @@ func (relatedSide) writer() admission.Writer                              { retu
 func (relatedSide) resolve(k resource.Key) []resource.Key                 { return []resource.Key{k} }
 func (relatedSide) owned() []resource.Key                                 { return nil }
 func (relatedSide) keepStatus() bool                                      { return true }
+func (relatedSide) expected() inventory                                   { return inventory{} }
 
 // TestSendEvents_BatchesFitTheReceiver pins that the sender's batches stay
 // within what a receiver takes (DecodeChanges) also when one event brings

@@ -17,6 +17,8 @@ type globalSide struct {
 	zone  string
 	cache *cache.Cache
 	out   globalOut
+	// inventories is shared by the streams of one global.
+	inventories *inventories
 
 	mu      sync.Mutex
 	enabled map[string]zoneEnabled // by zone: what enabled read last
@@ -28,8 +30,8 @@ type zoneEnabled struct {
 	enabled bool
 }
 
-func newGlobalSide(zone string, c *cache.Cache, exportDefault string) *globalSide {
-	g := &globalSide{zone: zone, cache: c, enabled: map[string]zoneEnabled{}}
+func newGlobalSide(zone string, c *cache.Cache, exportDefault string, iv *inventories) *globalSide {
+	g := &globalSide{zone: zone, cache: c, inventories: iv, enabled: map[string]zoneEnabled{}}
 	g.out = globalOut{exportDefault: exportDefault, enabled: g.zoneEnabled}
 	return g
 }

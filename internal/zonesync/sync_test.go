@@ -169,6 +169,8 @@ func TestSync_ResumesWithoutFullState(t *testing.T) {
 		west.eventually("east's services", msKey("default", HashedName(resource.MeshService, "default", n, "east", "")), exists)
 	}
 	f.waitAcked(t, "west")
+	west.waitLogs(heldAll("global"), 1)
+	f.global.waitLogs(heldAll("west"), 1)
 	f.runs["west"].stop()
 	f.global.waitLog(`msg="zone disconnected" zone=west`)
 	east.put(meshService("default", "e", 80), resource.ModeZone, "east")
@@ -177,6 +179,9 @@ func TestSync_ResumesWithoutFullState(t *testing.T) {
 	f.start("west")
 	west.eventually("the service created meanwhile", msKey("default", HashedName(resource.MeshService, "default", "e", "east", "")), exists)
 	west.eventually("the service deleted meanwhile", msKey("default", HashedName(resource.MeshService, "default", "a", "east", "")), absent)
+	// Both ends compared their inventories on each stream, and agreed.
+	west.waitLogs(heldAll("global"), 2)
+	f.global.waitLogs(heldAll("west"), 2)
 	in := f.insight(t, "west")
 	if in.SentSnapshots != 0 {
 		t.Errorf("west got %d full states, want none", in.SentSnapshots)
@@ -184,6 +189,80 @@ func TestSync_ResumesWithoutFullState(t *testing.T) {
 	// What changed: e's creation, a's deletion; nothing of b, c, d, the mesh or the generators.
 	if in.SentResources > 2 {
 		t.Errorf("west got %d resources on resuming, want the 2 that changed", in.SentResources)
+	}
+}
+
+// heldAll is the log line of a receiver that holds what peer's inventory
+// names.
+func heldAll(peer string) string {
+	return ` peer=` + peer + ` resources=` // only that line has both
+}
+
+// TestSync_InventoryRepairsWhatAZoneLost: a zone whose store lost a service
+// it got from the global, and holds one the global no longer sends (as
+// after a restore from an older backup), resumes from its position, finds
+// that it does not hold what the global's inventory names, and gets a full
+// state that repairs both.
+func TestSync_InventoryRepairsWhatAZoneLost(t *testing.T) {
+	f := newFederation(t, "east", "west")
+	east, west := f.zones["east"], f.zones["west"]
+	for _, n := range []string{"a", "b", "c"} {
+		east.put(meshService("default", n, 80), resource.ModeZone, "east")
+	}
+	lost := msKey("default", HashedName(resource.MeshService, "default", "b", "east", ""))
+	west.eventually("east's service", lost, exists)
+	west.eventually("east's last service", msKey("default", HashedName(resource.MeshService, "default", "c", "east", "")), exists)
+	f.waitAcked(t, "west")
+	west.waitLogs(heldAll("global"), 1)
+	f.runs["west"].stop()
+	f.global.waitLog(`msg="zone disconnected" zone=west`)
+
+	// Damage west's store behind the stream's back.
+	if _, err := store.Delete(context.Background(), west.st, lost, 0); err != nil {
+		t.Fatal(err)
+	}
+	ghost := meshService("default", HashedName(resource.MeshService, "default", "ghost", "east", ""), 80)
+	ghost.Labels = map[string]string{resource.LabelOrigin: resource.OriginGlobal, resource.LabelZone: "east", resource.LabelDisplayName: "ghost"}
+	if _, err := store.Create(context.Background(), west.st, ghost); err != nil {
+		t.Fatal(err)
+	}
+
+	f.start("west")
+	west.waitLog(`msg="what this side holds of the peer's differs from the peer's inventory; asking for a full state" peer=global`)
+	west.eventually("the lost service, from the full state", lost, exists)
+	west.eventually("the service the global does not send, deleted by the full state", ghost.Key(), absent)
+	west.waitLogs(heldAll("global"), 2) // the next stream's check agrees
+	if in := f.insight(t, "west"); in.SentSnapshots != 1 {
+		t.Errorf("west got %d full states, want 1", in.SentSnapshots)
+	}
+}
+
+// TestSync_InventoryRepairsWhatTheGlobalLost: the other direction. The
+// global lost a service of east's; when east reconnects, the global finds
+// that east's inventory names one more and asks east for a full state.
+func TestSync_InventoryRepairsWhatTheGlobalLost(t *testing.T) {
+	f := newFederation(t, "east")
+	east := f.zones["east"]
+	east.put(meshService("default", "a", 80), resource.ModeZone, "east")
+	east.put(meshService("default", "b", 80), resource.ModeZone, "east")
+	lost := msKey("default", HashedName(resource.MeshService, "default", "b", "east", ""))
+	f.global.eventually("east's service", lost, exists)
+	f.global.waitLogs(heldAll("east"), 1)
+	f.runs["east"].stop()
+	f.global.waitLog(`msg="zone disconnected" zone=east`)
+	if _, err := store.Delete(context.Background(), f.global.st, lost, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.start("east")
+	f.global.waitLog(`msg="what this side holds of the peer's differs from the peer's inventory; asking for a full state" zone=east peer=east`)
+	f.global.eventually("east's lost service, from east's full state", lost, exists)
+	f.global.waitLogs(heldAll("east"), 2)
+	in, err := f.g.Insight(context.Background(), "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Received.Snapshots != 1 {
+		t.Errorf("the global received %d full states from east, want 1", in.Received.Snapshots)
 	}
 }
 
@@ -478,6 +557,11 @@ func TestSync_KubernetesZoneNames(t *testing.T) {
 	west.eventually("east's service", synced, exists)
 	if in := f.insight(t, "east"); in.Refused != 0 {
 		t.Errorf("the global refused %d of east's resources", in.Refused)
+	}
+	// East's inventory names the service as the global does.
+	global.waitLogs(` zone=east peer=east resources=`, 1)
+	if in, _ := f.g.Insight(context.Background(), "east"); in.Received.Snapshots != 0 {
+		t.Errorf("east sent %d full states, want none", in.Received.Snapshots)
 	}
 	east.delete(msKey("default", "web.shop"))
 	global.eventually("the deleted service", synced, absent)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+	"github.com/meshnames/meshnames/internal/store/pebble"
 	"github.com/meshnames/meshnames/internal/store/postgres"
 	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 	"github.com/meshnames/meshnames/internal/token"
@@ -346,6 +348,28 @@ func TestMultizone(t *testing.T) {
 	}
 	put(t, north.api, msPath("after-restart"), service("after-restart", 80, ""))
 	waitAnswer(t, west, "after-restart.svc.north.mesh.local")
+
+	// A zone whose store lost a service it had received, behind its
+	// stream's back, gets it back: the stream resumes from the zone's
+	// position, the global's inventory names one more service than the
+	// zone holds, and the zone asks for a full state.
+	north.kill()
+	damage, err := pebble.Open(dirs["north"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: zonesync.HashedName(resource.MeshService, "default", "during", "east", "")}
+	if _, err := store.Delete(context.Background(), damage, lost, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := damage.Close(); err != nil {
+		t.Fatal(err)
+	}
+	north = startZone(t, "north-3", "north", g.syncAddr, tokens["north"], dirs["north"])
+	waitAnswer(t, north, "during.svc.east.mesh.local")
+	if in := insight(t, g.proc, "north"); in.Sent.Snapshots != 1 {
+		t.Errorf("north after its store lost a service: %d full states, want 1", in.Sent.Snapshots)
+	}
 
 	out, errOut, err := run(t, context.Background(), nil, "get", "zones", "--server", g.api)
 	if err != nil || !strings.Contains(out, "online") {

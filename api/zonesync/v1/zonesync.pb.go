@@ -45,6 +45,8 @@ type Envelope struct {
 	//	*Envelope_Ack
 	//	*Envelope_Heartbeat
 	//	*Envelope_Rejection
+	//	*Envelope_Inventory
+	//	*Envelope_FullStateRequest
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -141,6 +143,24 @@ func (x *Envelope) GetRejection() *Rejection {
 	return nil
 }
 
+func (x *Envelope) GetInventory() *Inventory {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_Inventory); ok {
+			return x.Inventory
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetFullStateRequest() *FullStateRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_FullStateRequest); ok {
+			return x.FullStateRequest
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -170,6 +190,14 @@ type Envelope_Rejection struct {
 	Rejection *Rejection `protobuf:"bytes,6,opt,name=rejection,proto3,oneof"`
 }
 
+type Envelope_Inventory struct {
+	Inventory *Inventory `protobuf:"bytes,7,opt,name=inventory,proto3,oneof"`
+}
+
+type Envelope_FullStateRequest struct {
+	FullStateRequest *FullStateRequest `protobuf:"bytes,8,opt,name=full_state_request,json=fullStateRequest,proto3,oneof"`
+}
+
 func (*Envelope_Hello) isEnvelope_Body() {}
 
 func (*Envelope_Welcome) isEnvelope_Body() {}
@@ -181,6 +209,10 @@ func (*Envelope_Ack) isEnvelope_Body() {}
 func (*Envelope_Heartbeat) isEnvelope_Body() {}
 
 func (*Envelope_Rejection) isEnvelope_Body() {}
+
+func (*Envelope_Inventory) isEnvelope_Body() {}
+
+func (*Envelope_FullStateRequest) isEnvelope_Body() {}
 
 // Position is how far one side has stored the other side's feed: the
 // revision, and the epoch of the store it belongs to (a new store, or a
@@ -760,18 +792,131 @@ func (x *Rejection) GetReason() string {
 	return ""
 }
 
+// Inventory summarises what the receiver should hold of the sender's
+// resources once it has stored the sender's feed up to revision: how many,
+// and the sum of a 64-bit FNV-1a hash of each one's key as the receiver
+// names it (kind, mesh and name, each followed by a zero byte but the
+// last). It comes after the batches up to revision on the stream.
+type Inventory struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revision      int64                  `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Sum           uint64                 `protobuf:"fixed64,3,opt,name=sum,proto3" json:"sum,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Inventory) Reset() {
+	*x = Inventory{}
+	mi := &file_zonesync_v1_zonesync_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Inventory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Inventory) ProtoMessage() {}
+
+func (x *Inventory) ProtoReflect() protoreflect.Message {
+	mi := &file_zonesync_v1_zonesync_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
+func (*Inventory) Descriptor() ([]byte, []int) {
+	return file_zonesync_v1_zonesync_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Inventory) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *Inventory) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Inventory) GetSum() uint64 {
+	if x != nil {
+		return x.Sum
+	}
+	return 0
+}
+
+// FullStateRequest asks the sender for a full state (Changes with
+// snapshot): what the receiver holds differs from the sender's Inventory.
+type FullStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FullStateRequest) Reset() {
+	*x = FullStateRequest{}
+	mi := &file_zonesync_v1_zonesync_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FullStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FullStateRequest) ProtoMessage() {}
+
+func (x *FullStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_zonesync_v1_zonesync_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FullStateRequest.ProtoReflect.Descriptor instead.
+func (*FullStateRequest) Descriptor() ([]byte, []int) {
+	return file_zonesync_v1_zonesync_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *FullStateRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_zonesync_v1_zonesync_proto protoreflect.FileDescriptor
 
 const file_zonesync_v1_zonesync_proto_rawDesc = "" +
 	"\n" +
-	"\x1azonesync/v1/zonesync.proto\x12\x15meshnames.zonesync.v1\"\xd4\x02\n" +
+	"\x1azonesync/v1/zonesync.proto\x12\x15meshnames.zonesync.v1\"\xef\x03\n" +
 	"\bEnvelope\x124\n" +
 	"\x05hello\x18\x01 \x01(\v2\x1c.meshnames.zonesync.v1.HelloH\x00R\x05hello\x12:\n" +
 	"\awelcome\x18\x02 \x01(\v2\x1e.meshnames.zonesync.v1.WelcomeH\x00R\awelcome\x12\x1a\n" +
 	"\achanges\x18\x03 \x01(\fH\x00R\achanges\x12.\n" +
 	"\x03ack\x18\x04 \x01(\v2\x1a.meshnames.zonesync.v1.AckH\x00R\x03ack\x12@\n" +
 	"\theartbeat\x18\x05 \x01(\v2 .meshnames.zonesync.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
-	"\trejection\x18\x06 \x01(\v2 .meshnames.zonesync.v1.RejectionH\x00R\trejectionB\x06\n" +
+	"\trejection\x18\x06 \x01(\v2 .meshnames.zonesync.v1.RejectionH\x00R\trejection\x12@\n" +
+	"\tinventory\x18\a \x01(\v2 .meshnames.zonesync.v1.InventoryH\x00R\tinventory\x12W\n" +
+	"\x12full_state_request\x18\b \x01(\v2'.meshnames.zonesync.v1.FullStateRequestH\x00R\x10fullStateRequestB\x06\n" +
 	"\x04body\"<\n" +
 	"\bPosition\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x1a\n" +
@@ -812,7 +957,13 @@ const file_zonesync_v1_zonesync_proto_rawDesc = "" +
 	"\tRejection\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12,\n" +
 	"\x03key\x18\x02 \x01(\v2\x1a.meshnames.zonesync.v1.KeyR\x03key\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason2X\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"O\n" +
+	"\tInventory\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x10\n" +
+	"\x03sum\x18\x03 \x01(\x06R\x03sum\"*\n" +
+	"\x10FullStateRequest\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason2X\n" +
 	"\bZoneSync\x12L\n" +
 	"\x04Sync\x12\x1f.meshnames.zonesync.v1.Envelope\x1a\x1f.meshnames.zonesync.v1.Envelope(\x010\x01B;Z9github.com/meshnames/meshnames/api/zonesync/v1;zonesyncv1b\x06proto3"
 
@@ -828,19 +979,21 @@ func file_zonesync_v1_zonesync_proto_rawDescGZIP() []byte {
 	return file_zonesync_v1_zonesync_proto_rawDescData
 }
 
-var file_zonesync_v1_zonesync_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_zonesync_v1_zonesync_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_zonesync_v1_zonesync_proto_goTypes = []any{
-	(*Envelope)(nil),  // 0: meshnames.zonesync.v1.Envelope
-	(*Position)(nil),  // 1: meshnames.zonesync.v1.Position
-	(*Hello)(nil),     // 2: meshnames.zonesync.v1.Hello
-	(*Welcome)(nil),   // 3: meshnames.zonesync.v1.Welcome
-	(*Changes)(nil),   // 4: meshnames.zonesync.v1.Changes
-	(*Resource)(nil),  // 5: meshnames.zonesync.v1.Resource
-	(*Key)(nil),       // 6: meshnames.zonesync.v1.Key
-	(*Ack)(nil),       // 7: meshnames.zonesync.v1.Ack
-	(*Heartbeat)(nil), // 8: meshnames.zonesync.v1.Heartbeat
-	(*Rejection)(nil), // 9: meshnames.zonesync.v1.Rejection
-	nil,               // 10: meshnames.zonesync.v1.Resource.LabelsEntry
+	(*Envelope)(nil),         // 0: meshnames.zonesync.v1.Envelope
+	(*Position)(nil),         // 1: meshnames.zonesync.v1.Position
+	(*Hello)(nil),            // 2: meshnames.zonesync.v1.Hello
+	(*Welcome)(nil),          // 3: meshnames.zonesync.v1.Welcome
+	(*Changes)(nil),          // 4: meshnames.zonesync.v1.Changes
+	(*Resource)(nil),         // 5: meshnames.zonesync.v1.Resource
+	(*Key)(nil),              // 6: meshnames.zonesync.v1.Key
+	(*Ack)(nil),              // 7: meshnames.zonesync.v1.Ack
+	(*Heartbeat)(nil),        // 8: meshnames.zonesync.v1.Heartbeat
+	(*Rejection)(nil),        // 9: meshnames.zonesync.v1.Rejection
+	(*Inventory)(nil),        // 10: meshnames.zonesync.v1.Inventory
+	(*FullStateRequest)(nil), // 11: meshnames.zonesync.v1.FullStateRequest
+	nil,                      // 12: meshnames.zonesync.v1.Resource.LabelsEntry
 }
 var file_zonesync_v1_zonesync_proto_depIdxs = []int32{
 	2,  // 0: meshnames.zonesync.v1.Envelope.hello:type_name -> meshnames.zonesync.v1.Hello
@@ -848,19 +1001,21 @@ var file_zonesync_v1_zonesync_proto_depIdxs = []int32{
 	7,  // 2: meshnames.zonesync.v1.Envelope.ack:type_name -> meshnames.zonesync.v1.Ack
 	8,  // 3: meshnames.zonesync.v1.Envelope.heartbeat:type_name -> meshnames.zonesync.v1.Heartbeat
 	9,  // 4: meshnames.zonesync.v1.Envelope.rejection:type_name -> meshnames.zonesync.v1.Rejection
-	1,  // 5: meshnames.zonesync.v1.Hello.resume:type_name -> meshnames.zonesync.v1.Position
-	1,  // 6: meshnames.zonesync.v1.Welcome.resume:type_name -> meshnames.zonesync.v1.Position
-	5,  // 7: meshnames.zonesync.v1.Changes.put:type_name -> meshnames.zonesync.v1.Resource
-	6,  // 8: meshnames.zonesync.v1.Changes.delete:type_name -> meshnames.zonesync.v1.Key
-	10, // 9: meshnames.zonesync.v1.Resource.labels:type_name -> meshnames.zonesync.v1.Resource.LabelsEntry
-	6,  // 10: meshnames.zonesync.v1.Rejection.key:type_name -> meshnames.zonesync.v1.Key
-	0,  // 11: meshnames.zonesync.v1.ZoneSync.Sync:input_type -> meshnames.zonesync.v1.Envelope
-	0,  // 12: meshnames.zonesync.v1.ZoneSync.Sync:output_type -> meshnames.zonesync.v1.Envelope
-	12, // [12:13] is the sub-list for method output_type
-	11, // [11:12] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	10, // 5: meshnames.zonesync.v1.Envelope.inventory:type_name -> meshnames.zonesync.v1.Inventory
+	11, // 6: meshnames.zonesync.v1.Envelope.full_state_request:type_name -> meshnames.zonesync.v1.FullStateRequest
+	1,  // 7: meshnames.zonesync.v1.Hello.resume:type_name -> meshnames.zonesync.v1.Position
+	1,  // 8: meshnames.zonesync.v1.Welcome.resume:type_name -> meshnames.zonesync.v1.Position
+	5,  // 9: meshnames.zonesync.v1.Changes.put:type_name -> meshnames.zonesync.v1.Resource
+	6,  // 10: meshnames.zonesync.v1.Changes.delete:type_name -> meshnames.zonesync.v1.Key
+	12, // 11: meshnames.zonesync.v1.Resource.labels:type_name -> meshnames.zonesync.v1.Resource.LabelsEntry
+	6,  // 12: meshnames.zonesync.v1.Rejection.key:type_name -> meshnames.zonesync.v1.Key
+	0,  // 13: meshnames.zonesync.v1.ZoneSync.Sync:input_type -> meshnames.zonesync.v1.Envelope
+	0,  // 14: meshnames.zonesync.v1.ZoneSync.Sync:output_type -> meshnames.zonesync.v1.Envelope
+	14, // [14:15] is the sub-list for method output_type
+	13, // [13:14] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_zonesync_v1_zonesync_proto_init() }
@@ -875,6 +1030,8 @@ func file_zonesync_v1_zonesync_proto_init() {
 		(*Envelope_Ack)(nil),
 		(*Envelope_Heartbeat)(nil),
 		(*Envelope_Rejection)(nil),
+		(*Envelope_Inventory)(nil),
+		(*Envelope_FullStateRequest)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -882,7 +1039,7 @@ func file_zonesync_v1_zonesync_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zonesync_v1_zonesync_proto_rawDesc), len(file_zonesync_v1_zonesync_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
