@@ -629,6 +629,11 @@ func (l *link) applyLoop(ctx context.Context, inbox <-chan received, positions c
 		c, err := DecodeChanges(raw)
 		if err != nil {
 			l.refused(ctx, 0, nil, err)
+			// What the batch carried is lost to this side, and the
+			// batches after it will move the position past it.
+			if err := l.askFullState(fmt.Sprintf("this side refused a whole batch: %v", err)); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := l.apply(ctx, c, int64(len(raw))); err != nil {
@@ -672,6 +677,12 @@ func (l *link) checkInventory(ctx context.Context, inv *pb.Inventory) error {
 		reason = fmt.Sprintf("this side holds %d of the peer's resources, as many as the peer's inventory at revision %d names, but not the same ones", held.count, inv.GetRevision())
 	}
 	l.log.Warn("what this side holds of the peer's differs from the peer's inventory; asking for a full state", "peer", l.peer, "reason", reason)
+	return l.askFullState(reason)
+}
+
+// askFullState asks the peer for a full state (it sends at most one per
+// stream).
+func (l *link) askFullState(reason string) error {
 	if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_FullStateRequest{FullStateRequest: &pb.FullStateRequest{Reason: reason}}}); err != nil {
 		return fmt.Errorf("ask for a full state: %w", err)
 	}

@@ -394,14 +394,15 @@ func TestSync_RefusesBadInput(t *testing.T) {
 		name   string
 		batch  []byte
 		reason string
+		whole  bool // the whole batch is refused: the global asks for a full state
 	}{
-		{"malformed", []byte{0xff, 0xff, 0xff}, "malformed batch"},
-		{"oversized", make([]byte, MaxChangesBytes+1), "over the limit"},
-		{"unknown-kind", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{{Kind: "Secret", Name: "x"}}}), `unknown kind "Secret"`},
-		{"kind-not-from-zones", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{wire(t, &resource.Object{Kind: resource.Mesh, Name: "m", Spec: &resource.MeshSpec{}})}}), "do not flow from zones"},
-		{"invalid", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{wire(t, bad)}}), "spec.ports[0].port"},
-		{"unknown-field", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{{Kind: "MeshService", Mesh: "default", Name: "x", Spec: []byte(`{"bogus":1}`)}}}), "bogus"},
-		{"other-zone", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{wire(t, other)}}), `claims zone "west"`},
+		{"malformed", []byte{0xff, 0xff, 0xff}, "malformed batch", true},
+		{"oversized", make([]byte, MaxChangesBytes+1), "over the limit", true},
+		{"unknown-kind", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{{Kind: "Secret", Name: "x"}}}), `unknown kind "Secret"`, false},
+		{"kind-not-from-zones", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{wire(t, &resource.Object{Kind: resource.Mesh, Name: "m", Spec: &resource.MeshSpec{}})}}), "do not flow from zones", false},
+		{"invalid", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{wire(t, bad)}}), "spec.ports[0].port", false},
+		{"unknown-field", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{{Kind: "MeshService", Mesh: "default", Name: "x", Spec: []byte(`{"bogus":1}`)}}}), "bogus", false},
+		{"other-zone", encode(t, &pb.Changes{Revision: 1, Put: []*pb.Resource{wire(t, other)}}), `claims zone "west"`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := f.insight(t, "east").Refused
@@ -416,6 +417,20 @@ func TestSync_RefusesBadInput(t *testing.T) {
 						t.Errorf("rejection %q, want it to say %q", r.Reason, tc.reason)
 					}
 					break
+				}
+			}
+			if tc.whole {
+				for {
+					env, err := z.stream.Recv()
+					if err != nil {
+						t.Fatalf("the stream ended: %v", err)
+					}
+					if r := env.GetFullStateRequest(); r != nil {
+						if !strings.Contains(r.Reason, "refused a whole batch") || !strings.Contains(r.Reason, tc.reason) {
+							t.Errorf("full state request %q, want it to say the batch was refused and why", r.Reason)
+						}
+						break
+					}
 				}
 			}
 			if after := f.insight(t, "east").Refused; after != before+1 {
