@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshnames/meshnames/internal/admission"
+	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 )
@@ -97,5 +98,67 @@ func BenchmarkDecodeResource(b *testing.B) {
 		if _, err := DecodeResource(r); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkInventory takes the inventories a settled federation's streams
+// send (inventory.go) over 100,000 MeshServices of 10 zones: the global's,
+// which every zone's stream shares per revision (one op is one
+// computation; it decodes the 90% the cache froze, as a settled global's
+// are), and a zone's of its own 10,000 among them (labels only).
+func BenchmarkInventory(b *testing.B) {
+	const zones, perZone = 10, 10_000
+	ctx := context.Background()
+	for _, side := range []string{"global", "zone"} {
+		b.Run(side+"/services=100000", func(b *testing.B) {
+			p := newCP(b, side)
+			var ops []store.Op
+			for z := range zones {
+				for i := range perZone {
+					obj := meshService("default", fmt.Sprintf("svc-%06d-z%d", i, z), 80)
+					obj.Spec.Default()
+					origin := resource.OriginZone
+					if side == "zone" && z != 0 {
+						origin = resource.OriginGlobal
+					}
+					obj.Labels = map[string]string{resource.LabelOrigin: origin, resource.LabelZone: fmt.Sprintf("z%d", z)}
+					ops = append(ops, store.Op{Type: store.OpCreate, Object: obj, DiscardObject: true})
+					if len(ops) == 1000 {
+						if _, err := p.st.Apply(ctx, ops...); err != nil {
+							b.Fatal(err)
+						}
+						ops = ops[:0]
+					}
+				}
+			}
+			if err := p.c.WaitFor(ctx, zones*perZone); err != nil {
+				b.Fatal(err)
+			}
+			// The freezer keeps at most cache.MaxDecoded decoded: wait
+			// for it, as it would compete for the cores.
+			for p.c.Frozen() < zones*perZone-cache.MaxDecoded {
+				time.Sleep(10 * time.Millisecond)
+			}
+			g := newGlobalSide("z1", p.c, resource.ExportAll, &inventories{})
+			z := &zoneSide{zone: "z0", cache: p.c, out: zoneOut{exportDefault: resource.ExportAll}}
+			var v inventory
+			b.ResetTimer()
+			for range b.N {
+				if side == "global" {
+					g.inventories.byZone = nil // a new revision each time
+					v = g.expected()
+				} else {
+					v = z.expected()
+				}
+			}
+			b.StopTimer()
+			want := int64((zones - 1) * perZone)
+			if side == "zone" {
+				want = perZone
+			}
+			if v.count != want {
+				b.Fatalf("%s inventory counts %d, want %d", side, v.count, want)
+			}
+		})
 	}
 }
