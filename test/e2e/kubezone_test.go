@@ -193,5 +193,14 @@ func TestMultizone_KubernetesZone(t *testing.T) {
 	if m, err := getMS(g.api, zonesync.HashedName(resource.MeshService, "default", "private", "east", ns)); err != nil || m == nil {
 		t.Errorf("the global lost east's private across east's restart: %v", err)
 	}
+	// Both ends of east's stream compared inventories, the Kubernetes
+	// store's names against the global's, and agreed.
+	g.proc.waitLog(t, " peer=east resources=", 30*time.Second)
+	east.waitLog(t, " peer=global resources=", 30*time.Second)
+	for _, p := range []*proc{g.proc, east} {
+		if strings.Contains(p.log.String(), "differs from the peer's inventory") {
+			t.Errorf("%s found an inventory that differed from what it held", p.name)
+		}
+	}
 	t.Logf("TestMultizone_KubernetesZone took %s", time.Since(began).Round(time.Millisecond))
 }

@@ -370,6 +370,7 @@ func TestMultizone(t *testing.T) {
 	if in := insight(t, g.proc, "north"); in.Sent.Snapshots != 1 {
 		t.Errorf("north after its store lost a service: %d full states, want 1", in.Sent.Snapshots)
 	}
+	north.waitLog(t, " peer=global resources=", 30*time.Second) // the next inventory agrees
 
 	out, errOut, err := run(t, context.Background(), nil, "get", "zones", "--server", g.api)
 	if err != nil || !strings.Contains(out, "online") {
