@@ -197,7 +197,7 @@ func (g *Global) serve(stream grpc.BidiStreamingServer[pb.Envelope, pb.Envelope]
 	defer stop()
 	st, id := g.attach(zone, stop)
 	defer g.detach(zone, id)
-	welcome := &pb.Welcome{Resume: pos.wire(), Epoch: g.epoch, Instance: g.o.Instance, HeartbeatMillis: g.o.Heartbeat.Milliseconds()}
+	welcome := &pb.Welcome{Resume: pos.wire(), Epoch: g.epoch, Instance: g.o.Instance, HeartbeatMillis: g.o.Heartbeat.Milliseconds(), Inventories: true}
 	if err := stream.Send(&pb.Envelope{Body: &pb.Envelope_Welcome{Welcome: welcome}}); err != nil {
 		return err
 	}
@@ -210,6 +210,7 @@ func (g *Global) serve(stream grpc.BidiStreamingServer[pb.Envelope, pb.Envelope]
 		feed:  g.feed.reader(),
 		epoch: g.epoch, peerEpoch: h.GetEpoch(), ackLease: leaseFromZone + zone, heartbeat: g.o.Heartbeat,
 		log: log, stats: st, send: stream.Send, recv: stream.Recv,
+		inventories: h.GetInventories(),
 	}
 	err = l.run(sctx, positionOf(h.GetResume()))
 	if ctx.Err() != nil && err == nil {

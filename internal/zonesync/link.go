@@ -93,6 +93,9 @@ type link struct {
 	heartbeat time.Duration
 	log       *slog.Logger
 	stats     *stats
+	// inventories says the peer understands Inventory and
+	// FullStateRequest (inventory.go).
+	inventories bool
 
 	sendMu   sync.Mutex
 	lastSend atomic.Int64 // unix nanoseconds of the last message sent
@@ -261,6 +264,10 @@ func (l *link) dispatch(ctx context.Context, env *pb.Envelope, inbox chan<- rece
 		r := b.Rejection
 		l.log.Warn("the peer refused what this side sent", "peer", l.peer, "kind", r.GetKey().GetKind(),
 			"mesh", r.GetKey().GetMesh(), "name", r.GetKey().GetName(), "revision", r.GetRevision(), "reason", r.GetReason())
+	case nil:
+		// A message this version does not know, from a newer peer: that
+		// peer sends such messages only where they may be ignored.
+		l.log.Debug("ignored a message of a kind this version does not know", "peer", l.peer)
 	default:
 		return fmt.Errorf("unexpected %T from %s after the handshake", env.Body, l.peer)
 	}
@@ -365,7 +372,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 				}
 				sentRev, lastSend = rev, time.Now()
 			}
-			if !inventorySent && sentRev == rev && time.Since(lastRead) >= l.heartbeat {
+			if l.inventories && !inventorySent && sentRev == rev && time.Since(lastRead) >= l.heartbeat {
 				sent, err := l.sendInventory(ctx, rev)
 				if err != nil {
 					return err
@@ -683,6 +690,9 @@ func (l *link) checkInventory(ctx context.Context, inv *pb.Inventory) error {
 // askFullState asks the peer for a full state (it sends at most one per
 // stream).
 func (l *link) askFullState(reason string) error {
+	if !l.inventories {
+		return nil // the peer would not understand
+	}
 	if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_FullStateRequest{FullStateRequest: &pb.FullStateRequest{Reason: reason}}}); err != nil {
 		return fmt.Errorf("ask for a full state: %w", err)
 	}

@@ -316,11 +316,14 @@ func TestSync_ZoneGeneratorsReachGlobalOnly(t *testing.T) {
 // rawZone is a zone client that sends what the test says, to check what the
 // global refuses.
 type rawZone struct {
-	t      *testing.T
-	stream grpc.BidiStreamingClient[pb.Envelope, pb.Envelope]
+	t       *testing.T
+	stream  grpc.BidiStreamingClient[pb.Envelope, pb.Envelope]
+	welcome *pb.Welcome
 }
 
-func dialRaw(t *testing.T, f *federation, zone, helloZone string) (*rawZone, error) {
+// dialRaw connects a raw zone; inventories is its Hello's flag (false: a
+// zone of a version before inventories).
+func dialRaw(t *testing.T, f *federation, zone, helloZone string, inventories bool) (*rawZone, error) {
 	t.Helper()
 	cfg, err := zoneTLS(f.pin, "", "")
 	if err != nil {
@@ -338,7 +341,7 @@ func dialRaw(t *testing.T, f *federation, zone, helloZone string) (*rawZone, err
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(&pb.Envelope{Body: &pb.Envelope_Hello{Hello: &pb.Hello{Zone: helloZone, Epoch: "raw"}}}); err != nil {
+	if err := stream.Send(&pb.Envelope{Body: &pb.Envelope_Hello{Hello: &pb.Hello{Zone: helloZone, Epoch: "raw", Inventories: inventories}}}); err != nil {
 		return nil, err
 	}
 	env, err := stream.Recv()
@@ -348,7 +351,7 @@ func dialRaw(t *testing.T, f *federation, zone, helloZone string) (*rawZone, err
 	if env.GetWelcome() == nil {
 		t.Fatalf("got %v, want a welcome", env)
 	}
-	return &rawZone{t: t, stream: stream}, nil
+	return &rawZone{t: t, stream: stream, welcome: env.GetWelcome()}, nil
 }
 
 func (r *rawZone) send(c []byte) {
@@ -380,7 +383,7 @@ func wire(t *testing.T, o *resource.Object) *pb.Resource {
 func TestSync_RefusesBadInput(t *testing.T) {
 	f := newFederation(t)
 	f.global.put(&resource.Object{Kind: resource.Zone, Name: "east", Spec: &resource.ZoneSpec{}}, resource.ModeGlobal, "")
-	z, err := dialRaw(t, f, "east", "east")
+	z, err := dialRaw(t, f, "east", "east", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,12 +456,58 @@ func TestSync_RefusesBadInput(t *testing.T) {
 	}
 }
 
+// TestSync_ZoneBeforeInventories: a zone whose Hello does not say it
+// understands inventories (an older version) gets neither an Inventory
+// nor a FullStateRequest, so that the global may be upgraded first; the
+// Welcome says the global understands them.
+func TestSync_ZoneBeforeInventories(t *testing.T) {
+	f := newFederation(t)
+	f.global.put(&resource.Object{Kind: resource.Zone, Name: "east", Spec: &resource.ZoneSpec{}}, resource.ModeGlobal, "")
+	z, err := dialRaw(t, f, "east", "east", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !z.welcome.GetInventories() {
+		t.Error("the global's Welcome does not say it understands inventories")
+	}
+	// Wanted: no message the zone does not know. The global would send an
+	// inventory at a heartbeat once its feed was quiet for one (the test's
+	// is 200 ms): after five heartbeats it had its chances. Then a refused
+	// whole batch: the next message after its Rejection is the second
+	// batch's Rejection, not a FullStateRequest.
+	next := func() *pb.Envelope {
+		env, err := z.stream.Recv()
+		if err != nil {
+			t.Fatalf("the stream ended: %v", err)
+		}
+		if env.GetInventory() != nil || env.GetFullStateRequest() != nil {
+			t.Fatalf("a zone before inventories got %v", env)
+		}
+		if env.GetHeartbeat() != nil { // answered, or the global gives the zone up
+			if err := z.stream.Send(&pb.Envelope{Body: &pb.Envelope_Heartbeat{Heartbeat: &pb.Heartbeat{}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return env
+	}
+	for beats := 0; beats < 5; {
+		if next().GetHeartbeat() != nil {
+			beats++
+		}
+	}
+	for range 2 {
+		z.send([]byte{0xff, 0xff, 0xff})
+		for next().GetRejection() == nil {
+		}
+	}
+}
+
 // TestSync_RefusesWrongIdentity: a token for one zone used by another, a
 // token whose signature does not verify, garbage, and a global whose
 // certificate does not match the pin are refused with a clear reason.
 func TestSync_RefusesWrongIdentity(t *testing.T) {
 	f := newFederation(t)
-	if _, err := dialRaw(t, f, "east", "west"); err == nil || !strings.Contains(err.Error(), `the zone token is for zone "east", but this control plane says it is zone "west"`) {
+	if _, err := dialRaw(t, f, "east", "west", true); err == nil || !strings.Contains(err.Error(), `the zone token is for zone "east", but this control plane says it is zone "west"`) {
 		t.Errorf("east's token as west: %v", err)
 	}
 	f.global.waitLog("refused a zone's sync stream: the zone token is for another zone")

@@ -186,7 +186,7 @@ func (z *Zone) connect(ctx context.Context, epoch string) error {
 	if err != nil {
 		return err
 	}
-	hello := &pb.Hello{Zone: z.o.Zone, Version: z.o.Version, Resume: pos.wire(), Epoch: epoch}
+	hello := &pb.Hello{Zone: z.o.Zone, Version: z.o.Version, Resume: pos.wire(), Epoch: epoch, Inventories: true}
 	if err := stream.Send(&pb.Envelope{Body: &pb.Envelope_Hello{Hello: hello}}); err != nil {
 		_, err = stream.Recv() // the server's reason, if it closed the stream
 		return streamErr(err)
@@ -214,6 +214,7 @@ func (z *Zone) connect(ctx context.Context, epoch string) error {
 		side: zs, feed: directFeed{st: z.o.Store, side: zs, skip: zs.unsent},
 		epoch: epoch, peerEpoch: w.GetEpoch(), ackLease: leaseFromGlobal, heartbeat: heartbeat,
 		log: z.o.Log, stats: z.stats, send: stream.Send, recv: stream.Recv,
+		inventories: w.GetInventories(),
 	}
 	err = l.run(sctx, positionOf(w.GetResume()))
 	if err == nil && ctx.Err() == nil {

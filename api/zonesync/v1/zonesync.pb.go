@@ -34,7 +34,8 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Envelope is every message on the stream, in both directions.
+// Envelope is every message on the stream, in both directions. A side
+// ignores a body it does not know (a newer peer's).
 type Envelope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Body:
@@ -280,7 +281,12 @@ type Hello struct {
 	// resume is how far the zone has stored the global's feed.
 	Resume *Position `protobuf:"bytes,3,opt,name=resume,proto3" json:"resume,omitempty"`
 	// epoch is the epoch of the zone's store.
-	Epoch         string `protobuf:"bytes,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch string `protobuf:"bytes,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// inventories says the zone understands Inventory and FullStateRequest;
+	// the global sends them only to a zone that does (and a zone only to a
+	// global whose Welcome says so), so that either side may be upgraded
+	// first.
+	Inventories   bool `protobuf:"varint,5,opt,name=inventories,proto3" json:"inventories,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -343,6 +349,13 @@ func (x *Hello) GetEpoch() string {
 	return ""
 }
 
+func (x *Hello) GetInventories() bool {
+	if x != nil {
+		return x.Inventories
+	}
+	return false
+}
+
 // Welcome is the global's answer to Hello.
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -355,8 +368,11 @@ type Welcome struct {
 	// heartbeat_millis is how often each side sends a Heartbeat when it has
 	// nothing else to send.
 	HeartbeatMillis int64 `protobuf:"varint,4,opt,name=heartbeat_millis,json=heartbeatMillis,proto3" json:"heartbeat_millis,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// inventories says the global understands Inventory and
+	// FullStateRequest (see Hello).
+	Inventories   bool `protobuf:"varint,5,opt,name=inventories,proto3" json:"inventories,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -415,6 +431,13 @@ func (x *Welcome) GetHeartbeatMillis() int64 {
 		return x.HeartbeatMillis
 	}
 	return 0
+}
+
+func (x *Welcome) GetInventories() bool {
+	if x != nil {
+		return x.Inventories
+	}
+	return false
 }
 
 // Changes is one batch of the sender's feed.
@@ -920,17 +943,19 @@ const file_zonesync_v1_zonesync_proto_rawDesc = "" +
 	"\x04body\"<\n" +
 	"\bPosition\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\x03R\brevision\"\x84\x01\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"\xa6\x01\n" +
 	"\x05Hello\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x127\n" +
 	"\x06resume\x18\x03 \x01(\v2\x1f.meshnames.zonesync.v1.PositionR\x06resume\x12\x14\n" +
-	"\x05epoch\x18\x04 \x01(\tR\x05epoch\"\x9f\x01\n" +
+	"\x05epoch\x18\x04 \x01(\tR\x05epoch\x12 \n" +
+	"\vinventories\x18\x05 \x01(\bR\vinventories\"\xc1\x01\n" +
 	"\aWelcome\x127\n" +
 	"\x06resume\x18\x01 \x01(\v2\x1f.meshnames.zonesync.v1.PositionR\x06resume\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\tR\x05epoch\x12\x1a\n" +
 	"\binstance\x18\x03 \x01(\tR\binstance\x12)\n" +
-	"\x10heartbeat_millis\x18\x04 \x01(\x03R\x0fheartbeatMillis\"\xbc\x01\n" +
+	"\x10heartbeat_millis\x18\x04 \x01(\x03R\x0fheartbeatMillis\x12 \n" +
+	"\vinventories\x18\x05 \x01(\bR\vinventories\"\xbc\x01\n" +
 	"\aChanges\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x1a\n" +
 	"\bsnapshot\x18\x02 \x01(\bR\bsnapshot\x12\x12\n" +
