@@ -15,8 +15,8 @@ import (
 // that always began with a full state, as Kuma's does, would repair it on
 // every reconnect, at the price of sending everything every time.
 //
-// So once per stream, when the sender has sent everything its feed holds
-// and nothing has changed for a heartbeat, it sends an inventory of what
+// So once per stream, when the sender has sent the receiver nothing for a
+// heartbeat, it sends an inventory (link.sendInventory) of what
 // the receiver should then hold of its resources: how many, and the sum of
 // their key hashes as the receiver names them. The receiver compares it
 // with its own after applying everything before it on the stream and, when

@@ -305,7 +305,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 	defer beat.Stop()
 	sentRev := rev // the revision of the last batch sent
 	lastSend := time.Now()
-	lastRead := time.Now() // when the feed last had events
+	lastChange := time.Now() // of a batch the peer got something in
 	inventorySent := false
 	requested := 0 // full states the peer asked for on this stream
 	defer l.feed.close()
@@ -323,7 +323,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			if rev, err = l.sendSnapshot(ctx); err != nil {
 				return err
 			}
-			sentRev, lastSend = rev, time.Now()
+			sentRev, lastSend, lastChange = rev, time.Now(), time.Now()
 			inventorySent = false // and check that it repaired what differed
 		default:
 		}
@@ -347,9 +347,9 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			if err != nil {
 				return err
 			}
-			rev, lastRead = evs[len(evs)-1].rev, time.Now()
+			rev = evs[len(evs)-1].rev
 			if sent {
-				sentRev, lastSend = rev, time.Now()
+				sentRev, lastSend, lastChange = rev, time.Now(), time.Now()
 			}
 			// Read again before waiting: a page shorter than pageSize
 			// does not say the feed has nothing more (the global's
@@ -372,38 +372,84 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 				}
 				sentRev, lastSend = rev, time.Now()
 			}
-			if l.inventories && !inventorySent && sentRev == rev && time.Since(lastRead) >= l.heartbeat {
-				sent, err := l.sendInventory(ctx, rev)
+			if l.inventories && !inventorySent && time.Since(lastChange) >= l.heartbeat {
+				to, sent, ok, err := l.sendInventory(ctx, rev)
 				if err != nil {
 					return err
 				}
-				inventorySent = sent
+				if sent {
+					sentRev, lastSend, lastChange = to, time.Now(), time.Now()
+				}
+				rev, inventorySent = to, ok
 			}
 		}
 	}
 }
 
 // sendInventory sends what the peer should hold of this side's resources
-// once it has the feed up to rev, everything before it being sent
-// (inventory.go). It sends nothing, and returns false, unless the feed
-// holds nothing the peer gets after rev and the cache does not move while
-// the inventory is taken.
-func (l *link) sendInventory(ctx context.Context, rev int64) (bool, error) {
+// (inventory.go), taken from the cache while it moved from revision from
+// to revision to, after the feed up to to: what changed up to from is in
+// the inventory and is sent before it; what changed after from may or may
+// not be, so it must change nothing the peer holds (changesHolding), or
+// the inventory is dropped and taken again at a later heartbeat. A busy
+// global's cache moves all the time, mostly with what no zone gets (the
+// zones' Dataplanes and the status of their services). It returns the
+// revision the feed was read to, whether a batch was sent, and whether the
+// inventory was.
+func (l *link) sendInventory(ctx context.Context, rev int64) (to int64, sent, ok bool, err error) {
 	if err := l.cache.WaitFor(ctx, rev); err != nil {
-		return false, nil // ctx ended
+		return rev, false, false, nil // ctx ended
 	}
-	at := l.cache.Revision()
-	if evs, err := l.feed.changes(ctx, rev, 1); err != nil || len(evs) > 0 {
-		return false, nil // the loop reads them, or fails reading
-	}
+	from := l.cache.Revision()
 	inv := l.side.expected()
-	if l.cache.Revision() != at {
-		return false, nil
+	to = l.cache.Revision()
+	var evs []outEvent
+	for cur := rev; cur < to; {
+		page, err := l.feed.changes(ctx, cur, pageSize)
+		if err != nil {
+			return rev, false, false, nil // the loop reads it again, or fails
+		}
+		if len(page) == 0 {
+			break // a skipping feed ends at its last put the peer gets
+		}
+		for _, ev := range page {
+			if ev.rev > to {
+				break
+			}
+			if ev.rev > from && l.changesHolding(ev) {
+				return rev, false, false, nil
+			}
+			evs = append(evs, ev)
+		}
+		cur = page[len(page)-1].rev
+	}
+	if len(evs) > 0 {
+		if sent, err = l.sendEvents(ctx, rev, evs); err != nil {
+			return rev, false, false, err
+		}
+		rev = evs[len(evs)-1].rev
 	}
 	if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_Inventory{Inventory: inv.wire(rev)}}); err != nil {
-		return false, fmt.Errorf("send the inventory: %w", err)
+		return rev, sent, false, fmt.Errorf("send the inventory: %w", err)
 	}
-	return true, nil
+	return rev, sent, true, nil
+}
+
+// changesHolding reports whether sending ev could change which of this
+// side's resources the peer holds: a deletion, a put the peer gets that
+// this stream has not sent it as it is (which may be a new resource), and
+// any change of a Zone (its services may come or go, related).
+func (l *link) changesHolding(ev outEvent) bool {
+	if ev.key.Kind == resource.Zone {
+		return true
+	}
+	switch ev.typ {
+	case store.EventPut:
+		return l.outcome(ev.put) != skip
+	case store.EventDelete:
+		return ev.tombOK
+	}
+	return false
 }
 
 // resumePoint returns the revision to follow the feed from, or full when
@@ -517,21 +563,40 @@ func (l *link) sendEvents(ctx context.Context, from int64, evs []outEvent) (bool
 
 // add packs what the peer gets of it, unless the peer got exactly that
 // already on this stream. A full state (snapshot) sends no deletions.
-func (l *link) add(b *batcher, it *outItem, snapshot bool) {
+// What sending an item does (link.outcome).
+const (
+	skip     = iota // nothing: not for the peer, or sent as it is already
+	putIt           // the peer stores it
+	deleteIt        // the peer deletes it
+)
+
+// outcome says what sending it does to the peer.
+func (l *link) outcome(it *outItem) int {
 	if it == nil {
-		return
+		return skip
 	}
 	send, asDelete := l.side.pass(it)
 	switch {
 	case !send:
+		return skip
 	case asDelete || it.wire == nil:
+		return deleteIt
+	case l.digests[it.keyHash] != it.digest:
+		// Status writes on one side change nothing the other side of a
+		// global-to-zone stream gets, and cost no bytes.
+		return putIt
+	}
+	return skip
+}
+
+func (l *link) add(b *batcher, it *outItem, snapshot bool) {
+	switch l.outcome(it) {
+	case deleteIt:
 		if !snapshot {
 			l.forget(it.key)
 			b.del(it.key)
 		}
-	case l.digests[it.keyHash] != it.digest:
-		// Status writes on one side change nothing the other side of a
-		// global-to-zone stream gets, and cost no bytes.
+	case putIt:
 		l.digests[it.keyHash] = it.digest
 		b.put(it.wire)
 	}

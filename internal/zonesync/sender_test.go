@@ -190,3 +190,81 @@ func TestSendLoop_ReadsOnAfterAShortPage(t *testing.T) {
 		}
 	}
 }
+
+// churnSide is relatedSide with an inventory during which something is
+// written (what a busy store does while a large inventory is taken), and
+// which does not send Dataplanes.
+type churnSide struct {
+	relatedSide
+	during func()
+}
+
+func (s churnSide) pass(it *outItem) (bool, bool) { return it.key.Kind != resource.Dataplane, false }
+func (s churnSide) expected() inventory {
+	s.during()
+	return inventory{count: 1}
+}
+
+// TestSendInventory_WhatChangedWhileTaken: an inventory taken while the
+// store moved goes out only when nothing written meanwhile changes what
+// the peer holds; otherwise it is dropped, to be taken again.
+func TestSendInventory_WhatChangedWhileTaken(t *testing.T) {
+	dp := func() *resource.Object {
+		return &resource.Object{Kind: resource.Dataplane, Mesh: "default", Name: "web-1", Spec: &resource.DataplaneSpec{
+			Networking: resource.DataplaneNetworking{Address: "10.0.0.1", Inbound: []resource.Inbound{{Port: 80, Tags: map[string]string{resource.TagService: "web"}}}}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		during func(p *cp)
+		sent   bool
+	}{
+		{"a service the peer does not have", func(p *cp) { p.put(meshService("default", "new", 80), resource.ModeZone, "east") }, false},
+		{"a deletion", func(p *cp) { p.delete(msKey("default", "known")) }, false},
+		{"a Dataplane the peer does not get", func(p *cp) { p.put(dp(), resource.ModeZone, "east") }, true},
+		{"a service the stream sent as it is", func(p *cp) { p.put(meshService("default", "known", 80), resource.ModeZone, "east") }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			p := newCP(t, "east")
+			known := p.put(meshService("default", "known", 80), resource.ModeZone, "east")
+			if err := p.c.WaitFor(ctx, known.Revision); err != nil {
+				t.Fatal(err)
+			}
+			var inventories []*pb.Inventory
+			side := churnSide{during: func() {
+				tc.during(p)
+				if err := p.c.WaitFor(ctx, p.c.Revision()+1); err != nil {
+					t.Fatal(err)
+				}
+			}}
+			l := &link{peer: "west", side: side, st: p.st, cache: p.c, feed: directFeed{st: p.st, side: side},
+				stats: newStats("west", newMetrics(nil)), inventories: true, log: p.log, heartbeat: time.Hour,
+				send: func(env *pb.Envelope) error {
+					if inv := env.GetInventory(); inv != nil {
+						inventories = append(inventories, inv)
+					}
+					return nil
+				}}
+			l.init()
+			it, err := newOutItem(known, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.digests[it.keyHash] = it.digest // sent on this stream as it is
+			rev := p.c.Revision()
+			to, _, ok, err := l.sendInventory(ctx, rev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != tc.sent || len(inventories) != map[bool]int{false: 0, true: 1}[tc.sent] {
+				t.Fatalf("inventory sent: %v (%d messages), want %v", ok, len(inventories), tc.sent)
+			}
+			if tc.sent && (to != rev+1 || inventories[0].GetRevision() != rev+1) {
+				t.Errorf("the feed read to %d, the inventory at %d; want both at the write during it, %d", to, inventories[0].GetRevision(), rev+1)
+			}
+			if !tc.sent && to != rev {
+				t.Errorf("a dropped inventory read the feed to %d, want it left at %d for the loop", to, rev)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package zonesync
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -232,6 +233,52 @@ func TestSync_InventoryRepairsWhatAZoneLost(t *testing.T) {
 	west.eventually("the lost service, from the full state", lost, exists)
 	west.eventually("the service the global does not send, deleted by the full state", ghost.Key(), absent)
 	west.waitLogs(heldAll("global"), 2) // the next stream's check agrees
+	if in := f.insight(t, "west"); in.SentSnapshots != 1 {
+		t.Errorf("west got %d full states, want 1", in.SentSnapshots)
+	}
+}
+
+// TestSync_InventoryUnderChurn: a global whose feed never stays quiet
+// for a heartbeat (east changes a Dataplane every 20 ms, which goes to the
+// global and to no other zone) still takes and sends west its inventory,
+// and repairs what west lost.
+func TestSync_InventoryUnderChurn(t *testing.T) {
+	f := newFederation(t, "east", "west")
+	east, west := f.zones["east"], f.zones["west"]
+	east.put(meshService("default", "a", 80), resource.ModeZone, "east")
+	east.put(meshService("default", "b", 80), resource.ModeZone, "east")
+	lost := msKey("default", HashedName(resource.MeshService, "default", "b", "east", ""))
+	west.eventually("east's service", lost, exists)
+	f.waitAcked(t, "west")
+	f.runs["west"].stop()
+	f.global.waitLog(`msg="zone disconnected" zone=west`)
+	if _, err := store.Delete(context.Background(), west.st, lost, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	churned := make(chan struct{})
+	defer func() { stop(); <-churned }()
+	go func() {
+		defer close(churned)
+		for i := 0; ctx.Err() == nil; i++ {
+			dp := &resource.Object{Kind: resource.Dataplane, Mesh: "default", Name: "churn", Spec: &resource.DataplaneSpec{
+				Networking: resource.DataplaneNetworking{Address: fmt.Sprintf("10.0.%d.%d", i/250%250, i%250+1),
+					Inbound: []resource.Inbound{{Port: 80, Tags: map[string]string{resource.TagService: "churn"}}}}}}
+			east.put(dp, resource.ModeZone, "east")
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	churning := resource.Key{Kind: resource.Dataplane, Mesh: "default", Name: HashedName(resource.Dataplane, "default", "churn", "east", "")}
+	f.global.eventually("east's churning Dataplane", churning, exists)
+
+	checks := strings.Count(west.logs.String(), heldAll("global"))
+	f.start("west")
+	west.eventually("the lost service, from the full state", lost, exists)
+	west.waitLogs(heldAll("global"), checks+1) // the check after the repair agrees
 	if in := f.insight(t, "west"); in.SentSnapshots != 1 {
 		t.Errorf("west got %d full states, want 1", in.SentSnapshots)
 	}
