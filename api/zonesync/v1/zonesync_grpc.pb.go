@@ -7,6 +7,12 @@
 // revision of the other side's feed it has stored durably. A reconnecting
 // side resumes from the revision the other side acknowledged.
 //
+// Once per stream, when it has sent the receiver nothing for a heartbeat,
+// each sender also sends an Inventory of what the receiver should hold of
+// its resources; a receiver whose own differs asks for a full state with a
+// FullStateRequest, so that what a resumed stream missed (a refused batch,
+// a store damaged or restored) is repaired.
+//
 // Changes travel as bytes inside Envelope, so that a receiver decodes them
 // itself: a malformed or oversized batch is refused and counted, and the
 // stream goes on.
