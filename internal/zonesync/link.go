@@ -307,25 +307,32 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 	lastSend := time.Now()
 	lastChange := time.Now() // of a batch the peer got something in
 	inventorySent := false
-	requested := 0 // full states the peer asked for on this stream
+	requested := 0    // full states the peer asked for on this stream
+	wantFull := false // the peer asked for one (l.fullWanted)
 	defer l.feed.close()
 	for {
 		wake := l.st.Changed()
-		select {
-		case <-l.fullWanted:
+		if !wantFull {
+			select {
+			case <-l.fullWanted:
+				wantFull = true
+			default:
+			}
+		}
+		if wantFull {
+			wantFull = false
 			if requested++; requested > 1 {
 				// One full state did not make the inventories agree (the
 				// peer refuses something of it): another would not either.
 				l.log.Warn("the peer asked for a full state again; it gets one on its next stream", "peer", l.peer)
-				break
+			} else {
+				l.log.Info("sending a full state the peer asked for", "peer", l.peer)
+				if rev, err = l.sendSnapshot(ctx); err != nil {
+					return err
+				}
+				sentRev, lastSend, lastChange = rev, time.Now(), time.Now()
+				inventorySent = false // and check that it repaired what differed
 			}
-			l.log.Info("sending a full state the peer asked for", "peer", l.peer)
-			if rev, err = l.sendSnapshot(ctx); err != nil {
-				return err
-			}
-			sentRev, lastSend, lastChange = rev, time.Now(), time.Now()
-			inventorySent = false // and check that it repaired what differed
-		default:
 		}
 		evs, err := l.feed.changes(ctx, rev, pageSize)
 		switch {
@@ -362,7 +369,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			return nil
 		case <-wake:
 		case <-l.fullWanted:
-			l.fullWanted <- struct{}{} // for the top of the loop
+			wantFull = true
 		case <-beat.C:
 			if sentRev < rev && time.Since(lastSend) >= l.heartbeat {
 				// Nothing of what changed here lately was for the peer:
