@@ -196,7 +196,10 @@ func waitSynced(b *testing.B, c *http.Client, global string, zones []string, pro
 //   - resync-resources: what zone 1 received on reconnecting after a
 //     partition of MESHNAMES_BENCH_PARTITION seconds (default 60) during
 //     which 10 services were created, and resync-snapshots, the full states
-//     it needed (0 expected).
+//     it needed (0 expected);
+//   - full-states: the full states on every zone's current stream, either
+//     way, at the end (0 expected: an inventory that disagreed with what a
+//     side holds asks for one).
 //
 // MESHNAMES_BENCH_PROFILE_DIR=DIR gives the global and zone z2 (z0 when
 // fewer than three zones) CPU and allocation profiles (global.cpu,
@@ -398,6 +401,14 @@ func BenchmarkMultizone(b *testing.B) {
 		b.ReportMetric(float64(in.Sent.Resources), "resync-resources")
 		b.ReportMetric(float64(in.Sent.Snapshots), "resync-snapshots")
 		b.ReportMetric(float64(in.Sent.Bytes), "resync-bytes")
+		// Full states on every zone's current stream, either way: an
+		// inventory that disagreed asks for one (0 expected).
+		var fullStates int64
+		for _, z := range zones {
+			in := zoneInsight(b, c, global.api, z)
+			fullStates += in.Sent.Snapshots + in.Received.Snapshots
+		}
+		b.ReportMetric(float64(fullStates), "full-states")
 		var zonesRSS int64
 		for _, p := range procs {
 			if r, err := rss(p.pid()); err == nil {
