@@ -568,8 +568,6 @@ func (l *link) sendEvents(ctx context.Context, from int64, evs []outEvent) (bool
 	return b.sent, err
 }
 
-// add packs what the peer gets of it, unless the peer got exactly that
-// already on this stream. A full state (snapshot) sends no deletions.
 // What sending an item does (link.outcome).
 const (
 	skip     = iota // nothing: not for the peer, or sent as it is already
@@ -596,6 +594,8 @@ func (l *link) outcome(it *outItem) int {
 	return skip
 }
 
+// add packs what the peer gets of it, unless the peer got exactly that
+// already on this stream. A full state (snapshot) sends no deletions.
 func (l *link) add(b *batcher, it *outItem, snapshot bool) {
 	switch l.outcome(it) {
 	case deleteIt:
