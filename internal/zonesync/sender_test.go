@@ -227,14 +227,22 @@ func TestSendInventory_WhatChangedWhileTaken(t *testing.T) {
 			ctx := context.Background()
 			p := newCP(t, "east")
 			known := p.put(meshService("default", "known", 80), resource.ModeZone, "east")
-			if err := p.c.WaitFor(ctx, known.Revision); err != nil {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if err := p.c.WaitFor(wctx, known.Revision); err != nil {
 				t.Fatal(err)
 			}
 			var inventories []*pb.Inventory
 			side := churnSide{during: func() {
 				tc.during(p)
-				if err := p.c.WaitFor(ctx, p.c.Revision()+1); err != nil {
+				_, written, err := p.st.List(ctx, resource.Mesh) // the store's revision
+				if err != nil {
 					t.Fatal(err)
+				}
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				if err := p.c.WaitFor(wctx, written); err != nil {
+					t.Fatalf("the cache did not reach the write during the inventory: %v", err)
 				}
 			}}
 			l := &link{peer: "west", side: side, st: p.st, cache: p.c, feed: directFeed{st: p.st, side: side},
