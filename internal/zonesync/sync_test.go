@@ -52,6 +52,12 @@ func (f *federation) start(zone string) {
 	f.runs[zone] = runZone(t, f.zones[zone], zone, f.addr, writeToken(t, zoneToken(t, f.global, zone, f.pin)))
 }
 
+// stop stops zone's client and waits until the global saw it go.
+func (f *federation) stop(zone string) {
+	f.runs[zone].stop()
+	f.global.waitLog(`msg="zone disconnected" zone=` + zone)
+}
+
 func (f *federation) insight(t *testing.T, zone string) (in struct {
 	Online                       bool
 	SentResources, SentSnapshots int64
@@ -172,8 +178,7 @@ func TestSync_ResumesWithoutFullState(t *testing.T) {
 	f.waitAcked(t, "west")
 	west.waitLogs(heldAll("global"), 1)
 	f.global.waitLogs(heldAll("west"), 1)
-	f.runs["west"].stop()
-	f.global.waitLog(`msg="zone disconnected" zone=west`)
+	f.stop("west")
 	east.put(meshService("default", "e", 80), resource.ModeZone, "east")
 	east.delete(msKey("default", "a"))
 	f.global.eventually("east's deletion", msKey("default", HashedName(resource.MeshService, "default", "a", "east", "")), absent)
@@ -215,8 +220,7 @@ func TestSync_InventoryRepairsWhatAZoneLost(t *testing.T) {
 	west.eventually("east's last service", msKey("default", HashedName(resource.MeshService, "default", "c", "east", "")), exists)
 	f.waitAcked(t, "west")
 	west.waitLogs(heldAll("global"), 1)
-	f.runs["west"].stop()
-	f.global.waitLog(`msg="zone disconnected" zone=west`)
+	f.stop("west")
 
 	// Damage west's store behind the stream's back.
 	if _, err := store.Delete(context.Background(), west.st, lost, 0); err != nil {
@@ -250,8 +254,7 @@ func TestSync_InventoryUnderChurn(t *testing.T) {
 	lost := msKey("default", HashedName(resource.MeshService, "default", "b", "east", ""))
 	west.eventually("east's service", lost, exists)
 	f.waitAcked(t, "west")
-	f.runs["west"].stop()
-	f.global.waitLog(`msg="zone disconnected" zone=west`)
+	f.stop("west")
 	if _, err := store.Delete(context.Background(), west.st, lost, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -295,8 +298,7 @@ func TestSync_InventoryRepairsWhatTheGlobalLost(t *testing.T) {
 	lost := msKey("default", HashedName(resource.MeshService, "default", "b", "east", ""))
 	f.global.eventually("east's service", lost, exists)
 	f.global.waitLogs(heldAll("east"), 1)
-	f.runs["east"].stop()
-	f.global.waitLog(`msg="zone disconnected" zone=east`)
+	f.stop("east")
 	if _, err := store.Delete(context.Background(), f.global.st, lost, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -323,8 +325,7 @@ func TestSync_CompactedFeedSendsFullStateOnce(t *testing.T) {
 	east.put(meshService("default", "drop", 80), resource.ModeZone, "east")
 	dropped := msKey("default", HashedName(resource.MeshService, "default", "drop", "east", ""))
 	west.eventually("east's service", dropped, exists)
-	f.runs["west"].stop()
-	f.global.waitLog(`msg="zone disconnected" zone=west`)
+	f.stop("west")
 	east.delete(msKey("default", "drop"))
 	f.global.eventually("east's deletion", dropped, absent)
 	if _, err := f.global.st.(store.Compacter).Compact(context.Background(), -time.Hour); err != nil {
