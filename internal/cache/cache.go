@@ -418,6 +418,26 @@ func (c *Cache) RevisionOf(k resource.Key) (int64, bool) {
 	return e.cold.revision()
 }
 
+// At returns the resource with key k for reading only, as Peek does,
+// when the cache holds its revision rev (store.Known).
+func (c *Cache) At(k resource.Key, rev int64) (*resource.Object, bool) {
+	c.mu.RLock()
+	e, ok := c.groups[group{k.Kind, k.Mesh}][k.Name]
+	c.mu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	if e.hot != nil {
+		if e.hot.Revision != rev {
+			return nil, false
+		}
+	} else if r, ok := e.cold.revision(); !ok || r != rev {
+		return nil, false
+	}
+	c.guards.check(e.hot, false)
+	return e.shared(k), true
+}
+
 // Label returns the value of the label name of the resource with key k,
 // and whether the resource has it, without decoding the resource.
 func (c *Cache) Label(k resource.Key, name string) (string, bool) {

@@ -861,3 +861,37 @@ func TestCache_Label(t *testing.T) {
 	}
 	check("frozen")
 }
+
+// TestCache_At checks that At returns a resource only at the revision the
+// cache holds, hot or frozen.
+func TestCache_At(t *testing.T) {
+	c := New(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	web := svc("default", "web", map[string]string{"team": "a"})
+	web.Revision = 7
+	c.mu.Lock()
+	c.put(web, false)
+	c.mu.Unlock()
+	gone := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "gone"}
+	check := func(state string) {
+		t.Helper()
+		for _, tc := range []struct {
+			k   resource.Key
+			rev int64
+			ok  bool
+		}{{web.Key(), 7, true}, {web.Key(), 6, false}, {web.Key(), 8, false}, {gone, 7, false}} {
+			obj, ok := c.At(tc.k, tc.rev)
+			if ok != tc.ok {
+				t.Errorf("%s: At(%s, %d) reports %v, want %v", state, tc.k.Name, tc.rev, ok, tc.ok)
+				continue
+			}
+			if ok && (obj.Revision != 7 || obj.Labels["team"] != "a") {
+				t.Errorf("%s: At(%s, %d) = revision %d, labels %v", state, tc.k.Name, tc.rev, obj.Revision, obj.Labels)
+			}
+		}
+	}
+	check("hot")
+	if n := c.freeze(time.Now().Add(time.Hour)); n != 1 {
+		t.Fatalf("froze %d", n)
+	}
+	check("frozen")
+}

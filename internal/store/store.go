@@ -472,15 +472,23 @@ type MemoryFlusher interface {
 	FlushMemory() error
 }
 
-// SkippingFeed is a store whose change feed can leave unread the objects
-// of puts a reader has no use for (a zone's sync sender reads its whole
-// feed to send the zone's own resources, a tenth of it in a large
-// federation).
-type SkippingFeed interface {
-	// ChangesSkipping is Changes, except that an event for which skip
-	// reports true may come as a put without its Object (nil). skip is
-	// asked before the write is read, so it must report true only for a
-	// key and revision the reader knows to be a put (a cache holding that
-	// revision of the key). It must not call the store.
-	ChangesSkipping(ctx context.Context, after int64, limit int, skip func(k resource.Key, revision int64) bool) ([]Event, error)
+// Known is a feed reader's own copy of the put of key k at revision: the
+// object, read-only (nil when the reader has no use for it), and ok when
+// the reader holds that very revision (a cache of the store). It must not
+// call the store.
+type Known func(k resource.Key, revision int64) (obj *resource.Object, ok bool)
+
+// KnownFeed is a store whose change feed takes the objects of puts the
+// reader holds already instead of reading and decoding them. A sync
+// sender reads its store's whole feed while its cache holds nearly every
+// object of it, decoded (a global's feed is every zone's services), or has
+// no use for most of it (a zone sends only what was created in it).
+type KnownFeed interface {
+	// ChangesKnown is Changes, except that a put for which known reports
+	// ok comes with the object known returned (nil: none), which the
+	// reader must not modify. known is asked before the write is read, so
+	// it must report ok only for a key and revision the reader knows to
+	// be a put; it may be asked about writes the feed then leaves out (a
+	// key written again later in the range).
+	ChangesKnown(ctx context.Context, after int64, limit int, known Known) ([]Event, error)
 }

@@ -93,7 +93,7 @@ func NewGlobal(o GlobalOptions) *Global {
 		o.Heartbeat = DefaultHeartbeat
 	}
 	g := &Global{o: o, m: newMetrics(o.Registerer), zones: map[string]*zoneState{}}
-	g.feed = newSharedFeed(o.Store, newGlobalSide("", o.Cache, o.ExportDefault, &g.inventories), sharedFeedBytes, sharedFeedKeep)
+	g.feed = newSharedFeed(o.Store, o.Cache.At, newGlobalSide("", o.Cache, o.ExportDefault, &g.inventories), sharedFeedBytes, sharedFeedKeep)
 	return g
 }
 

@@ -79,7 +79,7 @@ func prepare(s side, evs []store.Event) ([]outEvent, error) {
 		switch ev.Type {
 		case store.EventPut:
 			if ev.Object == nil {
-				break // skipped unread (store.SkippingFeed): nothing for the peer
+				break // the reader has no use for it (store.Known): nothing for the peer
 			}
 			it, err := s.prepare(ev.Object)
 			if err != nil {
@@ -103,27 +103,29 @@ type feedReader interface {
 	close()
 }
 
-// directFeed reads the store's feed for one stream (a zone's). skip,
-// when not nil, names the puts the peer gets nothing of, which a store
-// that can (store.SkippingFeed) leaves unread.
+// directFeed reads the store's feed for one stream (a zone's).
 type directFeed struct {
-	st   store.Store
-	side side
-	skip func(k resource.Key, revision int64) bool
+	st    store.Store
+	side  side
+	known store.Known // the puts the sender holds already (readChanges)
 }
 
 func (f directFeed) changes(ctx context.Context, after int64, limit int) ([]outEvent, error) {
-	var evs []store.Event
-	var err error
-	if sf, ok := f.st.(store.SkippingFeed); ok && f.skip != nil {
-		evs, err = sf.ChangesSkipping(ctx, after, limit, f.skip)
-	} else {
-		evs, err = f.st.Changes(ctx, after, limit)
-	}
+	evs, err := readChanges(ctx, f.st, after, limit, f.known)
 	if err != nil {
 		return nil, err
 	}
 	return prepare(f.side, evs)
+}
+
+// readChanges reads st's feed, taking from known (when not nil) the puts
+// the sender holds already, where st can (store.KnownFeed): most of what
+// a sender reads is in its cache, decoded, or of no use to its peer.
+func readChanges(ctx context.Context, st store.Store, after int64, limit int, known store.Known) ([]store.Event, error) {
+	if kf, ok := st.(store.KnownFeed); ok && known != nil {
+		return kf.ChangesKnown(ctx, after, limit, known)
+	}
+	return st.Changes(ctx, after, limit)
 }
 
 func (directFeed) close() {}
@@ -138,7 +140,8 @@ func (directFeed) close() {}
 // would without the window.
 type sharedFeed struct {
 	st             store.Store
-	side           side // zone-independent: prepare and outTombstone only
+	known          store.Known // see readChanges
+	side           side        // zone-independent: prepare and outTombstone only
 	maxBytes, keep int
 
 	readMu sync.Mutex // one stream at a time reads the store to extend the window
@@ -159,8 +162,8 @@ const (
 	sharedFeedKeep  = 8 << 20
 )
 
-func newSharedFeed(st store.Store, s side, maxBytes, keep int) *sharedFeed {
-	return &sharedFeed{st: st, side: s, maxBytes: maxBytes, keep: keep, cursors: map[*sharedCursor]int64{}}
+func newSharedFeed(st store.Store, known store.Known, s side, maxBytes, keep int) *sharedFeed {
+	return &sharedFeed{st: st, known: known, side: s, maxBytes: maxBytes, keep: keep, cursors: map[*sharedCursor]int64{}}
 }
 
 // sharedCursor is one stream's reader of a sharedFeed: where it is tells
@@ -228,7 +231,7 @@ func (f *sharedFeed) changes(ctx context.Context, c *sharedCursor, after int64, 
 	extend := f.valid && after == f.hi
 	reset := !f.valid || (after > f.hi && !f.used())
 	f.mu.Unlock()
-	raw, err := f.st.Changes(ctx, after, limit)
+	raw, err := readChanges(ctx, f.st, after, limit, f.known)
 	if err != nil {
 		return nil, err
 	}

@@ -157,21 +157,24 @@ func (z *zoneSide) prepare(obj *resource.Object) (*outItem, error) {
 	return nil, nil
 }
 
-// unsent reports whether the global gets nothing of the put of k at
-// revision, which the cache shows when it holds that very write: a kind
-// that does not flow to global, or a resource that came from it (most of
-// a zone's feed in a large federation). When the cache holds another
-// revision (it is behind, or k was written again since), the sender
-// reads the write.
-func (z *zoneSide) unsent(k resource.Key, revision int64) bool {
+// known is the sender's store.Known: what the cache holds of the put of k
+// at revision, when it holds that very write, or nothing when the global
+// gets nothing of it: a kind that does not flow to global, or a resource
+// that came from it (most of a zone's feed in a large federation), which
+// the cache tells without decoding. When the cache holds another revision
+// (it is behind, or k was written again since), the sender reads the
+// write.
+func (z *zoneSide) known(k resource.Key, revision int64) (*resource.Object, bool) {
 	if rev, ok := z.cache.RevisionOf(k); !ok || rev != revision {
-		return false
+		return nil, false
 	}
 	if !fromZone(k.Kind) {
-		return true
+		return nil, true
 	}
-	origin, _ := z.cache.Label(k, resource.LabelOrigin)
-	return origin == resource.OriginGlobal
+	if origin, _ := z.cache.Label(k, resource.LabelOrigin); origin == resource.OriginGlobal {
+		return nil, true
+	}
+	return z.cache.At(k, revision)
 }
 
 func (z *zoneSide) pass(*outItem) (bool, bool) { return true, false }

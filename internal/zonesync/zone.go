@@ -211,7 +211,7 @@ func (z *Zone) connect(ctx context.Context, epoch string) error {
 	zs := &zoneSide{zone: z.o.Zone, cache: z.o.Cache, out: zoneOut{env: z.o.Env, exportDefault: z.o.ExportDefault}}
 	l := &link{
 		peer: "global", admit: admission.New(admission.Options{Mode: resource.ModeZone, Zone: z.o.Zone, Store: z.o.Store, Cache: z.o.Cache}), st: z.o.Store, cache: z.o.Cache,
-		side: zs, feed: directFeed{st: z.o.Store, side: zs, skip: zs.unsent},
+		side: zs, feed: directFeed{st: z.o.Store, side: zs, known: zs.known},
 		epoch: epoch, peerEpoch: w.GetEpoch(), ackLease: leaseFromGlobal, heartbeat: heartbeat,
 		log: z.o.Log, stats: z.stats, send: stream.Send, recv: stream.Recv,
 		inventories: w.GetInventories(),

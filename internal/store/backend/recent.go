@@ -132,8 +132,9 @@ func (r *Recent) Clear() {
 // after after up to its last, and that is at least one: the latest event
 // of each key written in that range, in revision order. ok is false when
 // the database must be read. Events kept as rows are decoded here, by the
-// reader, outside the lock, and kept decoded for the readers that follow.
-func (r *Recent) Changes(after int64, limit int) (evs []store.Event, ok bool) {
+// reader, outside the lock, and kept decoded for the readers that follow,
+// unless known (when not nil) has them (store.KnownFeed).
+func (r *Recent) Changes(after int64, limit int, known store.Known) (evs []store.Event, ok bool) {
 	r.mu.Lock()
 	n := len(r.events)
 	if n == 0 || after+1 < r.events[0].Rev || after >= r.events[n-1].Rev {
@@ -172,6 +173,12 @@ func (r *Recent) Changes(after int64, limit int) (evs []store.Event, ok bool) {
 	}
 	decoded := map[int64]*resource.Object{}
 	for i, row := range rows {
+		if known != nil {
+			if o, ok := known(evs[i].Key, evs[i].Revision); ok {
+				evs[i].Object = o // the reader's: not kept
+				continue
+			}
+		}
 		o, err := row.Object()
 		if err != nil {
 			return nil, false // the database will say what is wrong

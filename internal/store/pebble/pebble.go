@@ -94,6 +94,7 @@ var (
 	_ store.Compacter = (*Store)(nil)
 	_ store.Recorder  = (*Store)(nil)
 	_ store.Backuper  = (*Store)(nil)
+	_ store.KnownFeed = (*Store)(nil)
 )
 
 // Exists reports whether dir holds a pebble store.

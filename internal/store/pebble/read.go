@@ -146,12 +146,12 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 
 // Changes implements store.Store. A limit of 0 or less means no limit.
 func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Event, error) {
-	return s.ChangesSkipping(ctx, after, limit, nil)
+	return s.ChangesKnown(ctx, after, limit, nil)
 }
 
-// ChangesSkipping implements store.SkippingFeed: what Recent holds is
-// decoded already; from the database, a put skip rejects is not read.
-func (s *Store) ChangesSkipping(ctx context.Context, after int64, limit int, skip func(resource.Key, int64) bool) ([]store.Event, error) {
+// ChangesKnown implements store.KnownFeed: a put known has is neither
+// read from the database nor decoded from what Recent holds.
+func (s *Store) ChangesKnown(ctx context.Context, after int64, limit int, known store.Known) ([]store.Event, error) {
 	if limit <= 0 {
 		limit = math.MaxInt32
 	}
@@ -165,15 +165,15 @@ func (s *Store) ChangesSkipping(ctx context.Context, after int64, limit int, ski
 	if after >= upto {
 		return nil, nil
 	}
-	if evs, ok := s.recent.Changes(after, limit); ok {
+	if evs, ok := s.recent.Changes(after, limit, known); ok {
 		return evs, nil
 	}
-	return s.changesFromDB(ctx, after, upto, limit, skip)
+	return s.changesFromDB(ctx, after, upto, limit, known)
 }
 
 // changesFromDB is Changes read from the revision keys up to upto; a put
-// whose key and revision skip (when not nil) reports true is not read.
-func (s *Store) changesFromDB(ctx context.Context, after, upto int64, limit int, skip func(resource.Key, int64) bool) ([]store.Event, error) {
+// known (when not nil) has is not read.
+func (s *Store) changesFromDB(ctx context.Context, after, upto int64, limit int, known store.Known) ([]store.Event, error) {
 	var events []store.Event
 	err := s.snapshot(func(snap *pebble.Snapshot) error {
 		compacted, err := getUintFrom(snap, metaCompacted)
@@ -189,10 +189,12 @@ func (s *Store) changesFromDB(ctx context.Context, after, upto int64, limit int,
 			if err != nil {
 				return false, err
 			}
-			if skip != nil {
-				if rev, ok := parseRevisionKey(key); ok && skip(rk, rev) {
-					events = append(events, store.Event{Type: store.EventPut, Revision: rev, Key: rk})
-					return len(events) < limit, ctx.Err()
+			if known != nil {
+				if rev, ok := parseRevisionKey(key); ok {
+					if obj, ok := known(rk, rev); ok {
+						events = append(events, store.Event{Type: store.EventPut, Revision: rev, Key: rk, Object: obj})
+						return len(events) < limit, ctx.Err()
+					}
 				}
 			}
 			v, c, err := snap.Get(objectKey(rk))

@@ -73,6 +73,12 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 
 // Changes implements store.Store. A limit of 0 or less means no limit.
 func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Event, error) {
+	return s.ChangesKnown(ctx, after, limit, nil)
+}
+
+// ChangesKnown implements store.KnownFeed: a put known has is not
+// decoded (the database's rows are read all the same).
+func (s *Store) ChangesKnown(ctx context.Context, after int64, limit int, known store.Known) ([]store.Event, error) {
 	if limit <= 0 {
 		limit = math.MaxInt32
 	}
@@ -80,7 +86,7 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 		return nil, fmt.Errorf("changes after %d: %w", after, store.ErrClosed)
 	}
 	if s.exclusive {
-		if evs, ok := s.recent.Changes(after, limit); ok {
+		if evs, ok := s.recent.Changes(after, limit, known); ok {
 			return evs, nil
 		}
 	} else if last := s.recent.Last(); last > after {
@@ -91,16 +97,17 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 			return nil, fmt.Errorf("changes after %d: %w", after, s.dbErr(ctx, err))
 		}
 		if revision == last {
-			if evs, ok := s.recent.Changes(after, limit); ok {
+			if evs, ok := s.recent.Changes(after, limit, known); ok {
 				return evs, nil
 			}
 		}
 	}
-	return s.changesFromDB(ctx, after, limit)
+	return s.changesFromDB(ctx, after, limit, known)
 }
 
-// changesFromDB is Changes read from the database.
-func (s *Store) changesFromDB(ctx context.Context, after int64, limit int) ([]store.Event, error) {
+// changesFromDB is Changes read from the database; a put known (when not
+// nil) has is not decoded.
+func (s *Store) changesFromDB(ctx context.Context, after int64, limit int, known store.Known) ([]store.Event, error) {
 	var events []store.Event
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		var compacted int64
@@ -117,11 +124,18 @@ func (s *Store) changesFromDB(ctx context.Context, after int64, limit int) ([]st
 		return s.scanRows(ctx, rows, func(r *row) error {
 			e := store.Event{Type: store.EventDelete, Revision: r.Revision, Key: r.Key}
 			if !r.Deleted {
-				o, err := r.Object()
-				if err != nil {
-					return err
+				e.Type = store.EventPut
+				var ok bool
+				if known != nil {
+					e.Object, ok = known(r.Key, r.Revision)
 				}
-				e.Type, e.Object = store.EventPut, o
+				if !ok {
+					o, err := r.Object()
+					if err != nil {
+						return err
+					}
+					e.Object = o
+				}
 			}
 			events = append(events, e)
 			return nil

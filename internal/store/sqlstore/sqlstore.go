@@ -64,7 +64,10 @@ type Store struct {
 	writerDone chan struct{}
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store     = (*Store)(nil)
+	_ store.KnownFeed = (*Store)(nil)
+)
 
 // Open applies the dialect's migrations and starts the writer.
 func Open(ctx context.Context, cfg Config) (*Store, error) {

@@ -68,7 +68,7 @@ func RecentMatchesDatabase(t *testing.T, s store.Store, recent *backend.Recent, 
 			if lim == 0 {
 				lim = 1 << 30
 			}
-			mem, ok := recent.Changes(after, lim)
+			mem, ok := recent.Changes(after, lim, nil)
 			if !ok {
 				t.Fatalf("changes after %d not served from memory", after)
 			}
@@ -82,10 +82,10 @@ func RecentMatchesDatabase(t *testing.T, s store.Store, recent *backend.Recent, 
 			}
 		}
 	}
-	if _, ok := recent.Changes(last, 10); ok {
+	if _, ok := recent.Changes(last, 10, nil); ok {
 		t.Error("changes after the last revision served from memory: another process's writes would be missed")
 	}
-	if _, ok := recent.Changes(first-2, 10); ok {
+	if _, ok := recent.Changes(first-2, 10, nil); ok {
 		t.Error("changes from before the first revision kept served from memory")
 	}
 	t.Logf("%d reads compared, revisions %d to %d", served, first, last)
