@@ -192,6 +192,8 @@ func waitSynced(b *testing.B, c *http.Client, global string, zones []string, pro
 //     global-received/service, global-sent/service: resources the global
 //     received from all zones and sent to them by then (the insights'
 //     counters of the current streams);
+//   - zone-freezes/service: resources a zone's cache froze until settled,
+//     per service of the federation (zones' average);
 //   - zone-rss-MiB-avg, global-rss-MiB: resident memory at the end;
 //   - resync-resources: what zone 1 received on reconnecting after a
 //     partition of MESHNAMES_BENCH_PARTITION seconds (default 60) during
@@ -318,6 +320,16 @@ func BenchmarkMultizone(b *testing.B) {
 		settleStart := time.Now()
 		settle(b, c, append([]*serverProc{global}, procs...), 3*time.Minute)
 		b.ReportMetric(time.Since(settleStart).Seconds(), "settle-s")
+		// How often a zone's cache encoded a resource for keeping (see
+		// internal/cache): once per resource is the least, after its last
+		// change; what the sync's writes make it freeze before is extra.
+		var frozen float64
+		for _, p := range procs {
+			if v, err := metric(c, p.api, "meshnames_cache_frozen_total"); err == nil {
+				frozen += v
+			}
+		}
+		b.ReportMetric(perService(frozen)/float64(nZones), "zone-freezes/service")
 
 		// One new service at a time, answered everywhere.
 		before := map[string]int64{}

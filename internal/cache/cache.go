@@ -178,7 +178,7 @@ func (c *Cache) relist(ctx context.Context) error {
 	c.labels = newLabelSets()
 	c.hot = 0
 	for _, o := range objs {
-		c.put(o, true)
+		c.put(o, true, nil)
 		changed = append(changed, o.Key())
 	}
 	c.synced = true
@@ -202,7 +202,7 @@ func (c *Cache) apply(evs []store.Event) {
 	for i, ev := range evs {
 		switch ev.Type {
 		case store.EventPut:
-			c.put(ev.Object, false)
+			c.put(ev.Object, false, ev.Encoding)
 		case store.EventDelete:
 			c.remove(ev.Key)
 		}
@@ -242,9 +242,9 @@ func (c *Cache) notify(keys []resource.Key) {
 	}
 }
 
-// put stores o, which the cache now owns; listed when a list of the
-// store gave it.
-func (c *Cache) put(o *resource.Object, listed bool) {
+// put stores o, which the cache now owns, and its encoding enc (nil when
+// not at hand); listed when a list of the store gave it.
+func (c *Cache) put(o *resource.Object, listed bool, enc *store.Encoding) {
 	g := group{o.Kind, o.Mesh}
 	m := c.groups[g]
 	if m == nil {
@@ -256,7 +256,7 @@ func (c *Cache) put(o *resource.Object, listed bool) {
 	} else {
 		delete(c.sorted, g)
 	}
-	m[o.Name] = entry{hot: o, listed: listed, at: c.now().UnixNano()}
+	m[o.Name] = entry{hot: o, listed: listed, at: c.now().UnixNano(), enc: enc}
 	c.guards.track(o)
 	if listed {
 		return

@@ -582,6 +582,16 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 		t.Errorf("Keys = %v", got)
 	}
 
+	// The feed handed over the store's encodings, which the freeze takes
+	// rather than encode the objects again (and must read back as they
+	// were, below).
+	c.mu.RLock()
+	for _, k := range keys {
+		if e := c.groups[group{k.Kind, k.Mesh}][k.Name]; e.enc == nil {
+			t.Errorf("%s: the feed's encoding was not kept", k)
+		}
+	}
+	c.mu.RUnlock()
 	if n := c.freeze(now.Add(-FreezeAfter)); n != 0 {
 		t.Fatalf("froze %d entries stored just now", n)
 	}
@@ -735,7 +745,7 @@ func TestCache_BoundsDecodedEntries(t *testing.T) {
 	put := func(name string, listed bool) {
 		now = now.Add(time.Second)
 		c.mu.Lock()
-		c.put(svc("default", name, map[string]string{"name": name}), listed)
+		c.put(svc("default", name, map[string]string{"name": name}), listed, nil)
 		c.mu.Unlock()
 	}
 	for i := range 3 {
@@ -831,8 +841,8 @@ func TestCache_BurstWakesFreezer(t *testing.T) {
 func TestCache_Label(t *testing.T) {
 	c := New(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	c.mu.Lock()
-	c.put(svc("default", "web", map[string]string{"team": "a", resource.LabelDisplayName: "web"}), false)
-	c.put(svc("default", "db", map[string]string{resource.LabelDisplayName: "database"}), false)
+	c.put(svc("default", "web", map[string]string{"team": "a", resource.LabelDisplayName: "web"}), false, nil)
+	c.put(svc("default", "db", map[string]string{resource.LabelDisplayName: "database"}), false, nil)
 	c.mu.Unlock()
 	k := func(name string) resource.Key {
 		return resource.Key{Kind: resource.MeshService, Mesh: "default", Name: name}
@@ -869,7 +879,7 @@ func TestCache_At(t *testing.T) {
 	web := svc("default", "web", map[string]string{"team": "a"})
 	web.Revision = 7
 	c.mu.Lock()
-	c.put(web, false)
+	c.put(web, false, nil)
 	c.mu.Unlock()
 	gone := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "gone"}
 	check := func(state string) {

@@ -54,7 +54,7 @@ func TestFreeze_CompressesAgainstDictionary(t *testing.T) {
 	}
 	for i := range 50 {
 		o := typicalService(i * 997)
-		f, err := freezeObject(o)
+		f, err := freezeObject(o, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestFreeze_LargeResource(t *testing.T) {
 		st.Conditions = append(st.Conditions, resource.Condition{Type: fmt.Sprintf("Type%d", i), Status: resource.ConditionFalse,
 			Reason: "Reason", Message: fmt.Sprintf("message %d of a long status: %x", i, i*7919)})
 	}
-	f, err := freezeObject(o)
+	f, err := freezeObject(o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestFreeze_LargeResource(t *testing.T) {
 // Damaged frozen bytes give an error, not a panic or a wrong resource.
 func TestFreeze_DamagedDataIsAnError(t *testing.T) {
 	o := typicalService(7)
-	f, err := freezeObject(o)
+	f, err := freezeObject(o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func BenchmarkFreeze(b *testing.B) {
 	b.ReportAllocs()
 	var size int
 	for b.Loop() {
-		f, err := freezeObject(o)
+		f, err := freezeObject(o, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func BenchmarkFreeze(b *testing.B) {
 
 func BenchmarkThaw(b *testing.B) {
 	o := typicalService(12345)
-	f, err := freezeObject(o)
+	f, err := freezeObject(o, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func BenchmarkThaw(b *testing.B) {
 // what it gives freezes to bytes that thaw to the same resource.
 func FuzzThaw(f *testing.F) {
 	for i := range 3 {
-		fr, err := freezeObject(typicalService(i * 4999))
+		fr, err := freezeObject(typicalService(i*4999), nil)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func FuzzThaw(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again, err := freezeObject(o)
+		again, err := freezeObject(o, nil)
 		if err != nil {
 			t.Fatalf("thawed %+v but cannot freeze it: %v", o, err)
 		}

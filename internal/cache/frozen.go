@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
 )
 
 // A resource decoded into Go values costs about a kilobyte for a typical
@@ -54,18 +55,24 @@ const freezeBatch = 2000
 // set.
 type frozen []byte
 
-// freezeObject encodes o.
-func freezeObject(o *resource.Object) (frozen, error) {
+// freezeObject encodes o; enc, when not nil, is o's spec and status as
+// stored, which it takes as they are.
+func freezeObject(o *resource.Object, enc *store.Encoding) (frozen, error) {
 	var plain []byte
 	specLen := 0
-	if o.Spec != nil {
+	switch {
+	case enc != nil:
+		plain = make([]byte, 0, len(enc.Spec)+len(enc.Status))
+		plain = append(append(plain, enc.Spec...), enc.Status...)
+		specLen = len(enc.Spec)
+	case o.Spec != nil:
 		b, err := json.Marshal(o.Spec)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s spec: %w", o.Key(), err)
 		}
 		plain, specLen = b, len(b)
 	}
-	if o.Status != nil {
+	if enc == nil && o.Status != nil {
 		b, err := json.Marshal(o.Status)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s status: %w", o.Key(), err)
@@ -202,6 +209,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 		g    group
 		name string
 		obj  *resource.Object
+		enc  *store.Encoding
 		at   int64
 	}
 	var cands, listed []candidate // hot entries of the feed; old enough ones of a list
@@ -213,7 +221,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 				continue
 			}
 			decoded++
-			cd := candidate{g, name, e.hot, e.at}
+			cd := candidate{g, name, e.hot, e.enc, e.at}
 			if !e.listed {
 				cands = append(cands, cd)
 			} else if e.at <= cutoff.UnixNano() {
@@ -235,7 +243,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 	for batch := range slices.Chunk(cands, freezeBatch) {
 		fs := make([]frozen, len(batch))
 		for i, cd := range batch {
-			f, err := freezeObject(cd.obj)
+			f, err := freezeObject(cd.obj, cd.enc)
 			if err != nil {
 				c.log.Error("cannot freeze a resource; keeping it decoded", "err", err)
 				continue
@@ -253,7 +261,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 				c.hot--
 			}
 			c.guards.check(e.hot, true)
-			e.hot, e.cold = nil, fs[i]
+			e.hot, e.cold, e.enc = nil, fs[i], nil
 			c.groups[cd.g][cd.name] = e
 			n++
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
 )
 
 // Label maps cost far more than the strings they hold (a Go map of four
@@ -34,6 +35,10 @@ type entry struct {
 	// the change feed: MaxDecoded does not count it (frozen.go).
 	listed bool
 	at     int64 // when the cache stored it, UnixNano
+	// enc is hot's spec and status as the store encoded them, when the
+	// change feed had them at hand (store.Event.Encoding): the freezer
+	// compresses them rather than encode hot again.
+	enc *store.Encoding
 }
 
 // label returns the value of the label k of the resource.

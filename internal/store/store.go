@@ -367,7 +367,16 @@ type Event struct {
 	// same object to every reader of its feed (and keep it), so a reader
 	// that changes it clones it first.
 	Object *resource.Object
+	// Encoding, when the store has it at hand (its own recent writes), is
+	// Object's spec and status as the store encoded them: a reader that
+	// keeps resources encoded (the cache's freezer) takes it rather than
+	// encode Object again. Read-only.
+	Encoding *Encoding
 }
+
+// Encoding is a resource's spec and status as a store encodes them
+// (JSON, "" for none), which decode to the resource's.
+type Encoding struct{ Spec, Status string }
 
 // Store is the source of truth. Implementations are safe for concurrent
 // use and return objects that the caller owns, except the change feed's

@@ -47,6 +47,8 @@ type RecentEvent struct {
 	Key resource.Key
 	Obj *resource.Object
 	Row *Row
+	// Enc is Obj's spec and status as stored (store.Event.Encoding).
+	Enc *store.Encoding
 }
 
 // ObjectBefore returns the last object r holds for key, or nil. It is
@@ -154,7 +156,7 @@ func (r *Recent) Changes(after int64, limit int, known store.Known) (evs []store
 		ev := store.Event{Type: store.EventDelete, Revision: e.Rev, Key: e.Key}
 		switch {
 		case e.Obj != nil:
-			ev.Type, ev.Object = store.EventPut, e.Obj
+			ev.Type, ev.Object, ev.Encoding = store.EventPut, e.Obj, e.Enc
 		case e.Row != nil:
 			ev.Type = store.EventPut
 			if rows == nil {
@@ -183,7 +185,7 @@ func (r *Recent) Changes(after int64, limit int, known store.Known) (evs []store
 		if err != nil {
 			return nil, false // the database will say what is wrong
 		}
-		evs[i].Object = o
+		evs[i].Object, evs[i].Encoding = o, row.Encoding()
 		decoded[evs[i].Revision] = o
 	}
 	r.keep(decoded)
@@ -208,7 +210,7 @@ func (r *Recent) keep(decoded map[int64]*resource.Object) {
 		if e.Rev != rev || e.Row == nil || e.Obj != nil {
 			continue
 		}
-		e.Obj, e.Row = o, nil
+		e.Obj, e.Enc, e.Row = o, e.Row.Encoding(), nil
 	}
 }
 
@@ -221,10 +223,19 @@ func (r *Recent) keep(decoded map[int64]*resource.Object) {
 // and not added yet), the event keeps next's row for its first reader to
 // decode.
 func (r *Recent) Event(op store.Op, next, cur *Row) (RecentEvent, error) {
+	ev, err := r.event(op, next, cur)
+	if err == nil && ev.Obj != nil {
+		ev.Enc = next.Encoding()
+	}
+	return ev, err
+}
+
+func (r *Recent) event(op store.Op, next, cur *Row) (RecentEvent, error) {
 	ev := RecentEvent{Rev: next.Revision, Key: next.Key}
 	if next.Deleted {
 		return ev, nil
 	}
+
 	var obj *resource.Object
 	switch op.Type {
 	case store.OpCreate, store.OpUpdate:

@@ -34,6 +34,11 @@ func (r *Row) Object() (*resource.Object, error) {
 	return Decode(r.Key, r.Version, r.Revision, r.Created, r.Modified, r.Labels, r.Spec, r.Status)
 }
 
+// Encoding is the spec and status of a live row as stored.
+func (r *Row) Encoding() *store.Encoding {
+	return &store.Encoding{Spec: r.Spec, Status: r.Status}
+}
+
 // Next decides what the resource operation op, prepared as p, writes over
 // cur, the stored row of its key (nil when there is none; a tombstone is
 // not live), at now: the next row, whose Revision the caller gives, or the

@@ -211,7 +211,7 @@ func (s *Store) changesFromDB(ctx context.Context, after, upto int64, limit int,
 				if e.Object, err = r.Object(); err != nil {
 					return false, err
 				}
-				e.Type = store.EventPut
+				e.Type, e.Encoding = store.EventPut, r.Encoding()
 			}
 			events = append(events, e)
 			return len(events) < limit, ctx.Err()

@@ -134,7 +134,7 @@ func (s *Store) changesFromDB(ctx context.Context, after int64, limit int, known
 					if err != nil {
 						return err
 					}
-					e.Object = o
+					e.Object, e.Encoding = o, r.Encoding()
 				}
 			}
 			events = append(events, e)
