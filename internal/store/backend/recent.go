@@ -235,7 +235,6 @@ func (r *Recent) event(op store.Op, next, cur *Row) (RecentEvent, error) {
 	if next.Deleted {
 		return ev, nil
 	}
-
 	var obj *resource.Object
 	switch op.Type {
 	case store.OpCreate, store.OpUpdate:
