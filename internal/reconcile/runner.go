@@ -151,6 +151,18 @@ type Runner struct {
 	passes *prometheus.HistogramVec
 	writes *prometheus.CounterVec
 	kick   chan struct{}
+	// creates takes the requests of Create to the running term; open is
+	// that term's channel closed when it ends, nil between terms.
+	creates chan *createReq
+	open    atomic.Pointer[chan struct{}]
+}
+
+// createReq is a call of Create, answered by the term that takes it.
+type createReq struct {
+	objs    []*resource.Object
+	results []store.Result
+	err     error
+	done    chan struct{}
 }
 
 // NewRunner returns a runner of cores; it does no I/O.
@@ -165,7 +177,7 @@ func NewRunner(o Options, cores ...Core) *Runner {
 		o.BatchSize = DefaultBatchSize
 	}
 	r := &Runner{
-		o: o, cores: cores, kick: make(chan struct{}, 1),
+		o: o, cores: cores, kick: make(chan struct{}, 1), creates: make(chan *createReq),
 		passes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "meshnames_controllers_pass_duration_seconds", Help: "Time to process one batch of changes, writes included, by kind of pass (first, changes, resync).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
@@ -187,6 +199,49 @@ func (r *Runner) Kick() {
 	case r.kick <- struct{}{}:
 	default:
 	}
+}
+
+// Decides reports whether the cores decide parts of the status of kind
+// k, which Create takes.
+func (r *Runner) Decides(k resource.Kind) bool {
+	for _, c := range r.cores {
+		if !patch(c.Owns(k)).empty() {
+			return true
+		}
+	}
+	return false
+}
+
+// Create stores new resources together with the status the cores decide
+// for them: one write each, where a writer's create followed by the
+// runner's status write would be two (two commits, two change events, two
+// updates of every cache and DNS table, and a window in which the
+// resource shows no names). The resources must be admitted and of kinds
+// the cores decide (Decides); Create takes them (it sets their status).
+//
+// The running term takes them in its next pass, as if the cache had
+// reported them: the cores observe them, decide them with everything else
+// that pass decides, and the runner writes each as an OpCreate carrying its
+// status. results[i] is the store's result for objs[i]: ErrAlreadyExists
+// when the key is taken, as of a plain create. ok is false, and nothing is
+// written, when no term runs (this instance does not lead, or the runner is
+// between terms): the caller writes the resources itself. err is a failed
+// batch (nothing of it written) or ctx's end.
+func (r *Runner) Create(ctx context.Context, objs []*resource.Object) (results []store.Result, ok bool, err error) {
+	open := r.open.Load()
+	if open == nil {
+		return nil, false, nil
+	}
+	req := &createReq{objs: objs, done: make(chan struct{})}
+	select {
+	case r.creates <- req:
+	case <-*open:
+		return nil, false, nil
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	<-req.done // a term answers every request it takes
+	return req.results, true, req.err
 }
 
 var errFenced = errors.New("fenced")
@@ -239,11 +294,21 @@ type term struct {
 	// spare holds the emptied slices of the last batch committed, for
 	// the next one.
 	spare commit
+	// creating holds the resources of Create requests the current pass
+	// decides, by key; nil outside such a pass.
+	creating map[resource.Key]creation
 	// seen holds the revision of each resource the cores observed since
 	// the last pass; echoes, the revision of each status write of the
 	// runner made over the revision the cores had observed, until the
 	// cache reports it (echo).
 	seen, echoes map[resource.Key]int64
+}
+
+// creation is one resource of a Create request.
+type creation struct {
+	obj *resource.Object
+	req *createReq
+	i   int // obj's index in req
 }
 
 // see records that the cores observe obj.
@@ -282,8 +347,10 @@ type commit struct {
 
 type pendingWrite struct {
 	Write
-	key    resource.Key // of a status patch
+	key    resource.Key // of a status patch or a create
 	status bool
+	// created is a resource of a Create request, written with its status.
+	created bool
 	// base is the revision of the resource the cores observed and
 	// decided the status patch over; 0 when they may not have observed
 	// the revision the cache holds.
@@ -366,6 +433,12 @@ func (r *Runner) term(ctx context.Context) error {
 	endFirst()
 	r.passes.WithLabelValues("first").Observe(time.Since(start).Seconds())
 	r.o.Log.Info("controllers started", "objects", objects, "dur", time.Since(start))
+	open := make(chan struct{})
+	r.open.Store(&open)
+	defer func() {
+		r.open.Store(nil)
+		close(open)
+	}()
 
 	resync := time.NewTicker(r.o.Resync)
 	defer resync.Stop()
@@ -373,6 +446,16 @@ func (r *Runner) term(ctx context.Context) error {
 	defer wake.Stop()
 	settled := int64(-1)
 	for {
+		// Creates are taken before changes, and between every two passes
+		// of changes, so that a busy feed does not hold them back.
+		select {
+		case req := <-r.creates:
+			if err := t.create(ctx, req); err != nil {
+				return err
+			}
+			continue
+		default:
+		}
 		// Read before Take: every change up to rev was queued before rev
 		// was recorded, so when Take finds nothing all of them were taken.
 		rev := t.notified.Load()
@@ -409,6 +492,10 @@ func (r *Runner) term(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.q.Ready():
+		case req := <-r.creates:
+			if err := t.create(ctx, req); err != nil {
+				return err
+			}
 		case <-r.kick:
 			if err := t.pass(ctx, nil); err != nil {
 				return err
@@ -425,6 +512,58 @@ func (r *Runner) term(ctx context.Context) error {
 			r.passes.WithLabelValues("resync").Observe(time.Since(start).Seconds())
 		}
 	}
+}
+
+// create decides and writes the resources of req and of the other
+// requests waiting, and answers them all, whatever happens.
+func (t *term) create(ctx context.Context, req *createReq) error {
+	reqs := []*createReq{req}
+	n := len(req.objs)
+	for n < t.r.o.BatchSize {
+		select {
+		case more := <-t.r.creates:
+			reqs = append(reqs, more)
+			n += len(more.objs)
+			continue
+		default:
+		}
+		break
+	}
+	start := time.Now()
+	t.creating = make(map[resource.Key]creation, n)
+	var keys []resource.Key
+	for _, req := range reqs {
+		req.results = make([]store.Result, len(req.objs))
+		for i, obj := range req.objs {
+			k := obj.Key()
+			_, stored := t.r.o.Cache.RevisionOf(k)
+			_, twice := t.creating[k]
+			switch {
+			case t.owned(k.Kind).empty():
+				req.results[i].Err = fmt.Errorf("%s: the controllers decide no status of kind %s", k, k.Kind)
+				continue
+			case stored || twice:
+				req.results[i].Err = fmt.Errorf("%s: %w", k, store.ErrAlreadyExists)
+				continue
+			}
+			obj.Status, obj.Revision = nil, 0
+			t.creating[k] = creation{obj: obj, req: req, i: i}
+			keys = append(keys, k)
+			for _, c := range t.r.cores {
+				if c.Watches(k.Kind) {
+					c.Observe(k, obj)
+				}
+			}
+		}
+	}
+	err := t.pass(ctx, keys)
+	t.creating = nil
+	for _, req := range reqs {
+		req.err = err
+		close(req.done)
+	}
+	t.r.passes.WithLabelValues("create").Observe(time.Since(start).Seconds())
+	return err
 }
 
 // arm sets timer to the earliest Wake of the cores.
@@ -510,7 +649,11 @@ func (t *term) pass(ctx context.Context, extra []resource.Key) error {
 // decide builds the status of service k from every core's part and queues
 // its write when it differs from what is stored.
 func (t *term) decide(ctx context.Context, k resource.Key, p patch) error {
-	obj, ok := t.r.o.Cache.Peek(k)
+	cr, creating := t.creating[k]
+	obj, ok := cr.obj, creating
+	if !creating {
+		obj, ok = t.r.o.Cache.Peek(k)
+	}
 	if !ok {
 		return nil // deleted; the cores heard of it
 	}
@@ -525,6 +668,9 @@ func (t *term) decide(ctx context.Context, k resource.Key, p patch) error {
 		t.batch = append(t.batch, pendingWrite{Write: Write{Op: op}})
 	}
 	want := t.sum(st)
+	if creating {
+		return t.queueCreate(ctx, cr, st, p, want)
+	}
 	same := false
 	if w, pending := t.written.Pending(k, obj.Revision); pending {
 		same = w == want
@@ -546,19 +692,45 @@ func (t *term) decide(ctx context.Context, k resource.Key, p patch) error {
 	if seen, ok := t.seen[k]; ok && seen == obj.Revision {
 		base = seen
 	}
-	t.batch = append(t.batch, pendingWrite{Write: Write{Op: op}, key: k, status: true, base: base})
-	if t.r.o.Record != nil {
-		at := len(t.batch) - 1
-		for _, op := range t.r.o.Record(obj, st, sp) {
-			op.DependsOn = []int{at} // written with the status, only with it
-			t.batch = append(t.batch, pendingWrite{Write: Write{Op: op}})
-		}
+	return t.queueStatus(ctx, pendingWrite{Write: Write{Op: op}, key: k, status: true, base: base}, t.record(obj, st, sp))
+}
+
+// record returns the history of a status write that replaces the parts
+// sp names of old's status with next.
+func (t *term) record(old *resource.Object, next resource.Status, sp store.StatusPatch) []store.Op {
+	if t.r.o.Record == nil {
+		return nil
+	}
+	return t.r.o.Record(old, next, sp)
+}
+
+// queueStatus queues w, a write of a status, and the history ops written
+// with it, only with it; it flushes a full batch.
+func (t *term) queueStatus(ctx context.Context, w pendingWrite, history []store.Op) error {
+	at := len(t.batch)
+	t.batch = append(t.batch, w)
+	for _, op := range history {
+		op.DependsOn = []int{at}
+		t.batch = append(t.batch, pendingWrite{Write: Write{Op: op}})
 	}
 	t.statuses++
 	if t.statuses >= t.r.o.BatchSize {
 		return t.flush(ctx)
 	}
 	return nil
+}
+
+// queueCreate queues the create of cr's resource with the status st the
+// cores decided for it (want is its sum), and the history of its names.
+func (t *term) queueCreate(ctx context.Context, cr creation, st resource.Status, p patch, want uint64) error {
+	obj := cr.obj
+	k := obj.Key()
+	t.written.Put(k, want)
+	history := t.record(obj, st, store.StatusPatch(p)) // obj has no status yet
+	obj.Status = st
+	done := func(res store.Result) { cr.req.results[cr.i] = res }
+	op := store.Op{Type: store.OpCreate, Object: obj, DiscardObject: true}
+	return t.queueStatus(ctx, pendingWrite{Write: Write{Op: op, Done: done}, key: k, created: true}, history)
 }
 
 // sum is the digest of what the cores decide of st.
@@ -633,13 +805,25 @@ func (t *term) wait() error {
 	for i, w := range c.batch {
 		res := c.results[i]
 		what := "other"
-		if w.status {
+		switch {
+		case w.status:
 			what = "status"
+		case w.created:
+			what = "create"
 		}
 		switch {
 		case res.Err == nil:
 			t.r.writes.WithLabelValues(what, "ok").Inc()
 			t.lastWrite = max(t.lastWrite, res.Revision)
+			if w.created {
+				// The cores decided its status over exactly what the store
+				// now holds: its change event is an echo.
+				t.written.Written(w.key, res.Revision)
+				if t.echoes == nil {
+					t.echoes = map[resource.Key]int64{}
+				}
+				t.echoes[w.key] = res.Revision
+			}
 			if w.status {
 				t.written.Written(w.key, res.Revision)
 				if w.base != 0 && res.Previous == w.base {
@@ -648,6 +832,14 @@ func (t *term) wait() error {
 					}
 					t.echoes[w.key] = res.Revision
 				}
+			}
+		case w.created:
+			// Not created (the key was taken meanwhile): the cores observed
+			// a resource the store does not hold; show them what it does.
+			t.written.Forget(w.key)
+			t.q.Add(w.key)
+			if !errors.Is(res.Err, store.ErrAlreadyExists) {
+				t.r.writes.WithLabelValues(what, "error").Inc()
 			}
 		case w.status && errors.Is(res.Err, store.ErrNotFound):
 			// Deleted meanwhile; the deletion event follows.

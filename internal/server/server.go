@@ -264,7 +264,7 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		}
 		if z := s.sync.zone; z != nil {
 			// One stream per zone: only the leading instance syncs.
-			g.Go(func() error { return z.Run(gctx) })
+			g.Go(func() error { return z.Run(gctx, runner) })
 		}
 		if err := g.Wait(); err != nil {
 			s.log.Error("the controllers stopped", "err", err)

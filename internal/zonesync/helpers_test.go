@@ -251,7 +251,7 @@ func runZone(t testing.TB, p *cp, zone, addr, tokenFile string) *zoneRunner {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &zoneRunner{z: z, cancel: cancel, done: make(chan struct{})}
-	go func() { defer close(r.done); _ = z.Run(ctx) }()
+	go func() { defer close(r.done); _ = z.Run(ctx, nil) }()
 	t.Cleanup(r.stop)
 	return r
 }

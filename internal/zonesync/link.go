@@ -114,6 +114,9 @@ type link struct {
 
 	// fullWanted holds a full state the peer asked for (inventory.go).
 	fullWanted chan struct{}
+	// creator, when set, stores what the peer sends that is new here and of
+	// a kind it decides, with its status (a zone naming what it receives).
+	creator Creator
 
 	// receiver state (its goroutine only)
 	lastWrite int64
@@ -903,7 +906,8 @@ func (l *link) savePosition(ctx context.Context, revision int64) error {
 const maxWriteRounds = 8
 
 // write stores puts and deletes; an operation that lost a race is tried
-// again with the store's current state.
+// again with the store's current state. New resources the creator decides
+// are stored through it, after the rest (which may hold what names them).
 func (l *link) write(ctx context.Context, revision int64, puts []*resource.Object, dels []resource.Key) error {
 	fresh := false
 	for round := 0; len(puts)+len(dels) > 0; round++ {
@@ -913,10 +917,17 @@ func (l *link) write(ctx context.Context, revision int64, puts []*resource.Objec
 		var ops []store.Op
 		var opPut []int // index into puts of each op, -1 for deletes
 		var opDel []int
+		var created []*resource.Object // by the creator
+		var createdPut []int
 		for i, obj := range puts {
 			cur, err := l.current(ctx, obj.Key(), fresh)
 			if err != nil {
 				return err
+			}
+			if cur == nil && l.creator != nil && !l.side.keepStatus() && l.creator.Decides(obj.Kind) {
+				created = append(created, obj)
+				createdPut = append(createdPut, i)
+				continue
 			}
 			for _, op := range l.putOps(ctx, revision, obj, cur) {
 				ops = append(ops, op)
@@ -936,39 +947,63 @@ func (l *link) write(ctx context.Context, revision int64, puts []*resource.Objec
 			opPut = append(opPut, -1)
 			opDel = append(opDel, i)
 		}
-		if len(ops) == 0 {
+		if len(ops)+len(created) == 0 {
 			return nil
-		}
-		rs, err := l.st.Apply(ctx, ops...)
-		if err != nil {
-			return fmt.Errorf("store what %s sent: %w", l.peer, err)
 		}
 		var retryPuts []*resource.Object
 		var retryDels []resource.Key
 		var deleted []resource.Key
 		retried := map[int]bool{}
-		for j, r := range rs {
+		// took takes in the result r of op j, which wrote puts[put] or
+		// deleted dels[del] (-1 for neither).
+		took := func(r store.Result, put, del int, k resource.Key) {
 			if r.Revision > l.lastWrite {
 				l.lastWrite = r.Revision
 			}
 			switch {
 			case r.Err == nil:
-				if opDel[j] >= 0 {
-					deleted = append(deleted, dels[opDel[j]])
+				if del >= 0 {
+					deleted = append(deleted, dels[del])
 				}
 			case errors.Is(r.Err, store.ErrConflict) || errors.Is(r.Err, store.ErrAlreadyExists) || errors.Is(r.Err, store.ErrNotFound):
-				if i := opPut[j]; i >= 0 && !retried[i] {
-					retried[i] = true
-					retryPuts = append(retryPuts, puts[i])
-				} else if i := opDel[j]; i >= 0 {
-					retryDels = append(retryDels, dels[i])
+				if put >= 0 && !retried[put] {
+					retried[put] = true
+					retryPuts = append(retryPuts, puts[put])
+				} else if del >= 0 {
+					retryDels = append(retryDels, dels[del])
 				}
 			default:
+				l.refused(ctx, revision, &k, refuse("invalid", "%s: %v", k, r.Err))
+			}
+		}
+		if len(ops) > 0 {
+			rs, err := l.st.Apply(ctx, ops...)
+			if err != nil {
+				return fmt.Errorf("store what %s sent: %w", l.peer, err)
+			}
+			for j, r := range rs {
 				k := ops[j].Key
 				if ops[j].Object != nil {
 					k = ops[j].Object.Key()
 				}
-				l.refused(ctx, revision, &k, refuse("invalid", "%s: %v", k, r.Err))
+				took(r, opPut[j], opDel[j], k)
+			}
+		}
+		if len(created) > 0 {
+			rs, ok, err := l.creator.Create(ctx, created)
+			if err == nil && !ok {
+				// No controllers run here: plain creates, named later.
+				cops := make([]store.Op, len(created))
+				for j, obj := range created {
+					cops[j] = l.putOps(ctx, revision, obj, nil)[0]
+				}
+				rs, err = l.st.Apply(ctx, cops...)
+			}
+			if err != nil {
+				return fmt.Errorf("store what %s sent: %w", l.peer, err)
+			}
+			for j, r := range rs {
+				took(r, createdPut[j], -1, created[j].Key())
 			}
 		}
 		if len(deleted) > 0 {

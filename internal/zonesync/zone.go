@@ -60,6 +60,15 @@ type ZoneOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 }
 
+// Creator stores new resources together with the status this control
+// plane's controllers decide for them, one write each instead of a create
+// and then a status write (reconcile.Runner.Create): Decides says of which
+// kinds; ok false means it wrote nothing, its controllers not running.
+type Creator interface {
+	Decides(k resource.Kind) bool
+	Create(ctx context.Context, objs []*resource.Object) (results []store.Result, ok bool, err error)
+}
+
 // Zone keeps a zone's stream to its global up.
 type Zone struct {
 	o     ZoneOptions
@@ -111,8 +120,10 @@ func ParseAddress(addr string, insecureOK bool) (target string, useTLS bool, err
 }
 
 // Run keeps the stream up until ctx ends, reconnecting with backoff and
-// jitter. The zone keeps serving what it stored meanwhile.
-func (z *Zone) Run(ctx context.Context) error {
+// jitter. The zone keeps serving what it stored meanwhile. creator, when
+// not nil, stores the new services the global sends with the status the
+// zone's controllers decide for them (its reconcile.Runner).
+func (z *Zone) Run(ctx context.Context, creator Creator) error {
 	epoch, err := Epoch(ctx, z.o.Store)
 	if err != nil {
 		return err
@@ -120,7 +131,7 @@ func (z *Zone) Run(ctx context.Context) error {
 	backoff := z.o.MinBackoff
 	for ctx.Err() == nil {
 		started := time.Now()
-		err := z.connect(ctx, epoch)
+		err := z.connect(ctx, epoch, creator)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -142,7 +153,7 @@ func (z *Zone) Run(ctx context.Context) error {
 }
 
 // connect runs one stream.
-func (z *Zone) connect(ctx context.Context, epoch string) error {
+func (z *Zone) connect(ctx context.Context, epoch string, creator Creator) error {
 	raw, err := os.ReadFile(z.o.TokenFile)
 	if err != nil {
 		return fmt.Errorf("read the zone token: %w", err)
@@ -214,7 +225,7 @@ func (z *Zone) connect(ctx context.Context, epoch string) error {
 		side: zs, feed: directFeed{st: z.o.Store, side: zs, known: zs.known},
 		epoch: epoch, peerEpoch: w.GetEpoch(), ackLease: leaseFromGlobal, heartbeat: heartbeat,
 		log: z.o.Log, stats: z.stats, send: stream.Send, recv: stream.Recv,
-		inventories: w.GetInventories(),
+		inventories: w.GetInventories(), creator: creator,
 	}
 	err = l.run(sctx, positionOf(w.GetResume()))
 	if err == nil && ctx.Err() == nil {

@@ -234,6 +234,16 @@ func TestMultizone(t *testing.T) {
 	// quarantine: south's pool has two addresses, so that it shows.
 	waitAnswer(t, south, "redis.svc.east.mesh.local")
 	redisSouth := waitVIP(t, south.api, zonesync.HashedName(resource.MeshService, "default", "redis", "east", ""))
+	// A zone stores a service it receives together with the names its
+	// controllers decide for it: one write, so version 1.
+	if resp, err := http.Get(south.api + msPath(zonesync.HashedName(resource.MeshService, "default", "redis", "east", ""))); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if etag := resp.Header.Get("ETag"); etag != `"1"` {
+			t.Errorf("south's copy of redis has ETag %s, want \"1\": created with its status in one write", etag)
+		}
+	}
 	if code := put(t, south.api, msPath("filler"), service("filler", 80, "")); code != http.StatusCreated {
 		t.Fatalf("PUT filler in south = %d", code)
 	}

@@ -1,0 +1,154 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/meshnames/meshnames/internal/reconcile"
+	"github.com/meshnames/meshnames/internal/reconcile/reconciletest"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
+)
+
+// Create stores a new service with the status every core decides for it:
+// one write (version 1), which the runner then recognises as its own and
+// does not decide again; a taken key and a kind no core decides are
+// refused per resource, the others of the request written.
+func TestRunner_CreateWritesOnceWithStatus(t *testing.T) {
+	a, b := newLabelCore("A", "a"), newLabelCore("B", "b")
+	e := newEnv(t, reconciletest.Options{Cores: func() []reconcile.Core { return []reconcile.Core{a, b} }})
+	e.create(service("taken", map[string]string{"a": "old"}))
+	e.rt.Settle()
+	decided := a.decided
+
+	objs := []*resource.Object{
+		service("s0", map[string]string{"a": "x0", "b": "y0"}),
+		service("taken", map[string]string{"a": "new"}),
+		{Kind: resource.Mesh, Name: "other", Spec: &resource.MeshSpec{}},
+		service("s1", map[string]string{"a": "x1"}),
+	}
+	rs, ok, err := e.rt.Runner.Create(context.Background(), objs)
+	if err != nil || !ok {
+		t.Fatalf("Create: ok %v, err %v", ok, err)
+	}
+	if len(rs) != len(objs) {
+		t.Fatalf("%d results for %d resources", len(rs), len(objs))
+	}
+	if rs[0].Err != nil || rs[3].Err != nil {
+		t.Errorf("s0, s1 not created: %v, %v", rs[0].Err, rs[3].Err)
+	}
+	if !errors.Is(rs[1].Err, store.ErrAlreadyExists) {
+		t.Errorf("the taken key: %v, want ErrAlreadyExists", rs[1].Err)
+	}
+	if rs[2].Err == nil {
+		t.Error("a Mesh (no core decides its status) was taken by Create")
+	}
+	e.rt.SettleAt(rs[3].Revision)
+	for name, want := range map[string]map[string]string{
+		"s0": {"A": "x0", "B": "y0"},
+		"s1": {"A": "x1"},
+	} {
+		o := e.get(name)
+		if got := conditions(o); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s conditions = %v, want %v", name, got, want)
+		}
+		if o.Version != 1 {
+			t.Errorf("%s at version %d, want 1: created with its status, nothing after", name, o.Version)
+		}
+	}
+	if got := conditions(e.get("taken")); got["A"] != "old" {
+		t.Errorf("the taken service's condition = %v, want its own (old)", got)
+	}
+	a.mu.Lock()
+	observed, decidedNow := a.observed[svcKey("s0")], a.decided-decided
+	a.mu.Unlock()
+	if observed != 1 {
+		t.Errorf("core observed s0 %d times, want 1: the create's change event is the runner's own", observed)
+	}
+	if decidedNow != 2 {
+		t.Errorf("core decided %d services, want 2 (s0 and s1)", decidedNow)
+	}
+	if e.get("s0").Revision != rs[0].Revision {
+		t.Errorf("s0 at revision %d, Create reported %d", e.get("s0").Revision, rs[0].Revision)
+	}
+
+	// Later changes are decided as for any service.
+	e.setLabel("s1", "b", "later")
+	if got := conditions(e.get("s1")); got["B"] != "later" || got["A"] != "x1" {
+		t.Errorf("s1 conditions after a label change = %v", got)
+	}
+}
+
+// Concurrent Creates are all answered, each resource written once.
+func TestRunner_CreateConcurrent(t *testing.T) {
+	c := newLabelCore("A", "a")
+	e := newEnv(t, reconciletest.Options{BatchSize: 3, Cores: func() []reconcile.Core { return []reconcile.Core{c} }})
+	e.rt.Settle()
+	const callers, each = 8, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*each)
+	var last int64
+	var mu sync.Mutex
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var objs []*resource.Object
+			for i := range each {
+				objs = append(objs, service(fmt.Sprintf("g%d-%d", g, i), map[string]string{"a": fmt.Sprint(g, i)}))
+			}
+			rs, ok, err := e.rt.Runner.Create(context.Background(), objs)
+			if err != nil || !ok {
+				errs <- fmt.Errorf("caller %d: ok %v, err %v", g, ok, err)
+				return
+			}
+			for _, r := range rs {
+				if r.Err != nil {
+					errs <- r.Err
+				}
+				mu.Lock()
+				last = max(last, r.Revision)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	e.rt.SettleAt(last)
+	for g := range callers {
+		for i := range each {
+			o := e.get(fmt.Sprintf("g%d-%d", g, i))
+			if got := conditions(o)["A"]; got != fmt.Sprint(g, i) || o.Version != 1 {
+				t.Errorf("%s: condition %q at version %d, want %q at 1", o.Name, got, o.Version, fmt.Sprint(g, i))
+			}
+		}
+	}
+}
+
+// Without a running term Create writes nothing and says so, so that the
+// caller writes itself: before Run, and once the runner stopped.
+func TestRunner_CreateWithoutTerm(t *testing.T) {
+	c := newLabelCore("A", "a")
+	e := newEnv(t, reconciletest.Options{Cores: func() []reconcile.Core { return []reconcile.Core{c} }})
+	e.rt.Settle()
+	e.rt.Stop()
+	<-e.rt.Stopped()
+	for _, r := range []*reconcile.Runner{e.rt.Runner, reconcile.NewRunner(reconcile.Options{Cache: e.rt.Cache, Store: e.st}, c)} {
+		rs, ok, err := r.Create(context.Background(), []*resource.Object{service("s", nil)})
+		if ok || err != nil || rs != nil {
+			t.Errorf("Create without a term: %v, ok %v, err %v; want nothing", rs, ok, err)
+		}
+	}
+	if _, err := e.st.Get(context.Background(), svcKey("s")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("s stored without a term: %v", err)
+	}
+	if !e.rt.Runner.Decides(resource.MeshService) || e.rt.Runner.Decides(resource.Mesh) {
+		t.Error("Decides: want MeshService only")
+	}
+}
