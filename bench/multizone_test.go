@@ -184,7 +184,8 @@ func waitSynced(b *testing.B, c *http.Client, global string, zones []string, pro
 //     service (the insight's counters over the probes);
 //   - zones-cpu-s-at-sync, global-cpu-s-at-sync: CPU the processes used
 //     until the initial sync was stored everywhere (a figure the machine's
-//     other load does not inflate the way it does wall time);
+//     other load does not inflate the way it does wall time), and
+//     zones-cpu-s-at-named, global-cpu-s-at-named until it was named;
 //   - global-writes/service, zone-writes/service: the revision of the
 //     global's store, and the average of the zones', once every zone
 //     answers every other zone's last service, per service of the
@@ -279,11 +280,20 @@ func BenchmarkMultizone(b *testing.B) {
 			}
 		}
 		named := time.Since(start)
+		var zonesCPUNamed time.Duration
+		for _, p := range procs {
+			if d, err := cpuTime(p.pid()); err == nil {
+				zonesCPUNamed += d
+			}
+		}
+		globalCPUNamed, _ := cpuTime(global.pid())
 		b.StopTimer()
 		b.ReportMetric(synced.Seconds(), "initial-sync-s")
 		b.ReportMetric(named.Seconds(), "named-s")
 		b.ReportMetric(zonesCPU.Seconds(), "zones-cpu-s-at-sync")
 		b.ReportMetric(globalCPU.Seconds(), "global-cpu-s-at-sync")
+		b.ReportMetric(zonesCPUNamed.Seconds(), "zones-cpu-s-at-named")
+		b.ReportMetric(globalCPUNamed.Seconds(), "global-cpu-s-at-named")
 		// What one service costs in writes: the global's and the zones'
 		// revisions (every write is one), and the resources the global
 		// received and sent, per service of the federation.

@@ -389,6 +389,14 @@ func (r *Runner) term(ctx context.Context) error {
 	if !r.o.Cache.WaitSynced(ctx) {
 		return nil
 	}
+	// Creates wait for the first pass rather than fall back to two writes:
+	// the term takes them once it has started.
+	open := make(chan struct{})
+	r.open.Store(&open)
+	defer func() {
+		r.open.Store(nil)
+		close(open)
+	}()
 	start := time.Now()
 	var firstDone func()
 	if r.o.FirstPass != nil {
@@ -433,12 +441,6 @@ func (r *Runner) term(ctx context.Context) error {
 	endFirst()
 	r.passes.WithLabelValues("first").Observe(time.Since(start).Seconds())
 	r.o.Log.Info("controllers started", "objects", objects, "dur", time.Since(start))
-	open := make(chan struct{})
-	r.open.Store(&open)
-	defer func() {
-		r.open.Store(nil)
-		close(open)
-	}()
 
 	resync := time.NewTicker(r.o.Resync)
 	defer resync.Stop()
