@@ -94,6 +94,16 @@ func newError(sentinel error, format string, args ...any) *Error {
 	return &Error{Err: sentinel, Msg: fmt.Sprintf(format, args...)}
 }
 
+// Creator stores new resources together with the status the controllers
+// decide for them, one write each instead of a create and then a status
+// write (reconcile.Runner.Create). Decides says of which kinds; ok false
+// means it wrote nothing (no controllers run here now), and the writer
+// writes a plain create.
+type Creator interface {
+	Decides(k resource.Kind) bool
+	Create(ctx context.Context, creates []store.Creation) (results []store.Result, ok bool, err error)
+}
+
 // Options configures an Admitter.
 type Options struct {
 	// Mode and Zone are this control plane's (resource.ModeStandalone,
@@ -103,6 +113,11 @@ type Options struct {
 	// Store and Cache are needed by Put, Delete and Plan only.
 	Store store.Store
 	Cache *cache.Cache
+	// Creator, when set, stores what Put creates of the kinds it decides,
+	// with its status. When Store has a method Accompany(ctx, store.OpType)
+	// ([]store.Op, func()), its ops are written with each such create (the
+	// API's audit entry), and its func is called once they committed.
+	Creator Creator
 	// DisplayName, when set, returns the display name of the resource k:
 	// the name its hostnames see, checked as a service name and written
 	// into kuma.io/display-name. It is k.Name when nil; the Kubernetes
@@ -352,7 +367,7 @@ func (a *Admitter) Put(ctx context.Context, obj *resource.Object, w Writer, o Pu
 			if o.IfMatch != 0 {
 				return Outcome{}, newError(store.ErrConflict, "%s does not exist, but If-Match names version %d", obj.Key(), o.IfMatch)
 			}
-			created, err := store.Create(ctx, a.o.Store, obj)
+			created, err := a.create(ctx, obj)
 			if errors.Is(err, store.ErrAlreadyExists) {
 				continue
 			}
@@ -383,6 +398,47 @@ func (a *Admitter) Put(ctx context.Context, obj *resource.Object, w Writer, o Pu
 		return Outcome{Object: updated, Result: Updated}, nil
 	}
 	return Outcome{}, newError(store.ErrConflict, "%s is being modified concurrently; try again", obj.Key())
+}
+
+// accompanier is a store that adds writes to those of a request in
+// progress (the API's auditing store).
+type accompanier interface {
+	Accompany(ctx context.Context, t store.OpType) (ops []store.Op, committed func())
+}
+
+// create stores obj, a new resource: through the Creator, with its status,
+// when it decides obj's kind and its controllers run; a plain create
+// otherwise.
+func (a *Admitter) create(ctx context.Context, obj *resource.Object) (*resource.Object, error) {
+	if a.o.Creator == nil || !a.o.Creator.Decides(obj.Kind) {
+		return store.Create(ctx, a.o.Store, obj)
+	}
+	c := store.Creation{Object: obj}
+	var committed func()
+	if acc, ok := a.o.Store.(accompanier); ok {
+		c.With, committed = acc.Accompany(ctx, store.OpCreate)
+	}
+	rs, ok, err := a.o.Creator.Create(ctx, []store.Creation{c})
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		obj.Status = nil
+		return store.Create(ctx, a.o.Store, obj)
+	case rs[0].Err != nil:
+		return nil, rs[0].Err
+	}
+	if committed != nil {
+		committed()
+	}
+	// What was stored, as every reader sees it (its creation time is the
+	// store's): the cache holds it once it has caught up.
+	if err := a.o.Cache.WaitFor(ctx, rs[0].Revision); err == nil {
+		if got, ok := a.o.Cache.Get(obj.Key()); ok && got.Revision == rs[0].Revision {
+			return got, nil
+		}
+	}
+	return a.o.Store.Get(ctx, obj.Key())
 }
 
 // current returns the stored resource obj would replace. When cached is

@@ -292,3 +292,120 @@ func TestValidate_SystemLabelsDoNotCount(t *testing.T) {
 		t.Errorf("Validate after Admit = %v, want no violations", errs)
 	}
 }
+
+// fakeCreator stores MeshServices as a controllers' runner would: each
+// with a status (one condition) and the creation's With ops in the same
+// transaction. ok false answers "no controllers"; race has another writer
+// take the key first.
+type fakeCreator struct {
+	st    store.Store
+	ok    bool
+	race  bool
+	calls int
+}
+
+func (f *fakeCreator) Decides(k resource.Kind) bool { return k == resource.MeshService }
+
+func (f *fakeCreator) Create(ctx context.Context, cs []store.Creation) ([]store.Result, bool, error) {
+	f.calls++
+	if !f.ok {
+		return nil, false, nil
+	}
+	if f.race {
+		f.race = false
+		other := cs[0].Object.Clone()
+		other.Labels = map[string]string{"team": "other"}
+		if _, err := store.Create(ctx, f.st, other); err != nil {
+			return nil, true, err
+		}
+		return []store.Result{{Err: store.ErrAlreadyExists}}, true, nil
+	}
+	var ops []store.Op
+	var at []int
+	for _, c := range cs {
+		c.Object.Status = &resource.ServiceStatus{Conditions: []resource.Condition{{Type: "Named", Status: resource.ConditionTrue}}}
+		at = append(at, len(ops))
+		ops = append(ops, store.Op{Type: store.OpCreate, Object: c.Object, DiscardObject: true})
+		for _, w := range c.With {
+			w.DependsOn = []int{at[len(at)-1]}
+			ops = append(ops, w)
+		}
+	}
+	rs, err := f.st.Apply(ctx, ops...)
+	if err != nil {
+		return nil, true, err
+	}
+	out := make([]store.Result, len(cs))
+	for i, j := range at {
+		out[i] = rs[j]
+	}
+	return out, true, nil
+}
+
+// accompanying adds a lease to every write it accompanies, as the API's
+// auditing store adds an audit entry.
+type accompanying struct {
+	store.Store
+	committed int
+}
+
+func (a *accompanying) Accompany(_ context.Context, t store.OpType) ([]store.Op, func()) {
+	return []store.Op{{Type: store.OpPutLease, Lease: &store.Lease{Name: "with-" + t.String(), Value: []byte("x"), ExpiresAt: time.Now().Add(time.Hour)}}},
+		func() { a.committed++ }
+}
+
+// TestPut_CreatesThroughTheCreator: a new resource of a kind the creator
+// decides is stored by it, with its status and the store's accompanying
+// writes in one transaction, and Put returns it as stored; other kinds,
+// updates, and a creator without controllers write plain; a key taken
+// meanwhile is retried as an update.
+func TestPut_CreatesThroughTheCreator(t *testing.T) {
+	ctx := context.Background()
+	a, st := env(t, resource.ModeStandalone, "default")
+	acc := &accompanying{Store: st}
+	f := &fakeCreator{st: st, ok: true}
+	a.o.Store, a.o.Creator = acc, f
+	u := Writer{Source: User}
+	if _, err := put(t, a, &resource.Object{Kind: resource.Mesh, Name: "m", Spec: &resource.MeshSpec{}}, u); err != nil {
+		t.Fatal(err)
+	}
+	named := func(o *resource.Object) bool {
+		s, ok := o.Status.(*resource.ServiceStatus)
+		return ok && s != nil && len(s.Conditions) == 1 && s.Conditions[0].Type == "Named"
+	}
+
+	out, err := put(t, a, svc(resource.MeshService, "m", "web", nil), u)
+	if err != nil || out.Result != Created {
+		t.Fatalf("Put web = %q, %v", out.Result, err)
+	}
+	if f.calls != 1 || !named(out.Object) || out.Object.Version != 1 || out.Object.CreationTime.IsZero() {
+		t.Errorf("web: creator called %d times, returned %+v; want one call and the stored object, named, at version 1", f.calls, out.Object)
+	}
+	if ls, err := st.Leases(ctx, "with-"); err != nil || len(ls) != 1 || acc.committed != 1 {
+		t.Errorf("accompanying write: leases %v (%v), committed %d; want it written with the create and reported once", ls, err, acc.committed)
+	}
+
+	// An update is not a create: written plain, the creator not asked.
+	changed := svc(resource.MeshService, "m", "web", map[string]string{"team": "a"})
+	if out, err := put(t, a, changed, u); err != nil || out.Result != Updated || f.calls != 1 {
+		t.Errorf("update: %q, %v, creator calls %d; want Updated without the creator", out.Result, err, f.calls)
+	}
+	// A kind the creator does not decide.
+	if out, err := put(t, a, svc(resource.HostnameGenerator, "", "g", nil), u); err != nil || out.Result != Created || f.calls != 1 {
+		t.Errorf("generator: %q, %v, creator calls %d; want Created without the creator", out.Result, err, f.calls)
+	}
+	// A key another writer takes between the check and the write: Put
+	// sees it and updates it.
+	f.race = true
+	if out, err := put(t, a, svc(resource.MeshService, "m", "raced", map[string]string{"team": "b"}), u); err != nil || out.Result != Updated {
+		t.Errorf("raced create: %q, %v; want Updated over the other writer's", out.Result, err)
+	}
+	// No controllers running: a plain create, without status.
+	f.ok = false
+	if out, err := put(t, a, svc(resource.MeshService, "m", "plain", nil), u); err != nil || out.Result != Created || named(out.Object) {
+		t.Errorf("without controllers: %q, %v, %+v; want a plain create", out.Result, err, out.Object)
+	}
+	if acc.committed != 1 {
+		t.Errorf("accompanying writes reported %d times, want 1: only the creator's write carried them", acc.committed)
+	}
+}

@@ -299,13 +299,42 @@ func AuditingStore(st store.Store) store.Store {
 type auditingStore struct{ store.Store }
 
 func (a auditingStore) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, error) {
-	p, ok := ctx.Value(pendingKey{}).(*pendingAudit)
-	if !ok || p.written.Load() || len(ops) == 0 {
+	if len(ops) == 0 {
 		return a.Store.Apply(ctx, ops...)
+	}
+	deps := make([]int, len(ops))
+	for i := range deps {
+		deps[i] = i
+	}
+	entry, committed := a.Accompany(ctx, ops[0].Type)
+	if entry == nil {
+		return a.Store.Apply(ctx, ops...)
+	}
+	entry[0].DependsOn = deps
+	rs, err := a.Store.Apply(ctx, append(slices.Clip(ops), entry...)...)
+	if err != nil {
+		return rs, err
+	}
+	if rs[len(ops)].Err == nil {
+		committed()
+	}
+	return rs[:len(ops)], nil
+}
+
+// Accompany returns the audit entry of the API request in progress in ctx,
+// for a write whose first op is of type t, to commit with it (its
+// DependsOn is the caller's to set), and the function that records that
+// it committed; nothing when ctx carries no such request or its entry is
+// written already. The admission layer writes it with what the
+// controllers' runner creates (admission.Options.Creator).
+func (a auditingStore) Accompany(ctx context.Context, t store.OpType) ([]store.Op, func()) {
+	p, ok := ctx.Value(pendingKey{}).(*pendingAudit)
+	if !ok || p.written.Load() {
+		return nil, nil
 	}
 	e := p.entry
 	e.Result = api.ResultSuccess
-	switch ops[0].Type {
+	switch t {
 	case store.OpCreate:
 		e.Verb, e.Code = api.VerbCreate, http.StatusCreated
 	case store.OpUpdate:
@@ -313,17 +342,8 @@ func (a auditingStore) Apply(ctx context.Context, ops ...store.Op) ([]store.Resu
 	case store.OpDelete:
 		e.Verb, e.Code = api.VerbDelete, http.StatusOK
 	}
-	deps := make([]int, len(ops))
-	for i := range deps {
-		deps[i] = i
-	}
-	rs, err := a.Store.Apply(ctx, append(slices.Clip(ops), audit.Op(e, deps...))...)
-	if err != nil {
-		return rs, err
-	}
-	if rs[len(ops)].Err == nil {
+	return []store.Op{audit.Op(e)}, func() {
 		p.final = e
 		p.written.Store(true)
 	}
-	return rs[:len(ops)], nil
 }

@@ -24,12 +24,12 @@ func TestRunner_CreateWritesOnceWithStatus(t *testing.T) {
 	e.rt.Settle()
 	decided := a.decided
 
-	objs := []*resource.Object{
+	objs := creations(
 		service("s0", map[string]string{"a": "x0", "b": "y0"}),
 		service("taken", map[string]string{"a": "new"}),
-		{Kind: resource.Mesh, Name: "other", Spec: &resource.MeshSpec{}},
+		&resource.Object{Kind: resource.Mesh, Name: "other", Spec: &resource.MeshSpec{}},
 		service("s1", map[string]string{"a": "x1"}),
-	}
+	)
 	rs, ok, err := e.rt.Runner.Create(context.Background(), objs)
 	if err != nil || !ok {
 		t.Fatalf("Create: ok %v, err %v", ok, err)
@@ -96,9 +96,9 @@ func TestRunner_CreateConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var objs []*resource.Object
+			var objs []store.Creation
 			for i := range each {
-				objs = append(objs, service(fmt.Sprintf("g%d-%d", g, i), map[string]string{"a": fmt.Sprint(g, i)}))
+				objs = append(objs, store.Creation{Object: service(fmt.Sprintf("g%d-%d", g, i), map[string]string{"a": fmt.Sprint(g, i)})})
 			}
 			rs, ok, err := e.rt.Runner.Create(context.Background(), objs)
 			if err != nil || !ok {
@@ -140,7 +140,7 @@ func TestRunner_CreateWithoutTerm(t *testing.T) {
 	e.rt.Stop()
 	<-e.rt.Stopped()
 	for _, r := range []*reconcile.Runner{e.rt.Runner, reconcile.NewRunner(reconcile.Options{Cache: e.rt.Cache, Store: e.st}, c)} {
-		rs, ok, err := r.Create(context.Background(), []*resource.Object{service("s", nil)})
+		rs, ok, err := r.Create(context.Background(), creations(service("s", nil)))
 		if ok || err != nil || rs != nil {
 			t.Errorf("Create without a term: %v, ok %v, err %v; want nothing", rs, ok, err)
 		}
@@ -151,4 +151,12 @@ func TestRunner_CreateWithoutTerm(t *testing.T) {
 	if !e.rt.Runner.Decides(resource.MeshService) || e.rt.Runner.Decides(resource.Mesh) {
 		t.Error("Decides: want MeshService only")
 	}
+}
+
+func creations(objs ...*resource.Object) []store.Creation {
+	out := make([]store.Creation, len(objs))
+	for i, o := range objs {
+		out[i] = store.Creation{Object: o}
+	}
+	return out
 }

@@ -159,7 +159,7 @@ type Runner struct {
 
 // createReq is a call of Create, answered by the term that takes it.
 type createReq struct {
-	objs    []*resource.Object
+	creates []store.Creation
 	results []store.Result
 	err     error
 	done    chan struct{}
@@ -218,21 +218,23 @@ func (r *Runner) Decides(k resource.Kind) bool {
 // updates of every cache and DNS table, and a window in which the
 // resource shows no names). The resources must be admitted and of kinds
 // the cores decide (Decides); Create takes them (it sets their status).
+// Each one's With ops are written in the same transaction, after it and
+// only if it is created.
 //
 // The running term takes them in its next pass, as if the cache had
 // reported them: the cores observe them, decide them with everything else
 // that pass decides, and the runner writes each as an OpCreate carrying its
-// status. results[i] is the store's result for objs[i]: ErrAlreadyExists
+// status. results[i] is the store's result for creates[i]: ErrAlreadyExists
 // when the key is taken, as of a plain create. ok is false, and nothing is
 // written, when no term runs (this instance does not lead, or the runner is
 // between terms): the caller writes the resources itself. err is a failed
 // batch (nothing of it written) or ctx's end.
-func (r *Runner) Create(ctx context.Context, objs []*resource.Object) (results []store.Result, ok bool, err error) {
+func (r *Runner) Create(ctx context.Context, creates []store.Creation) (results []store.Result, ok bool, err error) {
 	open := r.open.Load()
 	if open == nil {
 		return nil, false, nil
 	}
-	req := &createReq{objs: objs, done: make(chan struct{})}
+	req := &createReq{creates: creates, done: make(chan struct{})}
 	select {
 	case r.creates <- req:
 	case <-*open:
@@ -306,9 +308,10 @@ type term struct {
 
 // creation is one resource of a Create request.
 type creation struct {
-	obj *resource.Object
-	req *createReq
-	i   int // obj's index in req
+	obj  *resource.Object
+	with []store.Op
+	req  *createReq
+	i    int // obj's index in req
 }
 
 // see records that the cores observe obj.
@@ -520,23 +523,25 @@ func (r *Runner) term(ctx context.Context) error {
 // requests waiting, and answers them all, whatever happens.
 func (t *term) create(ctx context.Context, req *createReq) error {
 	reqs := []*createReq{req}
-	n := len(req.objs)
+	n := len(req.creates)
 	for n < t.r.o.BatchSize {
 		select {
 		case more := <-t.r.creates:
 			reqs = append(reqs, more)
-			n += len(more.objs)
+			n += len(more.creates)
 			continue
 		default:
 		}
 		break
 	}
 	start := time.Now()
+	now := t.r.o.Now()
 	t.creating = make(map[resource.Key]creation, n)
 	var keys []resource.Key
 	for _, req := range reqs {
-		req.results = make([]store.Result, len(req.objs))
-		for i, obj := range req.objs {
+		req.results = make([]store.Result, len(req.creates))
+		for i, cr := range req.creates {
+			obj := cr.Object
 			k := obj.Key()
 			_, stored := t.r.o.Cache.RevisionOf(k)
 			_, twice := t.creating[k]
@@ -548,8 +553,11 @@ func (t *term) create(ctx context.Context, req *createReq) error {
 				req.results[i].Err = fmt.Errorf("%s: %w", k, store.ErrAlreadyExists)
 				continue
 			}
-			obj.Status, obj.Revision = nil, 0
-			t.creating[k] = creation{obj: obj, req: req, i: i}
+			// As the store will hold it: the cores compare creation times
+			// (the oldest service keeps a contested name).
+			obj.Status, obj.Revision, obj.Version = nil, 0, 1
+			obj.CreationTime = time.Unix(0, now.UnixNano()).UTC()
+			t.creating[k] = creation{obj: obj, with: cr.With, req: req, i: i}
 			keys = append(keys, k)
 			for _, c := range t.r.cores {
 				if c.Watches(k.Kind) {
@@ -728,11 +736,11 @@ func (t *term) queueCreate(ctx context.Context, cr creation, st resource.Status,
 	obj := cr.obj
 	k := obj.Key()
 	t.written.Put(k, want)
-	history := t.record(obj, st, store.StatusPatch(p)) // obj has no status yet
+	with := append(t.record(obj, st, store.StatusPatch(p)), cr.with...) // obj has no status yet
 	obj.Status = st
 	done := func(res store.Result) { cr.req.results[cr.i] = res }
-	op := store.Op{Type: store.OpCreate, Object: obj, DiscardObject: true}
-	return t.queueStatus(ctx, pendingWrite{Write: Write{Op: op, Done: done}, key: k, created: true}, history)
+	op := store.Op{Type: store.OpCreate, Object: obj, DiscardObject: true, Created: obj.CreationTime}
+	return t.queueStatus(ctx, pendingWrite{Write: Write{Op: op, Done: done}, key: k, created: true}, with)
 }
 
 // sum is the digest of what the cores decide of st.

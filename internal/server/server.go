@@ -117,9 +117,16 @@ func (s *Server) Run(ctx context.Context) error {
 		Global: s.cfg.Mode == config.ModeGlobal,
 	}
 	builder := dnsserver.NewBuilder(c, dnsSrv, tableOpts)
+	gc := newLoadGC(s.cfg.Mode != config.ModeStandalone)
+	ctl, err := s.newControllers(st, c, reg, gc)
+	if err != nil {
+		return err
+	}
 	apiOpts := apiserver.Options{
-		// The API's writes carry their audit entries into the store.
-		Cache: c, Admission: admission.New(admission.Options{Store: apiserver.AuditingStore(st), Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone, DisplayName: displayName(st)}),
+		// The API's writes carry their audit entries into the store; what
+		// it creates for the controllers they store with its status.
+		Cache: c, Admission: admission.New(admission.Options{Store: apiserver.AuditingStore(st), Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone,
+			DisplayName: displayName(st), Creator: ctl.creator()}),
 		Store: st, NoBackup: noBackup(s.cfg),
 		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error {
@@ -189,9 +196,8 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return compactLoop(gctx, st, s.cfg.Store.TombstoneRetention.D(), s.log) })
 	g.Go(func() error { return compactRecordsLoop(gctx, st, s.cfg, s.log) })
 	g.Go(func() error { return keys.Run(gctx, s.log.With("component", "tokens")) })
-	gc := newLoadGC(s.cfg.Mode != config.ModeStandalone)
 	gc.watchGC(gctx)
-	g.Go(func() error { return s.runControllers(gctx, st, c, reg, gc) })
+	g.Go(func() error { return s.runControllers(gctx, st, c, ctl) })
 	g.Go(func() error { return s.sync.run(gctx) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
@@ -235,22 +241,50 @@ func ready(c *cache.Cache) error {
 	return nil
 }
 
-// runControllers runs the controllers while this instance leads. A global
-// control plane runs none: zones compute hostnames for what they hold
-// (seed 002), and global keeps the status zones report.
-func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Cache, reg prometheus.Registerer, gc *loadGC) error {
-	if s.cfg.Mode == config.ModeGlobal || s.NoControllers {
+// controllers are the controllers' runner and the Kubernetes controllers
+// that feed it; nil on a control plane that runs none.
+type controllers struct {
+	runner *reconcile.Runner
+	kube   []func(context.Context) error
+	// creates says the runner stores new services with their status: the
+	// store records the creation time the controllers decided with, which
+	// the Kubernetes API does not.
+	creates bool
+}
+
+// creator is what stores new services with their status: the runner, or
+// nil.
+func (ctl *controllers) creator() admission.Creator {
+	if ctl == nil || !ctl.creates {
 		return nil
+	}
+	return ctl.runner
+}
+
+// newControllers builds the controllers. A global control plane runs none:
+// zones compute hostnames for what they hold (seed 002), and global keeps
+// the status zones report.
+func (s *Server) newControllers(st store.Store, c *cache.Cache, reg prometheus.Registerer, gc *loadGC) (*controllers, error) {
+	if s.cfg.Mode == config.ModeGlobal || s.NoControllers {
+		return nil, nil
 	}
 	cores, err := s.cores(reg, s.log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	runner := reconcile.NewRunner(reconcile.Options{
 		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,
 		Record: s.recordHistory, FirstPass: gc.firstPass,
 	}, cores...)
-	kube := s.kubeControllers(st, c, cores, runner.Kick, reg)
+	return &controllers{runner: runner, kube: s.kubeControllers(st, c, cores, runner.Kick, reg), creates: !s.cfg.KubernetesEnv()}, nil
+}
+
+// runControllers runs the controllers while this instance leads.
+func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Cache, ctl *controllers) error {
+	if ctl == nil {
+		return nil
+	}
+	runner, kube := ctl.runner, ctl.kube
 	return s.elector.Run(ctx, func(ctx context.Context) {
 		if err := catchUp(ctx, st, c); err != nil {
 			s.log.Warn("leading: the cache cannot catch up with the store; stepping down", "err", err)
@@ -264,7 +298,7 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 		}
 		if z := s.sync.zone; z != nil {
 			// One stream per zone: only the leading instance syncs.
-			g.Go(func() error { return z.Run(gctx, runner) })
+			g.Go(func() error { return z.Run(gctx, ctl.creator()) })
 		}
 		if err := g.Wait(); err != nil {
 			s.log.Error("the controllers stopped", "err", err)

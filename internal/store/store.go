@@ -184,9 +184,14 @@ type Op struct {
 	// and spec (sharing them) and the patched status, instead of decoding
 	// the stored row for the change feed. The caller must not modify Base
 	// afterwards (a cache's shared object is never modified).
-	Base      *resource.Object
-	Key       resource.Key
-	Version   int64
+	Base    *resource.Object
+	Key     resource.Key
+	Version int64
+	// Created, for OpCreate, is the creation time to record instead of the
+	// store's clock (zero for the store's): a controllers' runner decides a
+	// new resource's names with it before storing it (the oldest service
+	// keeps a contested name). The Kubernetes store ignores it.
+	Created   time.Time
 	Lease     *Lease
 	Record    *Record
 	DependsOn []int
@@ -415,6 +420,15 @@ type Store interface {
 // many it dropped; readers behind the new horizon get ErrCompacted.
 type Compacter interface {
 	Compact(ctx context.Context, retention time.Duration) (int, error)
+}
+
+// Creation is a new resource to store, with writes that commit with it
+// and only with it (such as the audit entry of the API request that
+// creates it): what a writer hands a controller runner that stores new
+// resources together with their status (reconcile.Runner.Create).
+type Creation struct {
+	Object *resource.Object
+	With   []Op
 }
 
 // Create stores a new resource.

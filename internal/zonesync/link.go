@@ -116,7 +116,7 @@ type link struct {
 	fullWanted chan struct{}
 	// creator, when set, stores what the peer sends that is new here and of
 	// a kind it decides, with its status (a zone naming what it receives).
-	creator Creator
+	creator admission.Creator
 
 	// receiver state (its goroutine only)
 	lastWrite int64
@@ -917,7 +917,7 @@ func (l *link) write(ctx context.Context, revision int64, puts []*resource.Objec
 		var ops []store.Op
 		var opPut []int // index into puts of each op, -1 for deletes
 		var opDel []int
-		var created []*resource.Object // by the creator
+		var created []store.Creation // by the creator
 		var createdPut []int
 		for i, obj := range puts {
 			cur, err := l.current(ctx, obj.Key(), fresh)
@@ -925,7 +925,7 @@ func (l *link) write(ctx context.Context, revision int64, puts []*resource.Objec
 				return err
 			}
 			if cur == nil && l.creator != nil && !l.side.keepStatus() && l.creator.Decides(obj.Kind) {
-				created = append(created, obj)
+				created = append(created, store.Creation{Object: obj})
 				createdPut = append(createdPut, i)
 				continue
 			}
@@ -994,8 +994,8 @@ func (l *link) write(ctx context.Context, revision int64, puts []*resource.Objec
 			if err == nil && !ok {
 				// No controllers run here: plain creates, named later.
 				cops := make([]store.Op, len(created))
-				for j, obj := range created {
-					cops[j] = l.putOps(ctx, revision, obj, nil)[0]
+				for j, c := range created {
+					cops[j] = l.putOps(ctx, revision, c.Object, nil)[0]
 				}
 				rs, err = l.st.Apply(ctx, cops...)
 			}
@@ -1003,7 +1003,7 @@ func (l *link) write(ctx context.Context, revision int64, puts []*resource.Objec
 				return fmt.Errorf("store what %s sent: %w", l.peer, err)
 			}
 			for j, r := range rs {
-				took(r, createdPut[j], -1, created[j].Key())
+				took(r, createdPut[j], -1, created[j].Object.Key())
 			}
 		}
 		if len(deleted) > 0 {

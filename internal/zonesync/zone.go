@@ -60,15 +60,6 @@ type ZoneOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 }
 
-// Creator stores new resources together with the status this control
-// plane's controllers decide for them, one write each instead of a create
-// and then a status write (reconcile.Runner.Create): Decides says of which
-// kinds; ok false means it wrote nothing, its controllers not running.
-type Creator interface {
-	Decides(k resource.Kind) bool
-	Create(ctx context.Context, objs []*resource.Object) (results []store.Result, ok bool, err error)
-}
-
 // Zone keeps a zone's stream to its global up.
 type Zone struct {
 	o     ZoneOptions
@@ -123,7 +114,7 @@ func ParseAddress(addr string, insecureOK bool) (target string, useTLS bool, err
 // jitter. The zone keeps serving what it stored meanwhile. creator, when
 // not nil, stores the new services the global sends with the status the
 // zone's controllers decide for them (its reconcile.Runner).
-func (z *Zone) Run(ctx context.Context, creator Creator) error {
+func (z *Zone) Run(ctx context.Context, creator admission.Creator) error {
 	epoch, err := Epoch(ctx, z.o.Store)
 	if err != nil {
 		return err
@@ -153,7 +144,7 @@ func (z *Zone) Run(ctx context.Context, creator Creator) error {
 }
 
 // connect runs one stream.
-func (z *Zone) connect(ctx context.Context, epoch string, creator Creator) error {
+func (z *Zone) connect(ctx context.Context, epoch string, creator admission.Creator) error {
 	raw, err := os.ReadFile(z.o.TokenFile)
 	if err != nil {
 		return fmt.Errorf("read the zone token: %w", err)

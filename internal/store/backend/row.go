@@ -60,6 +60,9 @@ func Next(op store.Op, p *Prepared, cur *Row, now int64) (Row, error) {
 			return fail(store.ErrAlreadyExists, "")
 		}
 		next.Version, next.Created = 1, now
+		if !op.Created.IsZero() {
+			next.Created = op.Created.UnixNano()
+		}
 	case store.OpUpdate, store.OpUpdateStatus, store.OpDelete, store.OpPatchStatus:
 		want := op.Version
 		if op.Type != store.OpDelete {

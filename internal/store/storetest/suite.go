@@ -27,6 +27,7 @@ func RunExcept(t *testing.T, open Opener, skip map[string]string) {
 		f    func(t *testing.T, e *env)
 	}{
 		{"CreateGetRoundTrip", testCreateGetRoundTrip},
+		{"CreateAtGivenTime", testCreateAtGivenTime},
 		{"EveryKind", testEveryKind},
 		{"MeshScope", testMeshScope},
 		{"InvalidOps", testInvalidOps},
@@ -186,6 +187,28 @@ func testCreateGetRoundTrip(t *testing.T, e *env) {
 	}
 	if diff := cmp.Diff(want, e.get(t, in.Key())); diff != "" {
 		t.Errorf("Get after Create (-want +got):\n%s", diff)
+	}
+}
+
+// An OpCreate's Created is the creation time recorded, to the nanosecond,
+// the modification time is the store's clock; an update keeps it.
+func testCreateAtGivenTime(t *testing.T, e *env) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 678901234, time.UTC)
+	rs, err := e.s.Apply(e.ctx, store.Op{Type: store.OpCreate, Object: meshService(mesh, "dated"), Created: at})
+	if err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	got := e.get(t, resource.Key{Kind: resource.MeshService, Mesh: mesh, Name: "dated"})
+	if !got.CreationTime.Equal(at) || !got.ModificationTime.Equal(e.clock.Now()) {
+		t.Errorf("created %v, modified %v; want %v and the store's clock %v", got.CreationTime, got.ModificationTime, at, e.clock.Now())
+	}
+	got.Labels["x"] = "y"
+	updated, err := store.Update(e.ctx, e.s, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !updated.CreationTime.Equal(at) {
+		t.Errorf("an update changed the creation time to %v", updated.CreationTime)
 	}
 }
 
