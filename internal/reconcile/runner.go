@@ -179,7 +179,7 @@ func NewRunner(o Options, cores ...Core) *Runner {
 	r := &Runner{
 		o: o, cores: cores, kick: make(chan struct{}, 1), creates: make(chan *createReq),
 		passes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "meshnames_controllers_pass_duration_seconds", Help: "Time to process one batch of changes, writes included, by kind of pass (first, changes, resync).",
+			Name: "meshnames_controllers_pass_duration_seconds", Help: "Time to process one batch of changes, writes included, by kind of pass (first, changes, create, resync).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"pass"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
