@@ -954,8 +954,8 @@ func (l *link) write(ctx context.Context, revision int64, puts []*resource.Objec
 		var retryDels []resource.Key
 		var deleted []resource.Key
 		retried := map[int]bool{}
-		// took takes in the result r of op j, which wrote puts[put] or
-		// deleted dels[del] (-1 for neither).
+		// took takes in r, the result of writing puts[put] or deleting
+		// dels[del] (-1 for neither), k's.
 		took := func(r store.Result, put, del int, k resource.Key) {
 			if r.Revision > l.lastWrite {
 				l.lastWrite = r.Revision
