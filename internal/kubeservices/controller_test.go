@@ -492,6 +492,11 @@ spec:
   ports: [{port: 80}]
 `)
 	e.wait(e.key("marker"), "created", exists)
+	// The store shows the marker a moment before the controller counts
+	// its write: wait for the count, then check nothing else was written.
+	for deadline := time.Now().Add(10 * time.Second); writes() < n+1 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if got := writes(); got != n+1 {
 		t.Errorf("%v writes after the event, want %v (the marker's create only)", got, n+1)
 	}
