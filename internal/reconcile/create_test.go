@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/reconcile/reconciletest"
@@ -159,4 +160,35 @@ func creations(objs ...*resource.Object) []store.Creation {
 		out[i] = store.Creation{Object: o}
 	}
 	return out
+}
+
+// A term that finds another instance leading as it writes creates writes
+// none of them and says so (ok false), so that the caller writes them
+// itself, as on an instance that does not lead.
+func TestRunner_CreateFenced(t *testing.T) {
+	e := newEnv(t, reconciletest.Options{})
+	lease := func(holder string, term int64) {
+		t.Helper()
+		rs, err := e.st.Apply(context.Background(), store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: "leader",
+			Value: store.Fence{Lease: "leader", Holder: holder, Term: term}.LeaseValue(), ExpiresAt: time.Now().Add(time.Hour)}})
+		if err != nil || rs[0].Err != nil {
+			t.Fatal(err, rs)
+		}
+	}
+	lease("a", 1)
+	c := newLabelCore("A", "a")
+	rt := reconciletest.Start(t, e.st, reconciletest.Options{Fence: &store.Fence{Lease: "leader", Holder: "a", Term: 1},
+		Cores: func() []reconcile.Core { return []reconcile.Core{c} }})
+	rt.Settle()
+	lease("b", 2)
+	rs, ok, err := rt.Runner.Create(context.Background(), creations(service("s", map[string]string{"a": "v"})))
+	if ok || err != nil || rs != nil {
+		t.Errorf("Create on a deposed leader: %v, ok %v, err %v; want nothing", rs, ok, err)
+	}
+	if _, err := e.st.Get(context.Background(), svcKey("s")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("s stored by a deposed leader: %v", err)
+	}
+	if n := rt.Fenced.Load(); n != 1 {
+		t.Errorf("%d fenced batches, want 1", n)
+	}
 }

@@ -162,7 +162,10 @@ type createReq struct {
 	creates []store.Creation
 	results []store.Result
 	err     error
-	done    chan struct{}
+	// fenced says another instance leads: the term stopped before
+	// writing them, and the caller writes them itself.
+	fenced bool
+	done   chan struct{}
 }
 
 // NewRunner returns a runner of cores; it does no I/O.
@@ -227,8 +230,9 @@ func (r *Runner) Decides(k resource.Kind) bool {
 // status. results[i] is the store's result for creates[i]: ErrAlreadyExists
 // when the key is taken, as of a plain create. ok is false, and nothing is
 // written, when no term runs (this instance does not lead, or the runner is
-// between terms): the caller writes the resources itself. err is a failed
-// batch (nothing of it written) or ctx's end.
+// between terms, or its term found another instance leading as it wrote
+// them): the caller writes the resources itself. err is a failed batch
+// (nothing of it written) or ctx's end.
 func (r *Runner) Create(ctx context.Context, creates []store.Creation) (results []store.Result, ok bool, err error) {
 	open := r.open.Load()
 	if open == nil {
@@ -243,6 +247,9 @@ func (r *Runner) Create(ctx context.Context, creates []store.Creation) (results 
 		return nil, false, ctx.Err()
 	}
 	<-req.done // a term answers every request it takes
+	if req.fenced {
+		return nil, false, nil
+	}
 	return req.results, true, req.err
 }
 
@@ -569,7 +576,7 @@ func (t *term) create(ctx context.Context, req *createReq) error {
 	err := t.pass(ctx, keys)
 	t.creating = nil
 	for _, req := range reqs {
-		req.err = err
+		req.err, req.fenced = err, errors.Is(err, errFenced)
 		close(req.done)
 	}
 	t.r.passes.WithLabelValues("create").Observe(time.Since(start).Seconds())
