@@ -192,3 +192,41 @@ func TestRunner_CreateFenced(t *testing.T) {
 		t.Errorf("%d fenced batches, want 1", n)
 	}
 }
+
+// Named closes once the first pass has written the status of everything
+// stored when the term started, and not before (a zone sends the global
+// its services after it).
+func TestRunner_NamedAfterFirstPass(t *testing.T) {
+	e := newEnv(t, reconciletest.Options{})
+	const n = 20
+	for i := range n {
+		e.create(service(fmt.Sprintf("s%d", i), map[string]string{"a": fmt.Sprintf("v%d", i)}))
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	e.rt = reconciletest.Start(t, e.st, reconciletest.Options{
+		Cores: func() []reconcile.Core { return []reconcile.Core{newLabelCore("A", "a")} },
+		FirstPass: func() func() {
+			close(started)
+			<-release
+			return nil
+		},
+	})
+	<-started
+	select {
+	case <-e.rt.Runner.Named():
+		t.Fatal("Named closed before the first pass ran")
+	default:
+	}
+	close(release)
+	select {
+	case <-e.rt.Runner.Named():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Named not closed 10 s after the first pass started")
+	}
+	for i := range n {
+		name := fmt.Sprintf("s%d", i)
+		if got := conditions(e.get(name)); got["A"] != fmt.Sprintf("v%d", i) {
+			t.Errorf("%s when Named closed: conditions %v, want A=v%d", name, got, i)
+		}
+	}
+}

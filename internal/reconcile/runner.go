@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -155,6 +156,9 @@ type Runner struct {
 	// that term's channel closed when it ends, nil between terms.
 	creates chan *createReq
 	open    atomic.Pointer[chan struct{}]
+	// named is closed once a term has written its first pass.
+	named     chan struct{}
+	namedOnce sync.Once
 }
 
 // createReq is a call of Create, answered by the term that takes it.
@@ -180,7 +184,7 @@ func NewRunner(o Options, cores ...Core) *Runner {
 		o.BatchSize = DefaultBatchSize
 	}
 	r := &Runner{
-		o: o, cores: cores, kick: make(chan struct{}, 1), creates: make(chan *createReq),
+		o: o, cores: cores, kick: make(chan struct{}, 1), creates: make(chan *createReq), named: make(chan struct{}),
 		passes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "meshnames_controllers_pass_duration_seconds", Help: "Time to process one batch of changes, writes included, by kind of pass (first, changes, create, resync).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
@@ -203,6 +207,12 @@ func (r *Runner) Kick() {
 	default:
 	}
 }
+
+// Named is closed once a term of r has written its first pass: every
+// resource stored when it started was decided and its status written. A
+// zone sends the global its services after it, so that they travel once,
+// with their names, instead of once bare and again named.
+func (r *Runner) Named() <-chan struct{} { return r.named }
 
 // Decides reports whether the cores decide parts of the status of kind
 // k, which Create takes.
@@ -449,6 +459,7 @@ func (r *Runner) term(ctx context.Context) error {
 		return err
 	}
 	endFirst()
+	r.namedOnce.Do(func() { close(r.named) })
 	r.passes.WithLabelValues("first").Observe(time.Since(start).Seconds())
 	r.o.Log.Info("controllers started", "objects", objects, "dur", time.Since(start))
 

@@ -297,8 +297,19 @@ func (s *Server) runControllers(ctx context.Context, st store.Store, c *cache.Ca
 			g.Go(func() error { return run(gctx) })
 		}
 		if z := s.sync.zone; z != nil {
-			// One stream per zone: only the leading instance syncs.
-			g.Go(func() error { return z.Run(gctx, ctl.creator()) })
+			// One stream per zone: only the leading instance syncs. It
+			// connects once the controllers have named what is stored,
+			// so that the global receives each service once, named (a
+			// restored or upgraded zone's services are stored without
+			// status; the global would store each bare, then again).
+			g.Go(func() error {
+				select {
+				case <-runner.Named():
+				case <-gctx.Done():
+					return nil
+				}
+				return z.Run(gctx, ctl.creator())
+			})
 		}
 		if err := g.Wait(); err != nil {
 			s.log.Error("the controllers stopped", "err", err)

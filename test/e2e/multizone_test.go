@@ -14,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
@@ -201,6 +202,12 @@ func TestMultizone(t *testing.T) {
 	for z := range dirs {
 		tokens[z] = g.cliToken(t, z)
 	}
+	// north starts with services its store holds without status, as after
+	// a restore or an upgrade: it names them before it connects, and the
+	// global receives each once, named. They are not exported, so that
+	// the other zones' pools are the test's own.
+	const seeded = 1000
+	seedUnnamed(t, dirs["north"], "north", seeded)
 	east := startZone(t, "east", "east", g.syncAddr, tokens["east"], dirs["east"])
 	west := startZone(t, "west", "west", proxyAddr, tokens["west"], dirs["west"])
 	north := startZone(t, "north", "north", g.syncAddr, tokens["north"], dirs["north"])
@@ -208,6 +215,30 @@ func TestMultizone(t *testing.T) {
 	south := startZone(t, "south", "south", g.syncAddr, g.cliToken(t, "south"), t.TempDir(), "--vip-cidr-mesh-service", "10.20.0.0/30")
 	for _, z := range []*proc{east, west, north, south} {
 		waitDefaultMesh(t, z)
+	}
+	for i := range seeded {
+		path := msPath(zonesync.HashedName(resource.MeshService, "default", seededName(i), "north", ""))
+		var etag, body string
+		waitFor(t, 30*time.Second, "the global has north's "+seededName(i), func() bool {
+			resp, err := http.Get(g.api + path)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			etag, body = resp.Header.Get("ETag"), string(b)
+			return resp.StatusCode == http.StatusOK && err == nil
+		})
+		if etag != `"1"` || !strings.Contains(body, `"addresses"`) || !strings.Contains(body, `"vips"`) {
+			t.Errorf("the global's copy of north's %s: ETag %s, %s; want version 1 with addresses and VIPs (sent once, named)",
+				seededName(i), etag, body)
+		}
+	}
+	// Besides them, north sends what west sends: the zone's default
+	// HostnameGenerators.
+	if in, base := insight(t, g.proc, "north"), insight(t, g.proc, "west"); in.Received.Resources != seeded+base.Received.Resources {
+		t.Errorf("the global received %d resources from north, want %d: each seeded service once, and what west sent (%d)",
+			in.Received.Resources, seeded+base.Received.Resources, base.Received.Resources)
 	}
 
 	// A service of east is named and answered in the other zones.
@@ -387,6 +418,42 @@ func TestMultizone(t *testing.T) {
 		t.Errorf("get zones: %v\n%s%s", err, out, errOut)
 	}
 	t.Logf("meshnames get zones:\n%s", out)
+}
+
+func seededName(i int) string { return fmt.Sprintf("seeded-%d", i) }
+
+// seedUnnamed stores mesh default (as the global's sync would have) and n
+// MeshServices of zone without status in the embedded store in dir, as
+// a restore or an upgrade leaves them.
+func seedUnnamed(t *testing.T, dir, zone string, n int) {
+	t.Helper()
+	st, err := pebble.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ops := []store.Op{{Type: store.OpCreate, Object: &resource.Object{Kind: resource.Mesh, Name: "default",
+		Labels: map[string]string{resource.LabelOrigin: resource.OriginGlobal}, Spec: &resource.MeshSpec{}}}}
+	adm := admission.New(admission.Options{Mode: resource.ModeZone, Zone: zone})
+	for i := range n {
+		obj := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: seededName(i), Spec: &resource.MeshServiceSpec{
+			Ports:  []resource.Port{{Port: 80, AppProtocol: "http"}},
+			Export: &resource.Export{Mode: resource.ExportNone},
+		}}
+		if errs := adm.Admit(obj, admission.Writer{Source: admission.User}); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		ops = append(ops, store.Op{Type: store.OpCreate, Object: obj})
+	}
+	rs, err := st.Apply(context.Background(), ops...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
 }
 
 // TestMultizone_RefusesWrongIdentity: a token for east used as west, an
