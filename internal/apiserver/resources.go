@@ -196,6 +196,16 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, req request) {
 		w.WriteHeader(status)
 		return
 	}
+	if !acceptsYAML(r) {
+		// What the cache holds of this very write, from the store's
+		// encoding: the stored object is not encoded again.
+		if b, ok, err := s.opts.Cache.AppendJSONAt(make([]byte, 0, 1024), stored.Key(), stored.Revision); ok && err == nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write(append(b, '\n'))
+			return
+		}
+	}
 	writeObject(w, r, status, stored)
 }
 
@@ -324,8 +334,14 @@ func tooLarge(limit int64) *Error {
 }
 
 // writeObject answers in YAML when the client asks for it, else JSON.
+// acceptsYAML reports whether r asks for YAML.
+func acceptsYAML(r *http.Request) bool {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Accept"))
+	return yamlTypes[mt]
+}
+
 func writeObject(w http.ResponseWriter, r *http.Request, status int, obj *resource.Object) {
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Accept")); yamlTypes[mt] {
+	if acceptsYAML(r) {
 		b, err := resource.EncodeYAML(obj)
 		if err == nil {
 			w.Header().Set("Content-Type", "application/yaml")

@@ -438,6 +438,35 @@ func (c *Cache) At(k resource.Key, rev int64) (*resource.Object, bool) {
 	return e.shared(k), true
 }
 
+// AppendJSONAt appends to b the document of the resource k, as
+// resource.Object.AppendJSON writes it, when the cache holds its revision
+// rev (ok false otherwise): written from the store's encoding of its spec
+// and status, without copying or encoding the resource again (the answer
+// to a write, whose revision the writer knows).
+func (c *Cache) AppendJSONAt(b []byte, k resource.Key, rev int64) (_ []byte, ok bool, err error) {
+	c.mu.RLock()
+	e, ok := c.groups[group{k.Kind, k.Mesh}][k.Name]
+	c.mu.RUnlock()
+	if !ok {
+		return b, false, nil
+	}
+	if e.hot != nil {
+		ok = e.hot.Revision == rev
+	} else {
+		r, has := e.cold.revision()
+		ok = has && r == rev
+	}
+	if !ok {
+		return b, false, nil
+	}
+	c.guards.check(e.hot, false)
+	if b, err = e.appendJSON(b, k); err != nil {
+		return nil, false, fmt.Errorf("encode %s: %w", k, err)
+	}
+	c.guards.check(e.hot, false)
+	return b, true, nil
+}
+
 // Label returns the value of the label name of the resource with key k,
 // and whether the resource has it, without decoding the resource.
 func (c *Cache) Label(k resource.Key, name string) (string, bool) {

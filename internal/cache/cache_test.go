@@ -549,6 +549,24 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 			t.Errorf("page of hot %s:\n%s\nwant\n%s", k, got, wantJSON[k])
 		}
 	}
+	// AppendJSONAt writes the same document at the resource's revision,
+	// and nothing at another.
+	documentsAre := func(when string) {
+		t.Helper()
+		for _, k := range keys {
+			b, ok, err := c.AppendJSONAt([]byte("["), k, hot[k].Revision)
+			if !ok || err != nil || string(b) != wantJSON[k] {
+				t.Errorf("%s: AppendJSONAt(%s) = %s, %v, %v\nwant %s", when, k, b, ok, err, wantJSON[k])
+			}
+			if b, ok, _ := c.AppendJSONAt(nil, k, hot[k].Revision+1); ok || len(b) != 0 {
+				t.Errorf("%s: AppendJSONAt(%s) at another revision wrote %q", when, k, b)
+			}
+		}
+		if _, ok, _ := c.AppendJSONAt(nil, resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "absent"}, rev); ok {
+			t.Errorf("%s: AppendJSONAt of an absent key says it is there", when)
+		}
+	}
+	documentsAre("hot")
 	revisionsAre := func(when string) {
 		t.Helper()
 		for _, k := range keys {
@@ -629,6 +647,7 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 			t.Errorf("page of frozen %s:\n%s\nwant\n%s", k, got, wantJSON[k])
 		}
 	}
+	documentsAre("frozen")
 	if coldList, _ := c.List(Query{Kind: resource.MeshService}); !cmp.Equal(hotList, coldList) {
 		t.Errorf("List after freezing differs:\n%s", cmp.Diff(hotList, coldList))
 	}

@@ -74,6 +74,16 @@ func (e entry) shared(k resource.Key) *resource.Object {
 // appendJSON appends the document of the resource k (Page.AppendJSON).
 func (e entry) appendJSON(b []byte, k resource.Key) ([]byte, error) {
 	if e.hot != nil {
+		// The spec and status as the store encoded them (what
+		// json.Marshal wrote), rather than encoded again.
+		if enc := e.enc; enc != nil && strings.HasPrefix(enc.Spec, "{") &&
+			(enc.Status == "") == (e.hot.Status == nil) && (enc.Status == "" || enc.Status[0] == '{') {
+			var status []byte
+			if enc.Status != "" {
+				status = []byte(enc.Status)
+			}
+			return resource.AppendDocument(b, k, e.hot.CreationTime, e.hot.ModificationTime, e.hot.Labels, []byte(enc.Spec), status)
+		}
 		return e.hot.AppendJSON(b)
 	}
 	labels := e.labels

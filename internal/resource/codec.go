@@ -176,13 +176,13 @@ func (o *Object) AppendJSON(b []byte) ([]byte, error) {
 // cache writes its frozen resources this way without decoding them.
 func AppendDocument(b []byte, k Key, created, modified time.Time, labels map[string]string, spec, status []byte) ([]byte, error) {
 	b = append(b, `{"type":`...)
-	b = appendJSONString(b, string(k.Kind))
+	b = AppendJSONString(b, string(k.Kind))
 	if k.Mesh != "" {
 		b = append(b, `,"mesh":`...)
-		b = appendJSONString(b, k.Mesh)
+		b = AppendJSONString(b, k.Mesh)
 	}
 	b = append(b, `,"name":`...)
-	b = appendJSONString(b, k.Name)
+	b = AppendJSONString(b, k.Name)
 	for _, t := range [...]struct {
 		field string
 		t     time.Time
@@ -197,15 +197,7 @@ func AppendDocument(b []byte, k Key, created, modified time.Time, labels map[str
 		b = append(append(b, t.field...), v...)
 	}
 	if len(labels) > 0 {
-		b = append(b, `,"labels":{`...)
-		for i, k := range slices.Sorted(maps.Keys(labels)) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(appendJSONString(b, k), ':')
-			b = appendJSONString(b, labels[k])
-		}
-		b = append(b, '}')
+		b = AppendLabels(append(b, `,"labels":`...), labels)
 	}
 	b = append(append(b, `,"spec":`...), spec...)
 	if status != nil {
@@ -214,10 +206,24 @@ func AppendDocument(b []byte, k Key, created, modified time.Time, labels map[str
 	return append(b, '}'), nil
 }
 
-// appendJSONString appends s as encoding/json writes it: as it is when it
+// AppendLabels appends labels as a JSON object: exactly what json.Marshal
+// writes for them (keys sorted), without its reflection.
+func AppendLabels(b []byte, labels map[string]string) []byte {
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(labels)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(AppendJSONString(b, k), ':')
+		b = AppendJSONString(b, labels[k])
+	}
+	return append(b, '}')
+}
+
+// AppendJSONString appends s as encoding/json writes it: as it is when it
 // holds only printable ASCII that needs no escape (encoding/json also
 // escapes <, > and &), through encoding/json otherwise.
-func appendJSONString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			v, _ := json.Marshal(s) // a string always encodes

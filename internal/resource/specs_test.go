@@ -97,8 +97,8 @@ func TestAppendJSON_IsWhatJSONMarshalWrites(t *testing.T) {
 	}
 }
 
-// FuzzAppendJSON holds the envelope's strings (names, labels) to
-// encoding/json's escaping.
+// FuzzAppendJSON holds the envelope's strings (names, labels) and
+// AppendLabels to encoding/json's escaping.
 func FuzzAppendJSON(f *testing.F) {
 	f.Add("default", "redis", "team", "<&>")
 	f.Add("", "a\u2028b", "k\x00", "\xff")
@@ -111,6 +111,10 @@ func FuzzAppendJSON(f *testing.F) {
 		got, err := o.AppendJSON(nil)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("AppendJSON\n%s (%v)\nwant\n%s", got, err, want)
+		}
+		// The store encodes labels alone the same way.
+		if want, _ := json.Marshal(o.Labels); !bytes.Equal(AppendLabels(nil, o.Labels), want) {
+			t.Fatalf("AppendLabels\n%s\nwant\n%s", AppendLabels(nil, o.Labels), want)
 		}
 	})
 }

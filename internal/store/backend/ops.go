@@ -78,9 +78,7 @@ func Encode(obj *resource.Object, t store.OpType, d *resource.Descriptor) (Encod
 		if obj.Spec != nil && reflect.TypeOf(obj.Spec) != reflect.TypeOf(d.NewSpec()) {
 			return e, fmt.Errorf("spec is %T, want %T", obj.Spec, d.NewSpec())
 		}
-		if e.Labels, err = EncodeLabels(obj.Labels); err != nil {
-			return e, err
-		}
+		e.Labels = EncodeLabels(obj.Labels)
 		if e.Spec, err = EncodeSpec(obj.Spec); err != nil {
 			return e, err
 		}
@@ -100,15 +98,11 @@ func Encode(obj *resource.Object, t store.OpType, d *resource.Descriptor) (Encod
 }
 
 // EncodeLabels encodes labels as a JSON object ("{}" when there are none).
-func EncodeLabels(labels map[string]string) (string, error) {
+func EncodeLabels(labels map[string]string) string {
 	if len(labels) == 0 {
-		return "{}", nil
+		return "{}"
 	}
-	b, err := json.Marshal(labels)
-	if err != nil {
-		return "", fmt.Errorf("encode labels: %w", err)
-	}
-	return string(b), nil
+	return string(resource.AppendLabels(make([]byte, 0, 256), labels))
 }
 
 // EncodeSpec encodes a spec as JSON ("{}" for nil).
