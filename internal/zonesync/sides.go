@@ -79,7 +79,11 @@ func (g *globalSide) pass(it *outItem) (bool, bool) { return g.out.forZone(g.zon
 func (g *globalSide) outTombstone(k resource.Key) (resource.Key, bool) { return g.out.tombstone(k) }
 
 // related returns, for a change of a Zone, the services of that zone: its
-// spec.enabled decides whether they go to other zones.
+// spec.enabled decides whether they go to other zones. The creation of an
+// enabled Zone (a zone connecting for the first time) changes nothing:
+// without a Zone its services went to other zones already, so nothing is
+// sent again (a stream behind the feed would otherwise encode every
+// service of a new zone once more, for each zone).
 func (g *globalSide) related(ctx context.Context, ev store.Event) []*resource.Object {
 	if ev.Key.Kind != resource.Zone || ev.Key.Name == g.zone {
 		return nil
@@ -87,6 +91,13 @@ func (g *globalSide) related(ctx context.Context, ev store.Event) []*resource.Ob
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_ = g.cache.WaitFor(wctx, ev.Revision) // the services' fate reads the Zone from the cache
+	if ev.Type == store.EventPut {
+		if z, ok := g.cache.Peek(ev.Key); ok && z.Revision == ev.Revision && z.Version == 1 {
+			if e := z.Spec.(*resource.ZoneSpec).Enabled; e == nil || *e {
+				return nil
+			}
+		}
+	}
 	objs, _ := g.cache.List(cache.Query{Kind: resource.MeshService,
 		Labels: map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelZone: ev.Key.Name}})
 	return objs
