@@ -281,9 +281,17 @@ func UnmarshalStatus(k Kind, data []byte) (Status, error) {
 	if len(data) == 0 || bytes.Equal(data, []byte("null")) || !d.HasStatus {
 		return nil, nil
 	}
-	s := d.NewStatus()
-	if err := json.Unmarshal(data, s); err != nil {
-		return nil, fmt.Errorf("decode %s status: %w", k, err)
+	var s Status
+	if _, service := d.NewStatus().(*ServiceStatus); service {
+		if ps, ok := plainServiceStatus(data); ok {
+			s = ps
+		}
+	}
+	if s == nil {
+		s = d.NewStatus()
+		if err := json.Unmarshal(data, s); err != nil {
+			return nil, fmt.Errorf("decode %s status: %w", k, err)
+		}
 	}
 	if ss, ok := s.(ServiceStatusOf); ok {
 		ss.Service().intern()

@@ -164,6 +164,34 @@ func FuzzPlainMeshServiceSpec(f *testing.F) {
 	})
 }
 
+// FuzzPlainServiceStatus holds the plain status reader to encoding/json:
+// whatever it accepts, encoding/json decodes to the same status.
+func FuzzPlainServiceStatus(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"addresses":[{"hostname":"redis.svc.mesh.local","status":"Available","origin":{"kind":"HostnameGenerator","name":"local"}}],"vips":[{"ip":"241.0.0.1","type":"Kuma"}]}`,
+		`{"addresses":[{"hostname":"a","status":"NotAvailable","origin":{"kind":"HostnameGenerator","name":"g"},"reason":"taken"}],"conditions":[{"type":"VIPAllocated","status":"False","reason":"PoolExhausted","message":"no address"}]}`,
+		`{"vips":[{"ip":"10.0.0.1","type":"Kuma","hostname":"ext.example.com"}],"addresses":[],"conditions":[]}`,
+		`{"vips":null}`, `{"vips":[{"ip":"a","ip":"b"}]}`, `{"Addresses":[]}`, `{"addresses":[{"origin":{}}]}`,
+		`{"addresses":[{"origin":{"kind":"a","kind":"b"}}]}`, `{"conditions":[{"type":1}]}`, "{\"vips\":[{\"ip\":\"\xff\"}]}",
+		`{"addresses":[{"hostname":"é"}]}`, `{"vips":[{}]} `, `{"ports":[]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := plainServiceStatus(data)
+		if !ok {
+			return
+		}
+		var want ServiceStatus
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("plainServiceStatus decoded %q, which encoding/json refuses: %v", data, err)
+		}
+		if diff := cmp.Diff(&want, got); diff != "" {
+			t.Fatalf("plainServiceStatus(%q) differs from encoding/json (-json +plain):\n%s", data, diff)
+		}
+	})
+}
+
 // FuzzPlainDocument holds the shortcut for plain request bodies
 // (plainDocument) to the strict decoder: whatever it accepts, the strict
 // decoder accepts without a problem and decodes to the same object.
