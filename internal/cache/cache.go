@@ -492,6 +492,11 @@ type Query struct {
 	Offset       int
 	// Size is the page size; 0 means no limit.
 	Size int
+	// Unordered lets Scan and Keys give the resources in no particular
+	// order, for a reader that does not need it (an order-free sum, such
+	// as a sync inventory): a name list changed since the last ordered
+	// read is not sorted again, and readers do not hold writers back.
+	Unordered bool
 }
 
 // List returns a page of the resources q selects, ordered by mesh and name,
@@ -587,7 +592,8 @@ func (c *Cache) page(q Query) (items []pageItem, total int) {
 }
 
 // Keys returns the keys of the resources q selects, ordered by mesh and
-// name (Offset and Size are ignored). It copies no resource.
+// name unless q.Unordered (Offset and Size are ignored). It copies no
+// resource.
 func (c *Cache) Keys(q Query) []resource.Key {
 	var keys []resource.Key
 	c.scan(q, func(g group, name string, _ entry) {
@@ -597,7 +603,7 @@ func (c *Cache) Keys(q Query) []resource.Key {
 }
 
 // Scan calls fn with each resource q selects, ordered by mesh and name
-// (Offset and Size are ignored), for reading only: fn must not modify the
+// unless q.Unordered (Offset and Size are ignored), for reading only: fn must not modify the
 // resource, which may be the cache's own. It spares the copies of List
 // when a controller reads everything once (its first pass). fn runs
 // without the cache's lock held.
@@ -627,8 +633,13 @@ func (c *Cache) scan(q Query, fn func(group, string, entry)) {
 // q selects by neither label nor name: a Scan of 100,000 services then
 // collects them into one allocation.
 func (c *Cache) scanSized(q Query, size func(int), fn func(group, string, entry)) {
-	c.mu.Lock() // sorted name lists may be rebuilt
-	defer c.mu.Unlock()
+	if q.Unordered {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+	} else {
+		c.mu.Lock() // sorted name lists may be rebuilt
+		defer c.mu.Unlock()
+	}
 	groups := c.groupsOf(q)
 	if size != nil {
 		n := 0
@@ -638,6 +649,14 @@ func (c *Cache) scanSized(q Query, size func(int), fn func(group, string, entry)
 		size(n)
 	}
 	for _, g := range groups {
+		if q.Unordered {
+			for name, e := range c.groups[g] {
+				if strings.Contains(name, q.NameContains) && matches(e, name, q.Labels) {
+					fn(g, name, e)
+				}
+			}
+			continue
+		}
 		for _, name := range c.sortedNames(g) {
 			if e := c.groups[g][name]; strings.Contains(name, q.NameContains) && matches(e, name, q.Labels) {
 				fn(g, name, e)

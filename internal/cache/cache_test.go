@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -206,6 +207,29 @@ func TestCache_ListOrderPagesFilters(t *testing.T) {
 	}
 	if n := c.Count(resource.MeshService, "m1"); n != 12 {
 		t.Errorf("Count(m1) = %d, want 12", n)
+	}
+	// Unordered Keys and Scan select what the ordered ones do (without
+	// the paging, which they ignore), in any order.
+	for _, tt := range tests {
+		q := tt.q
+		q.Offset, q.Size = 0, 0
+		var want, keys, scanned []string
+		for _, k := range c.Keys(q) {
+			want = append(want, k.Mesh+"/"+k.Name)
+		}
+		q.Unordered = true
+		for _, k := range c.Keys(q) {
+			keys = append(keys, k.Mesh+"/"+k.Name)
+		}
+		c.Scan(q, func(o *resource.Object) { scanned = append(scanned, o.Mesh+"/"+o.Name) })
+		slices.Sort(keys)
+		slices.Sort(scanned)
+		if d := cmp.Diff(want, keys); d != "" {
+			t.Errorf("%s: unordered Keys (-ordered +unordered):\n%s", tt.name, d)
+		}
+		if d := cmp.Diff(want, scanned); d != "" {
+			t.Errorf("%s: unordered Scan (-ordered +unordered):\n%s", tt.name, d)
+		}
 	}
 }
 

@@ -61,7 +61,7 @@ func (z *zoneSide) expected() inventory {
 		if !fromZone(d.Kind) {
 			continue
 		}
-		for _, k := range z.cache.Keys(cache.Query{Kind: d.Kind}) {
+		for _, k := range z.cache.Keys(cache.Query{Kind: d.Kind, Unordered: true}) {
 			origin, _ := z.cache.Label(k, resource.LabelOrigin)
 			if !z.out.sends(k.Kind, origin) {
 				continue
@@ -109,7 +109,7 @@ func (iv *inventories) parts(c *cache.Cache, out globalOut) map[string]inventory
 		if !fromGlobal(d.Kind) {
 			continue
 		}
-		c.Scan(cache.Query{Kind: d.Kind}, func(obj *resource.Object) {
+		c.Scan(cache.Query{Kind: d.Kind, Unordered: true}, func(obj *resource.Object) {
 			if k, from, fl := out.target(obj); fl == flowPut {
 				v := byZone[from]
 				v.add(k)

@@ -145,7 +145,7 @@ func (g *globalSide) owned() []resource.Key {
 	var keys []resource.Key
 	for _, d := range resource.Descriptors() {
 		if fromZone(d.Kind) {
-			keys = append(keys, g.cache.Keys(cache.Query{Kind: d.Kind,
+			keys = append(keys, g.cache.Keys(cache.Query{Kind: d.Kind, Unordered: true,
 				Labels: map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelZone: g.zone}})...)
 		}
 	}
@@ -213,7 +213,7 @@ func (z *zoneSide) owned() []resource.Key {
 	var keys []resource.Key
 	for _, d := range resource.Descriptors() {
 		if fromGlobal(d.Kind) {
-			keys = append(keys, z.cache.Keys(cache.Query{Kind: d.Kind,
+			keys = append(keys, z.cache.Keys(cache.Query{Kind: d.Kind, Unordered: true,
 				Labels: map[string]string{resource.LabelOrigin: resource.OriginGlobal}})...)
 		}
 	}
