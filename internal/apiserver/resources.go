@@ -333,13 +333,13 @@ func tooLarge(limit int64) *Error {
 	return newError(http.StatusRequestEntityTooLarge, "Body too large", fmt.Sprintf("the request body exceeds %d bytes", limit))
 }
 
-// writeObject answers in YAML when the client asks for it, else JSON.
 // acceptsYAML reports whether r asks for YAML.
 func acceptsYAML(r *http.Request) bool {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Accept"))
 	return yamlTypes[mt]
 }
 
+// writeObject answers in YAML when the client asks for it, else JSON.
 func writeObject(w http.ResponseWriter, r *http.Request, status int, obj *resource.Object) {
 	if acceptsYAML(r) {
 		b, err := resource.EncodeYAML(obj)

@@ -603,10 +603,10 @@ func (c *Cache) Keys(q Query) []resource.Key {
 }
 
 // Scan calls fn with each resource q selects, ordered by mesh and name
-// unless q.Unordered (Offset and Size are ignored), for reading only: fn must not modify the
-// resource, which may be the cache's own. It spares the copies of List
-// when a controller reads everything once (its first pass). fn runs
-// without the cache's lock held.
+// unless q.Unordered (Offset and Size are ignored), for reading only: fn
+// must not modify the resource, which may be the cache's own. It spares
+// the copies of List when a controller reads everything once (its first
+// pass). fn runs without the cache's lock held.
 func (c *Cache) Scan(q Query, fn func(*resource.Object)) {
 	var items []pageItem
 	var size func(int)

@@ -347,9 +347,9 @@ func plainServiceStatus(data []byte) (*ServiceStatus, bool) {
 	return s, true
 }
 
-// fields reads an object whose members are all strings named in into,
-// each at most once, into the matching pointer; anything else is not
-// plain.
+// fields reads an object whose members are all strings named in names
+// (at most four), each at most once, into the pointer of into at the
+// same index; anything else is not plain.
 func (p *plainJSON) fields(names []string, into ...*string) {
 	var seen [4]bool
 	p.object(func(key []byte) {
