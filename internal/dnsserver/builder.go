@@ -118,7 +118,7 @@ func (b *Builder) Run(ctx context.Context) error {
 				continue // a change that moves no name (a port, a label)
 			}
 			if dirty[k.Mesh] == nil {
-				dirty[k.Mesh] = map[resource.Key]*ServiceNames{}
+				dirty[k.Mesh] = make(map[resource.Key]*ServiceNames, len(keys))
 			}
 			dirty[k.Mesh][k] = names
 		}

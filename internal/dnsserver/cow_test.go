@@ -42,8 +42,8 @@ func TestCowMap_EditsLeaveEarlierVersionsAlone(t *testing.T) {
 		cur = ed.done()
 		versions = append(versions, version{cur, maps.Clone(model)})
 	}
-	if len(cur.m) <= minShards {
-		t.Fatalf("the map never resharded: %d shards for up to %d keys", len(cur.m), len(versions[39].want))
+	if cur.shards <= minShards {
+		t.Fatalf("the map never resharded: %d shards for up to %d keys", cur.shards, len(versions[39].want))
 	}
 	for i, v := range versions {
 		if v.m.Len() != len(v.want) {
@@ -84,7 +84,7 @@ func TestCowMap_ShardsFollowSize(t *testing.T) {
 		for i := range tc.n {
 			ed.Set(i, struct{}{})
 		}
-		if got := len(ed.done().m); got != tc.shards {
+		if got := ed.done().shards; got != tc.shards {
 			t.Errorf("%d keys: %d shards, want %d", tc.n, got, tc.shards)
 		}
 	}
@@ -108,17 +108,46 @@ func TestCowMap_ConsecutiveAddressesShareShards(t *testing.T) {
 		const batch = 500
 		ed = m.edit()
 		add(ed, batch)
-		owned := 0
-		for _, o := range ed.owned {
-			if o {
-				owned++
-			}
-		}
-		if most := batch/addrBlock + 2; owned > most {
-			t.Errorf("%s: %d consecutive addresses cloned %d of %d shards, want at most %d", base, batch, owned, len(ed.owned), most)
+		if owned, most := ed.cloned(), batch/addrBlock+2; owned > most {
+			t.Errorf("%s: %d consecutive addresses cloned %d of %d shards, want at most %d", base, batch, owned, ed.shards, most)
 		}
 		if got := ed.done().Len(); got != 10_000+batch {
 			t.Errorf("%s: %d keys, want %d", base, got, 10_000+batch)
 		}
+	}
+}
+
+// TestCowMap_OneChangeCopiesOnePage pins what the pages are for: a change
+// of one key in a large map clones that key's shard and the page holding
+// it, and shares every other page with the map it was made from.
+func TestCowMap_OneChangeCopiesOnePage(t *testing.T) {
+	ed := newCowMap[int, int](func(k int) uint64 { return uint64(k) * 0x9e3779b97f4a7c15 }).edit()
+	for i := range 100_000 {
+		ed.Set(i, i)
+	}
+	m := ed.done()
+	if len(m.pages) < 2 {
+		t.Fatalf("%d keys in %d shards on %d pages; want several pages", m.Len(), m.shards, len(m.pages))
+	}
+	ed = m.edit()
+	ed.Set(7, -7)
+	next := ed.done()
+	if got := ed.cloned(); got != 1 {
+		t.Errorf("one change cloned %d shards, want 1", got)
+	}
+	copied := 0
+	for p := range m.pages {
+		if &m.pages[p][0] != &next.pages[p][0] {
+			copied++
+		}
+	}
+	if copied != 1 {
+		t.Errorf("one change copied %d of %d pages, want 1", copied, len(m.pages))
+	}
+	if v, _ := m.Get(7); v != 7 {
+		t.Errorf("the earlier map's key 7 = %d after the edit, want 7", v)
+	}
+	if v, _ := next.Get(7); v != -7 {
+		t.Errorf("the edited map's key 7 = %d, want -7", v)
 	}
 }

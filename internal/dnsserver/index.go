@@ -319,7 +319,7 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 	ed := ix.view.edit()
 	// names holds every claim on each name the changes touch, as they
 	// become; the view being replaced gives a name's single claim.
-	names := map[string][]claim{}
+	names := make(map[string][]claim, len(changes))
 	claimsOf := func(name string) []claim {
 		cs, ok := names[name]
 		if !ok {
@@ -334,7 +334,7 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 	}
 	// revs holds the services holding each address the changes touch, as
 	// they become.
-	revs := map[netip.Addr][]*ServiceNames{}
+	revs := make(map[netip.Addr][]*ServiceNames, len(changes))
 	holdersOf := func(rev netip.Addr) []*ServiceNames {
 		ss, ok := revs[rev]
 		if !ok {
@@ -347,7 +347,7 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 		}
 		return ss
 	}
-	touched := map[resource.Key]struct{}{}
+	touched := make(map[resource.Key]struct{}, len(changes))
 	for key, next := range changes {
 		if old := ix.svcs[key]; old != nil {
 			for _, n := range old.Names {
