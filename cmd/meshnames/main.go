@@ -3,7 +3,8 @@
 //
 // MESHNAMES_CPU_PROFILE=FILE writes a CPU profile of the whole run to FILE,
 // and MESHNAMES_ALLOC_PROFILE=FILE a profile of what it allocated (read
-// them with `go tool pprof`): how the figures of docs/performance.md are
+// them with `go tool pprof`), and MESHNAMES_TRACE=FILE an execution trace
+// (`go tool trace`): how the figures of docs/performance.md are
 // explained.
 package main
 
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 
 	"github.com/meshnames/meshnames/internal/cli"
 )
@@ -24,6 +26,14 @@ func main() {
 			os.Exit(2)
 		}
 		stop = append(stop, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if path := os.Getenv("MESHNAMES_TRACE"); path != "" {
+		f := create("MESHNAMES_TRACE", path)
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, "MESHNAMES_TRACE:", err)
+			os.Exit(2)
+		}
+		stop = append(stop, func() { trace.Stop(); f.Close() })
 	}
 	if path := os.Getenv("MESHNAMES_ALLOC_PROFILE"); path != "" {
 		f := create("MESHNAMES_ALLOC_PROFILE", path)
