@@ -193,6 +193,10 @@ func waitSynced(b *testing.B, c *http.Client, global string, zones []string, pro
 //     global-received/service, global-sent/service: resources the global
 //     received from all zones and sent to them by then (the insights'
 //     counters of the current streams);
+//   - zone-memory-returns, global-memory-returns: how often a zone (on
+//     average) and the global returned idle memory to the system until
+//     every zone answered every other zone's last service
+//     (meshnames_memory_returns_total);
 //   - zone-freezes/service: resources a zone's cache froze until settled,
 //     per service of the federation (zones' average);
 //   - zone-rss-MiB-avg, global-rss-MiB: resident memory at the end;
@@ -316,6 +320,16 @@ func BenchmarkMultizone(b *testing.B) {
 		}
 		b.ReportMetric(perService(float64(received)), "global-received/service")
 		b.ReportMetric(perService(float64(sent)), "global-sent/service")
+		var returns float64
+		for _, p := range procs {
+			if v, err := metric(c, p.api, "meshnames_memory_returns_total"); err == nil {
+				returns += v
+			}
+		}
+		b.ReportMetric(returns/float64(nZones), "zone-memory-returns")
+		if v, err := metric(c, global.api, "meshnames_memory_returns_total"); err == nil {
+			b.ReportMetric(v, "global-memory-returns")
+		}
 		if profDir != "" {
 			for _, p := range procs {
 				p.stop()

@@ -25,8 +25,11 @@ const (
 	// least returnEvery apart: a zone's first sync and a global's fan-out
 	// come in batches with quiet seconds between them (10 processes on 2
 	// cores), and a return after each cost 8-12% of the global's CPU.
-	quietPolls  = 3
-	returnEvery = 10 * time.Second
+	// A burst that comes back sooner than that after a return doubles the
+	// least time to the next, up to maxReturnEvery (returnPacer).
+	quietPolls     = 3
+	returnEvery    = 10 * time.Second
+	maxReturnEvery = 160 * time.Second
 	// loadLimit ends the eager collection of the load at the latest.
 	loadLimit = 5 * time.Minute
 	// eagerMin is the size of a store below which the load is too small
@@ -246,6 +249,55 @@ func (g *loadGC) firstPass() (done func()) {
 	}
 }
 
+// returnPacer decides, one poll of a second at a time, when
+// returnMemoryWhenQuiet returns memory: after quietPolls quiet seconds in
+// a row (under quietBytes allocated, nothing freed) that follow a busy
+// one (over busyBytes allocated, or at least busyFreed resources freed),
+// and every since the last return. every starts at returnEvery; a burst
+// that starts less than every after a return shows that return was
+// wasted (the heap grew straight back, each page faulted in again) and
+// doubles it, up to maxReturnEvery, and a burst that starts later sets it
+// back. A zone's initial sync at 10 zones of 10,000 services is minutes
+// of such bursts with quiet seconds between them: returning memory every
+// 10 s spent a tenth of the zone's and the global's CPU in madvise alone.
+type returnPacer struct {
+	busy, burstSeen bool
+	quiet           int
+	last            time.Time // the last return; zero before the first
+	every           time.Duration
+}
+
+// poll takes what the second that ended at now allocated (d bytes) and
+// freed (f resources), and reports whether to return memory now; the
+// caller then calls returned.
+func (p *returnPacer) poll(now time.Time, d, f uint64) bool {
+	if p.every == 0 {
+		p.every = returnEvery
+	}
+	switch {
+	case d >= busyBytes || f >= busyFreed:
+		if !p.burstSeen && !p.last.IsZero() {
+			p.burstSeen = true
+			if now.Sub(p.last) < p.every {
+				p.every = min(2*p.every, maxReturnEvery)
+			} else {
+				p.every = returnEvery
+			}
+		}
+		p.busy, p.quiet = true, 0
+	case d >= quietBytes || f > 0:
+		p.quiet = 0
+	case p.busy:
+		p.quiet++
+	}
+	return p.busy && p.quiet >= quietPolls && (p.last.IsZero() || now.Sub(p.last) >= p.every)
+}
+
+// returned records a return at now.
+func (p *returnPacer) returned(now time.Time) {
+	p.busy, p.burstSeen, p.quiet, p.last = false, false, 0, now
+}
+
 // returnMemoryWhenQuiet gives the heap's garbage back to the operating
 // system once a burst of work is over. Loading a large store (100,000
 // services: the cache's first list, every controller's first pass, the
@@ -256,12 +308,10 @@ func (g *loadGC) firstPass() (done func()) {
 // as much again while allocating little.
 //
 // It watches the allocation counter and freed, a count of resources whose
-// decoded form was dropped: quietPolls quiet seconds in a row (under
-// quietBytes allocated, nothing freed) after a busy one (over busyBytes
-// allocated, or at least busyFreed resources freed), and returnEvery since
-// the last, trigger one debug.FreeOSMemory (a full collection, a few
-// hundred milliseconds of CPU with 100,000 services). Steady traffic (DNS
-// queries, the odd write) has no busy second, so it never triggers one.
+// decoded form was dropped, and calls debug.FreeOSMemory (a full
+// collection, a few hundred milliseconds of CPU with 100,000 services)
+// when returnPacer says so. Steady traffic (DNS queries, the odd write)
+// has no busy second, so it never triggers one.
 //
 // It also ends the eager collection of the load (gc): at that
 // return once the cache has frozen resources (past its bound
@@ -271,8 +321,9 @@ func (g *loadGC) firstPass() (done func()) {
 // resources it holds (loadGC.listed).
 //
 // flush, when not nil, is called first: it frees what the store holds in
-// memory for recent writes (store.MemoryFlusher).
-func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, freed func() uint64, loaded func() (bool, int), flush func() error) {
+// memory for recent writes (store.MemoryFlusher). done is called after
+// each return (a metric).
+func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, freed func() uint64, loaded func() (bool, int), flush func() error, done func()) {
 	defer gc.end()
 	loadDone := time.After(loadLimit)
 	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
@@ -282,8 +333,8 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, fr
 	}
 	t := time.NewTicker(quietPoll)
 	defer t.Stop()
-	prev, prevFreed, busy, quiet, gcQuiet := read(), freed(), false, 0, 0
-	var returned time.Time
+	prev, prevFreed, gcQuiet := read(), freed(), 0
+	var pacer returnPacer
 	for {
 		select {
 		case <-ctx.Done():
@@ -309,15 +360,7 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, fr
 		default:
 			gcQuiet = 0
 		}
-		switch {
-		case d >= busyBytes || f >= busyFreed:
-			busy, quiet = true, 0
-		case d >= quietBytes || f > 0:
-			quiet = 0
-		case busy:
-			quiet++
-		}
-		if busy && quiet >= quietPolls && time.Since(returned) >= returnEvery {
+		if pacer.poll(time.Now(), d, f) {
 			if nowFreed > 0 {
 				gc.end() // the load is over: the cache froze what it left
 			}
@@ -328,8 +371,9 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, fr
 				}
 			}
 			debug.FreeOSMemory()
-			log.Debug("returned idle memory to the OS after a burst of work", "dur", time.Since(start))
-			busy, quiet, returned = false, 0, time.Now()
+			log.Debug("returned idle memory to the OS after a burst of work", "dur", time.Since(start), "next-after", pacer.every)
+			pacer.returned(time.Now())
+			done()
 			now = read()
 		}
 		prev, prevFreed = now, nowFreed

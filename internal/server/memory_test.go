@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"testing"
 	"time"
 )
@@ -223,6 +224,81 @@ func TestLoadGC_BusyAfterTheLoad(t *testing.T) {
 			g.setBusy(false)
 			if got := gcPercent(); got != tc.started {
 				t.Fatalf("quiet again: GOGC %d, want %d", got, tc.started)
+			}
+		})
+	}
+}
+
+// TestReturnPacer feeds returnPacer second by second and pins the seconds
+// at which it returns memory: three quiet seconds after a burst, then at
+// least returnEvery apart, that interval doubling (up to maxReturnEvery)
+// each time a burst comes back sooner than it after a return, and falling
+// back once a burst comes later.
+func TestReturnPacer(t *testing.T) {
+	busy := func(seconds ...int) func(int) (uint64, uint64) {
+		set := map[int]bool{}
+		for _, s := range seconds {
+			set[s] = true
+		}
+		return func(s int) (uint64, uint64) {
+			if set[s] {
+				return busyBytes, 0
+			}
+			return quietBytes - 1, 0
+		}
+	}
+	every5 := func(s int) (uint64, uint64) { // a burst of one second in five
+		if s%5 == 0 {
+			return busyBytes, 0
+		}
+		return 0, 0
+	}
+	for _, tc := range []struct {
+		name    string
+		seconds int
+		second  func(int) (d, f uint64)
+		want    []int
+	}{
+		{"one burst", 60, busy(0), []int{3}},
+		{"nothing busy", 60, busy(), nil},
+		{"a quiet second must be quiet", 60, func(s int) (uint64, uint64) {
+			if s == 0 {
+				return busyBytes, 0
+			}
+			return quietBytes, 0 // neither busy nor quiet
+		}, nil},
+		{"frozen resources make a burst", 60, func(s int) (uint64, uint64) {
+			if s == 0 {
+				return 0, busyFreed
+			}
+			return 0, 0
+		}, []int{3}},
+		{"a resource freed is not quiet", 60, func(s int) (uint64, uint64) {
+			switch {
+			case s == 0:
+				return busyBytes, 0
+			case s < 10:
+				return 0, 1
+			}
+			return 0, 0
+		}, []int{12}},
+		{"bursts every 5 s double the interval", 400, every5, []int{3, 23, 63, 143, 303}},
+		{"a late burst sets the interval back", 260, busy(0, 50, 56, 200, 205), []int{3, 53, 73, 203, 223}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p returnPacer
+			start := time.Unix(1_000_000, 0)
+			var got []int
+			for s := range tc.seconds {
+				d, f := tc.second(s)
+				now := start.Add(time.Duration(s) * time.Second)
+				if p.poll(now, d, f) {
+					got = append(got, s)
+					p.returned(now)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("returned at seconds %v, want %v", got, tc.want)
 			}
 		})
 	}

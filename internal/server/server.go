@@ -207,10 +207,15 @@ func (s *Server) Run(ctx context.Context) error {
 		if f, ok := st.(store.MemoryFlusher); ok {
 			flush = f.FlushMemory
 		}
+		returns := prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshnames_memory_returns_total",
+			Help: "Times the process returned its idle heap to the operating system after a burst of work.",
+		})
+		reg.MustRegister(returns)
 		returnMemoryWhenQuiet(gctx, s.log, gc, c.Frozen, func() (bool, int) {
 			synced, _ := c.Status()
 			return synced, c.Len()
-		}, flush)
+		}, flush, returns.Inc)
 		return nil
 	})
 	g.Go(func() error {
