@@ -258,8 +258,10 @@ func (g *loadGC) firstPass() (done func()) {
 // wasted (the heap grew straight back, each page faulted in again) and
 // doubles it, up to maxReturnEvery, and a burst that starts later sets it
 // back. A zone's initial sync at 10 zones of 10,000 services is minutes
-// of such bursts with quiet seconds between them: returning memory every
-// 10 s spent a tenth of the zone's and the global's CPU in madvise alone.
+// of such bursts with quiet seconds between them, and on a machine where
+// page faults and madvise are dear (a Firecracker VM) one or two returns
+// during it were a tenth of the zone's and the global's CPU in madvise
+// alone, 1-2 s each (docs/performance.md, "2026-11-29, ninth session").
 type returnPacer struct {
 	busy, burstSeen bool
 	quiet           int
@@ -309,8 +311,9 @@ func (p *returnPacer) returned(now time.Time) {
 //
 // It watches the allocation counter and freed, a count of resources whose
 // decoded form was dropped, and calls debug.FreeOSMemory (a full
-// collection, a few hundred milliseconds of CPU with 100,000 services)
-// when returnPacer says so. Steady traffic (DNS queries, the odd write)
+// collection and a madvise of the idle heap: from a few hundred
+// milliseconds to 2 s of CPU with 100,000 services) when returnPacer says
+// so. Steady traffic (DNS queries, the odd write)
 // has no busy second, so it never triggers one.
 //
 // It also ends the eager collection of the load (gc): at that
