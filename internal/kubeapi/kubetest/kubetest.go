@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -257,7 +258,18 @@ func (c *Cluster) Logs() string {
 // RBAC of the meshnames user, runs the tests and stops it. Without the
 // binaries it runs the tests with *cluster nil (they skip; see Need),
 // except under CI=true, where it fails.
+//
+// A process that runs no test starts no cluster: a fuzzing worker (go
+// test -fuzz runs the binary again for each, and kills them when the
+// fuzzing ends, so each left its cluster's 120 MB directory behind) and a
+// run whose -test.run is ^$ (the fuzz targets here decode, and need none).
 func Main(m *testing.M, cluster **Cluster) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if runsNoTest() {
+		return m.Run()
+	}
 	if err := Available(); err != nil {
 		if os.Getenv("CI") == "true" {
 			fmt.Fprintln(os.Stderr, "kubetest:", err)
@@ -282,6 +294,16 @@ func Main(m *testing.M, cluster **Cluster) int {
 	code := m.Run()
 	c.Stop()
 	return code
+}
+
+// runsNoTest reports whether this test binary runs no test: it is a
+// fuzzing worker, or -test.run matches nothing.
+func runsNoTest() bool {
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		return true
+	}
+	f := flag.Lookup("test.run")
+	return f != nil && f.Value.String() == "^$"
 }
 
 // Need skips t when there is no cluster (fails it under CI=true).
