@@ -110,4 +110,5 @@ for (const p of pages) {
 }
 await context.close();
 stop();
+fs.rmSync(profile, { recursive: true, force: true });
 process.exit(0);

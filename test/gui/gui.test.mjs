@@ -22,6 +22,7 @@ const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
 let server; // the server most tests use: { proc, api, log, dir }
 const servers = [];
 let context; // the browser context
+let profile; // its profile directory
 let page;
 const consoleErrors = [];
 
@@ -88,7 +89,7 @@ async function shot(name, p = page) {
 before(async () => {
   fs.mkdirSync(out, { recursive: true });
   server = await startServer();
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'meshnames-chromium-'));
+  profile = fs.mkdtempSync(path.join(os.tmpdir(), 'meshnames-chromium-'));
   context = await chromium.launchPersistentContext(profile, {
     executablePath: chromiumPath,
     headless: true,
@@ -168,6 +169,10 @@ after(async () => {
     if (srv.proc.exitCode !== null || srv.proc.signalCode !== null) { continue; } // stopped by its test
     srv.proc.kill('SIGTERM');
     await new Promise((r) => srv.proc.once('exit', r));
+  }
+  // The servers' data directories and the browser's profile.
+  for (const dir of [...servers.map((srv) => srv.dir), profile]) {
+    if (dir) { fs.rmSync(dir, { recursive: true, force: true }); }
   }
 });
 
