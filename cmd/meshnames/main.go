@@ -10,6 +10,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -19,21 +20,22 @@ import (
 
 func main() {
 	var stop []func()
-	if path := os.Getenv("MESHNAMES_CPU_PROFILE"); path != "" {
-		f := create("MESHNAMES_CPU_PROFILE", path)
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "MESHNAMES_CPU_PROFILE:", err)
-			os.Exit(2)
+	for _, r := range []struct {
+		env   string
+		start func(io.Writer) error
+		stop  func()
+	}{
+		{"MESHNAMES_CPU_PROFILE", pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{"MESHNAMES_TRACE", trace.Start, trace.Stop},
+	} {
+		if path := os.Getenv(r.env); path != "" {
+			f := create(r.env, path)
+			if err := r.start(f); err != nil {
+				fmt.Fprintln(os.Stderr, r.env+":", err)
+				os.Exit(2)
+			}
+			stop = append(stop, func() { r.stop(); f.Close() })
 		}
-		stop = append(stop, func() { pprof.StopCPUProfile(); f.Close() })
-	}
-	if path := os.Getenv("MESHNAMES_TRACE"); path != "" {
-		f := create("MESHNAMES_TRACE", path)
-		if err := trace.Start(f); err != nil {
-			fmt.Fprintln(os.Stderr, "MESHNAMES_TRACE:", err)
-			os.Exit(2)
-		}
-		stop = append(stop, func() { trace.Stop(); f.Close() })
 	}
 	if path := os.Getenv("MESHNAMES_ALLOC_PROFILE"); path != "" {
 		f := create("MESHNAMES_ALLOC_PROFILE", path)
