@@ -19,7 +19,6 @@ package admission
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -471,8 +470,8 @@ func SameIntent(cur, next *resource.Object) bool {
 	if !maps.Equal(cur.Labels, next.Labels) {
 		return false
 	}
-	a, err1 := json.Marshal(cur.Spec)
-	b, err2 := json.Marshal(next.Spec)
+	a, err1 := resource.MarshalSpec(cur.Spec)
+	b, err2 := resource.MarshalSpec(next.Spec)
 	return err1 == nil && err2 == nil && bytes.Equal(a, b)
 }
 

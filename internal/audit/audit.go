@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/meshnames/meshnames/internal/api"
@@ -38,10 +39,42 @@ const (
 // ignored; a zero e.Time is the store's clock.
 func Op(e api.AuditEntry, dependsOn ...int) store.Op {
 	e.Seq = 0
-	data, _ := json.Marshal(e) // plain strings and numbers: cannot fail
 	return store.Op{Type: store.OpAppendRecord, Record: &store.Record{
-		Stream: Stream, Time: e.Time, Terms: terms(e), Data: data,
+		Stream: Stream, Time: e.Time, Terms: terms(e), Data: appendEntry(nil, e),
 	}, DependsOn: dependsOn}
+}
+
+// appendEntry appends e as json.Marshal writes it
+// (TestAppendEntry_IsWhatJSONMarshalWrites): every API write records an
+// entry, and reflection over its thirteen fields was 1.7% of a create.
+func appendEntry(b []byte, e api.AuditEntry) []byte {
+	b = strconv.AppendInt(append(b, `{"seq":`...), e.Seq, 10)
+	t, err := e.Time.MarshalJSON()
+	if err != nil {
+		// A year outside 0-9999, which the store's clock never gives:
+		// encoding/json's error, and an entry without its time.
+		t = []byte(`"0001-01-01T00:00:00Z"`)
+	}
+	b = append(append(b, `,"time":`...), t...)
+	for _, f := range [...]struct {
+		name, value string
+		always      bool
+	}{
+		{`,"subject":`, e.Subject, false}, {`,"role":`, e.Role, false}, {`,"tokenId":`, e.TokenID, false},
+		{`,"source":`, e.Source, false}, {`,"verb":`, e.Verb, true}, {`,"kind":`, string(e.Kind), false},
+		{`,"mesh":`, e.Mesh, false}, {`,"name":`, e.Name, false}, {`,"result":`, e.Result, true},
+	} {
+		if f.always || f.value != "" {
+			b = resource.AppendJSONString(append(b, f.name...), f.value)
+		}
+	}
+	if e.Code != 0 {
+		b = strconv.AppendInt(append(b, `,"code":`...), int64(e.Code), 10)
+	}
+	if e.Reason != "" {
+		b = resource.AppendJSONString(append(b, `,"reason":`...), e.Reason)
+	}
+	return append(b, '}')
 }
 
 func terms(e api.AuditEntry) []string {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -66,14 +65,14 @@ func freezeObject(o *resource.Object, enc *store.Encoding) (frozen, error) {
 		plain = append(append(plain, enc.Spec...), enc.Status...)
 		specLen = len(enc.Spec)
 	case o.Spec != nil:
-		b, err := json.Marshal(o.Spec)
+		b, err := resource.MarshalSpec(o.Spec)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s spec: %w", o.Key(), err)
 		}
 		plain, specLen = b, len(b)
 	}
 	if enc == nil && o.Status != nil {
-		b, err := json.Marshal(o.Status)
+		b, err := resource.MarshalStatus(o.Status)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s status: %w", o.Key(), err)
 		}

@@ -456,7 +456,7 @@ func intentSum(o *resource.Object) uint64 {
 		h.Write([]byte(o.Labels[k]))
 		h.Write([]byte{0})
 	}
-	spec, _ := json.Marshal(o.Spec)
+	spec, _ := resource.MarshalSpec(o.Spec)
 	h.Write(spec)
 	return h.Sum64()
 }

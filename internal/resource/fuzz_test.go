@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -137,7 +138,8 @@ func FuzzUnmarshalLabels(f *testing.F) {
 
 // FuzzPlainMeshServiceSpec checks the plain decoding of stored
 // MeshService specs against encoding/json: whatever it decodes,
-// encoding/json decodes the same.
+// encoding/json decodes the same; and the plain encoding: whatever spec
+// encoding/json decodes, MarshalSpec writes as json.Marshal does.
 func FuzzPlainMeshServiceSpec(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"selector":{"dataplaneTags":{"kuma.io/service":"redis"}},"ports":[{"name":"http","port":80,"targetPort":8080,"appProtocol":"http"}]}`,
@@ -146,17 +148,27 @@ func FuzzPlainMeshServiceSpec(f *testing.F) {
 		`{"ports":[{"port":-0}]}`, `{"ports":[{"port":080}]}`, `{"ports":[{"port":8e1}]}`, `{"Ports":[]}`,
 		`{"state":"a","state":"b"}`, `{"selector":{"dataplaneTags":{"a":"b","a":"c"}}}`, `{"ports":null}`,
 		`{"export":{"mode":"All"}}`, `{"ports":[{"port":1234567890}]}`, "{\"state\":\"\xff\"}", `{"state":"\u00e9"}`,
+		`{"selector":{"dataplaneTags":{}}}`, `{"selector":{"dataplaneTags":{"a<":"&b"},"dataplaneRef":{"name":"x"}}}`,
+		`{"selector":{"dataplaneLabels":{"matchLabels":{"a":"b"}}}}`, `{"selector":{"dataplane":{"tags":{"a":"b"}}}}`,
+		`{"ports":[{"port":1,"targetPort":"a\u2028"}],"identities":[{"type":"","value":""}],"export":{"mode":""}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		var want MeshServiceSpec
+		jsonErr := json.Unmarshal(data, &want)
+		if jsonErr == nil {
+			enc, err := json.Marshal(&want)
+			if got, err2 := MarshalSpec(&want); err != nil || err2 != nil || !bytes.Equal(got, enc) {
+				t.Fatalf("MarshalSpec of %q's spec\n%s (%v)\nwant what json.Marshal writes\n%s (%v)", data, got, err2, enc, err)
+			}
+		}
 		got, ok := plainMeshServiceSpec(data)
 		if !ok {
 			return
 		}
-		var want MeshServiceSpec
-		if err := json.Unmarshal(data, &want); err != nil {
-			t.Fatalf("plainMeshServiceSpec decoded %q, which encoding/json refuses: %v", data, err)
+		if jsonErr != nil {
+			t.Fatalf("plainMeshServiceSpec decoded %q, which encoding/json refuses: %v", data, jsonErr)
 		}
 		if diff := cmp.Diff(&want, got); diff != "" {
 			t.Fatalf("plainMeshServiceSpec(%q) differs from encoding/json (-json +plain):\n%s", data, diff)
@@ -165,7 +177,9 @@ func FuzzPlainMeshServiceSpec(f *testing.F) {
 }
 
 // FuzzPlainServiceStatus holds the plain status reader to encoding/json:
-// whatever it accepts, encoding/json decodes to the same status.
+// whatever it accepts, encoding/json decodes to the same status; and
+// MarshalStatus writes every status encoding/json decodes as json.Marshal
+// does.
 func FuzzPlainServiceStatus(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"addresses":[{"hostname":"redis.svc.mesh.local","status":"Available","origin":{"kind":"HostnameGenerator","name":"local"}}],"vips":[{"ip":"241.0.0.1","type":"Kuma"}]}`,
@@ -174,17 +188,25 @@ func FuzzPlainServiceStatus(f *testing.F) {
 		`{"vips":null}`, `{"vips":[{"ip":"a","ip":"b"}]}`, `{"Addresses":[]}`, `{"addresses":[{"origin":{}}]}`,
 		`{"addresses":[{"origin":{"kind":"a","kind":"b"}}]}`, `{"conditions":[{"type":1}]}`, "{\"vips\":[{\"ip\":\"\xff\"}]}",
 		`{"addresses":[{"hostname":"é"}]}`, `{"vips":[{}]} `, `{"ports":[]}`,
+		`{"addresses":[{"hostname":"a<b>","status":"&","origin":{"kind":"","name":"\u2028"},"reason":"\n"}],"vips":[{"ip":"","type":"","hostname":"h"}],"conditions":[{"type":"","status":"","reason":"r","message":"m"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		var want ServiceStatus
+		jsonErr := json.Unmarshal(data, &want)
+		if jsonErr == nil {
+			enc, err := json.Marshal(&want)
+			if got, err2 := MarshalStatus(&want); err != nil || err2 != nil || !bytes.Equal(got, enc) {
+				t.Fatalf("MarshalStatus of %q's status\n%s (%v)\nwant what json.Marshal writes\n%s (%v)", data, got, err2, enc, err)
+			}
+		}
 		got, ok := plainServiceStatus(data)
 		if !ok {
 			return
 		}
-		var want ServiceStatus
-		if err := json.Unmarshal(data, &want); err != nil {
-			t.Fatalf("plainServiceStatus decoded %q, which encoding/json refuses: %v", data, err)
+		if jsonErr != nil {
+			t.Fatalf("plainServiceStatus decoded %q, which encoding/json refuses: %v", data, jsonErr)
 		}
 		if diff := cmp.Diff(&want, got); diff != "" {
 			t.Fatalf("plainServiceStatus(%q) differs from encoding/json (-json +plain):\n%s", data, diff)

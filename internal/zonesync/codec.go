@@ -85,13 +85,13 @@ func DecodeChanges(b []byte) (*pb.Changes, error) {
 
 // encodeResource is the wire form of a stored resource.
 func encodeResource(o *resource.Object) (*pb.Resource, error) {
-	spec, err := json.Marshal(o.Spec)
+	spec, err := resource.MarshalSpec(o.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", o.Key(), err)
 	}
 	r := &pb.Resource{Kind: string(o.Kind), Mesh: o.Mesh, Name: o.Name, Labels: o.Labels, Spec: spec}
 	if o.Status != nil {
-		if r.Status, err = json.Marshal(o.Status); err != nil {
+		if r.Status, err = resource.MarshalStatus(o.Status); err != nil {
 			return nil, fmt.Errorf("encode %s: %w", o.Key(), err)
 		}
 	}

@@ -110,7 +110,7 @@ func EncodeSpec(s resource.Spec) (string, error) {
 	if s == nil {
 		return "{}", nil
 	}
-	b, err := json.Marshal(s)
+	b, err := resource.MarshalSpec(s)
 	if err != nil {
 		return "", fmt.Errorf("encode spec: %w", err)
 	}
@@ -122,7 +122,7 @@ func EncodeStatus(s resource.Status) (string, error) {
 	if s == nil {
 		return "", nil
 	}
-	b, err := json.Marshal(s)
+	b, err := resource.MarshalStatus(s)
 	if err != nil {
 		return "", fmt.Errorf("encode status: %w", err)
 	}

@@ -264,7 +264,7 @@ func (d decoder) validate(c crd.Kind, m kubeapi.ObjectMeta, obj *resource.Object
 // encode returns the custom resource of obj for a create: metadata and
 // spec.
 func (d decoder) encode(c crd.Kind, r crRef, obj *resource.Object) ([]byte, error) {
-	spec, err := json.Marshal(obj.Spec)
+	spec, err := resource.MarshalSpec(obj.Spec)
 	if err != nil {
 		return nil, err
 	}

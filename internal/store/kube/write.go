@@ -393,7 +393,7 @@ func (s *Store) update(ctx context.Context, op store.Op, p *plan) (json.RawMessa
 	if err := s.current(p, op.Object.Version); err != nil {
 		return nil, err
 	}
-	spec, err := json.Marshal(op.Object.Spec)
+	spec, err := resource.MarshalSpec(op.Object.Spec)
 	if err != nil {
 		return nil, err
 	}
