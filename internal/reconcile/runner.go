@@ -757,7 +757,7 @@ func (t *term) queueCreate(ctx context.Context, cr creation, st resource.Status,
 	with := append(t.record(obj, st, store.StatusPatch(p)), cr.with...) // obj has no status yet
 	obj.Status = st
 	done := func(res store.Result) { cr.req.results[cr.i] = res }
-	op := store.Op{Type: store.OpCreate, Object: obj, DiscardObject: true, Created: obj.CreationTime}
+	op := store.Op{Type: store.OpCreate, Object: obj, Handed: true, DiscardObject: true, Created: obj.CreationTime}
 	return t.queueStatus(ctx, pendingWrite{Write: Write{Op: op, Done: done}, key: k, created: true}, with)
 }
 

@@ -174,6 +174,12 @@ type Op struct {
 	// is called.
 	Object *resource.Object
 	Patch  *StatusPatch
+	// Handed, for OpCreate and OpUpdate, hands Object to the store: the
+	// caller neither modifies it nor anything it holds (labels, spec,
+	// status) once Apply is called, and the change feed's readers get
+	// its labels, spec and status as they are, not a deep copy (a
+	// runner's creates and a zone's synced resources, each written once).
+	Handed bool
 	// DiscardObject leaves Result.Object nil: the caller needs only the
 	// error and the revision, and the store skips decoding what it wrote
 	// (controllers' writes, most of the writes of a busy control plane).
@@ -425,7 +431,10 @@ type Compacter interface {
 // Creation is a new resource to store, with writes that commit with it
 // and only with it (such as the audit entry of the API request that
 // creates it): what a writer hands a controller runner that stores new
-// resources together with their status (reconcile.Runner.Create).
+// resources together with their status (reconcile.Runner.Create). The
+// runner hands Object to the store (Op.Handed) when it writes it: the
+// writer does not modify it, nor its labels and spec, once it has handed
+// it to the runner.
 type Creation struct {
 	Object *resource.Object
 	With   []Op

@@ -1035,7 +1035,8 @@ func (l *link) putOps(ctx context.Context, revision int64, obj, cur *resource.Ob
 		obj.Status = nil
 	}
 	if cur == nil {
-		return []store.Op{{Type: store.OpCreate, Object: obj, DiscardObject: true}}
+		// obj was decoded for this write: the store may keep it.
+		return []store.Op{{Type: store.OpCreate, Object: obj, Handed: true, DiscardObject: true}}
 	}
 	if err := l.admit.Owns(cur, l.side.writer()); err != nil {
 		k := obj.Key()
@@ -1047,7 +1048,7 @@ func (l *link) putOps(ctx context.Context, revision int64, obj, cur *resource.Ob
 	if !sameIntent(cur, obj) {
 		o := obj.Clone()
 		o.Version = version
-		ops = append(ops, store.Op{Type: store.OpUpdate, Object: o, DiscardObject: true})
+		ops = append(ops, store.Op{Type: store.OpUpdate, Object: o, Handed: true, DiscardObject: true})
 		version++
 	}
 	if l.side.keepStatus() && !sameJSON(cur.Status, obj.Status) {

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -113,6 +114,47 @@ func TestRecentEvent_SharesAWholePatchStatus(t *testing.T) {
 			}
 			if !reflect.DeepEqual(ev.Obj.Status, decoded.Status) {
 				t.Errorf("event status %+v, stored %+v", ev.Obj.Status, decoded.Status)
+			}
+		})
+	}
+}
+
+// A handed create gives the change feed the writer's labels, spec and
+// status (in an object of its own, stamped with the stored metadata,
+// the writer's object untouched); any other create, a deep copy.
+func TestRecentEvent_HandedCreateShares(t *testing.T) {
+	for _, handed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("handed=%v", handed), func(t *testing.T) {
+			obj := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "redis", Labels: map[string]string{"team": "a"},
+				Spec:   &resource.MeshServiceSpec{Ports: []resource.Port{{Port: 6379, AppProtocol: "tcp"}}},
+				Status: &resource.ServiceStatus{VIPs: []resource.VIP{{IP: "241.0.0.1", Type: "Kuma"}}}}
+			op := store.Op{Type: store.OpCreate, Object: obj, Handed: handed, DiscardObject: true}
+			next, err := Next(op, &Prepare([]store.Op{op})[0], nil, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next.Revision = 8
+			ev, err := (&Recent{}).Event(op, &next, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Obj == nil || ev.Obj == obj {
+				t.Fatalf("event object %p, the writer's %p: want an object of the event's own", ev.Obj, obj)
+			}
+			if ev.Obj.Revision != 8 || ev.Obj.Version != next.Version || obj.Revision != 0 {
+				t.Errorf("event revision %d version %d, writer's object revision %d: want the stored metadata on the event's object only",
+					ev.Obj.Revision, ev.Obj.Version, obj.Revision)
+			}
+			shared := ev.Obj.Spec == resource.Spec(obj.Spec) && ev.Obj.Status == resource.Status(obj.Status)
+			if shared != handed {
+				t.Errorf("spec and status shared = %v, want %v", shared, handed)
+			}
+			decoded, err := next.Object()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(ev.Obj.Labels, decoded.Labels) || !reflect.DeepEqual(ev.Obj.Spec, decoded.Spec) || !reflect.DeepEqual(ev.Obj.Status, decoded.Status) {
+				t.Errorf("event %+v, stored %+v", ev.Obj, decoded)
 			}
 		})
 	}

@@ -238,7 +238,12 @@ func (r *Recent) event(op store.Op, next, cur *Row) (RecentEvent, error) {
 	var obj *resource.Object
 	switch op.Type {
 	case store.OpCreate, store.OpUpdate:
-		obj = op.Object.Clone()
+		if op.Handed {
+			c := *op.Object // labels, spec and status are the caller's no more
+			obj = &c
+		} else {
+			obj = op.Object.Clone()
+		}
 		if len(obj.Labels) == 0 {
 			obj.Labels = nil
 		}
