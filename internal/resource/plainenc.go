@@ -14,26 +14,13 @@ import (
 
 // MarshalSpec encodes s as json.Marshal does ("{}" for nil).
 func MarshalSpec(s Spec) ([]byte, error) {
-	return AppendSpecJSON(nil, s)
-}
-
-// AppendSpecJSON appends s encoded as json.Marshal encodes it ("{}" for
-// nil) to b.
-func AppendSpecJSON(b []byte, s Spec) ([]byte, error) {
 	if ms, ok := s.(*MeshServiceSpec); ok && ms != nil && ms.plain() {
-		if b == nil {
-			b = make([]byte, 0, 192) // a usual spec, written once
-		}
-		return ms.appendJSON(b), nil
+		return ms.appendJSON(make([]byte, 0, 192)), nil // a usual spec, written once
 	}
 	if s == nil {
-		return append(b, "{}"...), nil
+		return []byte("{}"), nil
 	}
-	v, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, v...), nil
+	return json.Marshal(s)
 }
 
 // plain reports whether appendJSON writes s: its selector, if any, is by
