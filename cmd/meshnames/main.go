@@ -5,7 +5,8 @@
 // and MESHNAMES_ALLOC_PROFILE=FILE a profile of what it allocated (read
 // them with `go tool pprof`), and MESHNAMES_TRACE=FILE an execution trace
 // (`go tool trace`): how the figures of docs/performance.md are
-// explained.
+// explained. A "%p" in FILE is replaced by the process's ID, so that the
+// several servers one benchmark starts each keep their own.
 package main
 
 import (
@@ -14,6 +15,8 @@ import (
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
+	"strconv"
+	"strings"
 
 	"github.com/meshnames/meshnames/internal/cli"
 )
@@ -54,10 +57,15 @@ func main() {
 }
 
 func create(env, path string) *os.File {
-	f, err := os.Create(path)
+	f, err := os.Create(profilePath(path, os.Getpid()))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, env+":", err)
 		os.Exit(2)
 	}
 	return f
+}
+
+// profilePath is path with every "%p" replaced by pid.
+func profilePath(path string, pid int) string {
+	return strings.ReplaceAll(path, "%p", strconv.Itoa(pid))
 }
