@@ -151,6 +151,7 @@ type Runner struct {
 
 	passes *prometheus.HistogramVec
 	writes *prometheus.CounterVec
+	unseen prometheus.Gauge
 	kick   chan struct{}
 	// creates takes the requests of Create to the running term; open is
 	// that term's channel closed when it ends, nil between terms.
@@ -192,9 +193,12 @@ func NewRunner(o Options, cores ...Core) *Runner {
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshnames_controllers_writes_total", Help: "Writes of the controllers by what they write (status, other) and result (ok, error).",
 		}, []string{"what", "result"}),
+		unseen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshnames_controllers_writes_unseen", Help: "Writes of the controllers the cache did not show yet when they last settled (each held until it does).",
+		}),
 	}
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(r.passes, r.writes)
+		o.Registerer.MustRegister(r.passes, r.writes, r.unseen)
 	}
 	return r
 }
@@ -353,7 +357,14 @@ func (t *term) echo(k resource.Key) bool {
 		t.echoes = nil // a map keeps its size: let the first pass's go
 	}
 	cur, ok := t.r.o.Cache.RevisionOf(k)
-	return ok && cur == rev
+	if !ok || cur != rev {
+		return false
+	}
+	// The cache shows the write: what was held of it, to compare with
+	// until now, goes (the cores are not asked, so Pending would never
+	// be, and every service a first pass or Create wrote stayed held).
+	t.written.Forget(k)
+	return true
 }
 
 // commit is a batch handed to the store.
@@ -506,9 +517,12 @@ func (r *Runner) term(ctx context.Context) error {
 			r.passes.WithLabelValues("changes").Observe(time.Since(start).Seconds())
 			continue
 		}
-		if rev >= t.lastWrite && rev != settled && t.q.Scheduled() == 0 && r.o.Settled != nil {
+		if rev >= t.lastWrite && rev != settled && t.q.Scheduled() == 0 {
 			settled = rev
-			r.o.Settled(rev)
+			r.unseen.Set(float64(t.written.Len()))
+			if r.o.Settled != nil {
+				r.o.Settled(rev)
+			}
 		}
 		t.arm(wake)
 		select {

@@ -40,6 +40,8 @@ type Env struct {
 	Fenced atomic.Int64
 	// Applies counts the batches the runner wrote.
 	Applies atomic.Int64
+	// Metrics holds the current runner's metrics.
+	Metrics *prometheus.Registry
 }
 
 // Runner is reconcile.Runner (an alias so that tests name one package).
@@ -94,8 +96,9 @@ func (e *Env) start() {
 	e.settled = -1
 	e.mu.Unlock()
 	e.Cache = cache.New(e.Store, e.opts.Log, nil)
+	e.Metrics = prometheus.NewRegistry()
 	e.Runner = reconcile.NewRunner(reconcile.Options{
-		Cache: e.Cache, Store: counting{e.Store, e}, Log: e.opts.Log, Registerer: prometheus.NewRegistry(),
+		Cache: e.Cache, Store: counting{e.Store, e}, Log: e.opts.Log, Registerer: e.Metrics,
 		Now: e.opts.Now, BatchSize: e.opts.BatchSize, Settled: e.onSettled, FirstPass: e.opts.FirstPass,
 	}, e.opts.Cores()...)
 	ctx, cancel := context.WithCancel(context.Background())
