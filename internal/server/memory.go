@@ -323,8 +323,8 @@ func (p *returnPacer) returned(now time.Time) {
 // loaded reports whether the cache has listed the store, and how many
 // resources it holds (loadGC.listed).
 //
-// flush, when not nil, is called first: it frees what the store holds in
-// memory for recent writes (store.MemoryFlusher). done is called after
+// flush, when not nil, is called first: the store writes out what it holds
+// in memory for recent writes (store.MemoryFlusher). done is called after
 // each return (a metric).
 func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, freed func() uint64, loaded func() (bool, int), flush func() error, done func()) {
 	defer gc.end()

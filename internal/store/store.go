@@ -499,7 +499,8 @@ type BackupInfo struct {
 }
 
 // MemoryFlusher is a store that holds recent writes in memory (pebble's
-// memtable) and can write them out to free that memory.
+// memtable) and can write them out once a burst of writes is over, and
+// drop what it kept to speed up those writes.
 type MemoryFlusher interface {
 	FlushMemory() error
 }

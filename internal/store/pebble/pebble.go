@@ -282,9 +282,11 @@ func (s *Store) Close() error {
 
 func (s *Store) isClosed() bool { return s.queue.Closed() }
 
-// FlushMemory writes what the memtable holds to a table file, so that its
-// memory is freed, once a burst of writes is over (the server calls it
-// when it returns idle memory to the system, see store.MemoryFlusher).
+// FlushMemory writes what the memtable holds to a table file once a burst
+// of writes is over, and forgets the keys the writer held as fresh (the
+// server calls it when it returns idle memory to the system, see
+// store.MemoryFlusher). pebble keeps the memtable's arena for reuse: see
+// the package doc's Memory.
 func (s *Store) FlushMemory() error {
 	err := s.read(func() error {
 		if err := s.db.Flush(); err != nil {

@@ -110,9 +110,9 @@ func TestBackup_WhileWriting(t *testing.T) {
 }
 
 // TestFlushMemory: FlushMemory writes the memtable out to a table file
-// (what the server does once a burst of writes is over, so that the
-// memtable's memory is freed), every write stays readable, across a
-// reopen too, and after Close it reports ErrClosed.
+// (what the server does once a burst of writes is over), every write
+// stays readable, across a reopen too, and after Close it reports
+// ErrClosed.
 func TestFlushMemory(t *testing.T) {
 	dir := t.TempDir()
 	s := openIn(t, dir)
