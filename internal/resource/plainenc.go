@@ -7,10 +7,11 @@ import (
 
 // Every write encodes its spec, and every API answer, frozen entry and
 // synced resource does again: encoding/json's reflection over a
-// MeshService spec was 2-3% of a create's CPU. appendMeshServiceSpec
-// writes the usual spec directly, byte for byte what json.Marshal writes
+// MeshService spec was 2-3% of a create's CPU. MarshalSpec writes the
+// usual spec directly, byte for byte what json.Marshal writes
 // (FuzzPlainMeshServiceSpec), and leaves the rarer selectors to
-// encoding/json.
+// encoding/json; MarshalStatus every service status
+// (FuzzPlainServiceStatus).
 
 // MarshalSpec encodes s as json.Marshal does ("{}" for nil).
 func MarshalSpec(s Spec) ([]byte, error) {

@@ -201,40 +201,32 @@ func BenchmarkUnmarshalSpec_MeshService(b *testing.B) {
 // BenchmarkMarshalSpec_MeshService encodes a typical MeshService spec, as
 // every write does (json: encoding/json, the way before MarshalSpec).
 func BenchmarkMarshalSpec_MeshService(b *testing.B) {
-	s := &MeshServiceSpec{
+	benchMarshal(b, Spec(&MeshServiceSpec{
 		Selector: MeshServiceSelector{DataplaneTags: map[string]string{"kuma.io/service": "svc-00042"}},
 		Ports:    []Port{{Name: "http", Port: 80, TargetPort: &IntOrString{Int: 8080}, AppProtocol: "http"}},
-	}
-	for _, enc := range []struct {
-		name string
-		f    func(Spec) ([]byte, error)
-	}{{"plain", MarshalSpec}, {"json", func(s Spec) ([]byte, error) { return json.Marshal(s) }}} {
-		b.Run(enc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := enc.f(s); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	}), MarshalSpec)
 }
 
 // BenchmarkMarshalStatus_Service encodes a named service's status, as
 // every status write does.
 func BenchmarkMarshalStatus_Service(b *testing.B) {
-	s := &ServiceStatus{
+	benchMarshal(b, Status(&ServiceStatus{
 		Addresses: []Address{{Hostname: "svc-00042.ns-42.svc.mesh.local", Status: "Available", Origin: AddressOrigin{Kind: "HostnameGenerator", Name: "local"}}},
 		VIPs:      []VIP{{IP: "241.0.0.43", Type: "Kuma"}},
-	}
+	}), MarshalStatus)
+}
+
+// benchMarshal runs plain (the hand-written encoding) and json.Marshal
+// over v, as sub-benchmarks.
+func benchMarshal[T any](b *testing.B, v T, plain func(T) ([]byte, error)) {
 	for _, enc := range []struct {
 		name string
-		f    func(Status) ([]byte, error)
-	}{{"plain", MarshalStatus}, {"json", func(s Status) ([]byte, error) { return json.Marshal(s) }}} {
+		f    func(T) ([]byte, error)
+	}{{"plain", plain}, {"json", func(v T) ([]byte, error) { return json.Marshal(v) }}} {
 		b.Run(enc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := enc.f(s); err != nil {
+				if _, err := enc.f(v); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -433,8 +433,8 @@ type Compacter interface {
 // creates it): what a writer hands a controller runner that stores new
 // resources together with their status (reconcile.Runner.Create). The
 // runner hands Object to the store (Op.Handed) when it writes it: the
-// writer does not modify it, nor its labels and spec, once it has handed
-// it to the runner.
+// writer does not modify it, nor its labels and spec, once the runner
+// has created it (one not created, or not taken, is the writer's again).
 type Creation struct {
 	Object *resource.Object
 	With   []Op
