@@ -363,6 +363,10 @@ func TestCache_SharedLabelSets(t *testing.T) {
 		svc("default", "d", with(nil)),
 		svc("default", "e", nil),
 		svc("default", "f", map[string]string{resource.LabelDisplayName: "f"}),
+		// Synced from another zone: the display name begins the name.
+		svc("default", "g-b2c4d6f8g9h2jk", with(map[string]string{resource.LabelDisplayName: "g"})),
+		// A display name longer than the name, with the name as prefix.
+		svc("default", "h", with(map[string]string{resource.LabelDisplayName: "hh"})),
 	}
 	var rev int64
 	for _, o := range objs {
@@ -396,9 +400,15 @@ func TestCache_SharedLabelSets(t *testing.T) {
 	c.mu.RLock()
 	sets = len(c.labels.sets)
 	c.mu.RUnlock()
-	// a, b and d share {origin, zone}; c has its own; f has none left.
-	if sets != 2 {
-		t.Errorf("%d label sets held, want 2", sets)
+	// a, b, d and g share {origin, zone}; c and h have their own; f has
+	// none left.
+	if sets != 3 {
+		t.Errorf("%d label sets held, want 3", sets)
+	}
+	for _, tc := range []struct{ name, want string }{{"a", "a"}, {"c", "other"}, {"g-b2c4d6f8g9h2jk", "g"}, {"h", "hh"}} {
+		if got, ok := c.Label(resource.Key{Kind: resource.MeshService, Mesh: "default", Name: tc.name}, resource.LabelDisplayName); !ok || got != tc.want {
+			t.Errorf("Label(%s, display name) = %q, %v; want %q", tc.name, got, ok, tc.want)
+		}
 	}
 	for _, tc := range []struct {
 		filter map[string]string
@@ -407,7 +417,10 @@ func TestCache_SharedLabelSets(t *testing.T) {
 		{map[string]string{resource.LabelDisplayName: "b"}, []string{"b"}},
 		{map[string]string{resource.LabelDisplayName: "other"}, []string{"c"}},
 		{map[string]string{resource.LabelDisplayName: "c"}, nil},
-		{map[string]string{"kuma.io/zone": "z1"}, []string{"a", "b", "c", "d"}},
+		{map[string]string{resource.LabelDisplayName: "g"}, []string{"g-b2c4d6f8g9h2jk"}},
+		{map[string]string{resource.LabelDisplayName: "g-b2c4d6f8g9h2jk"}, nil},
+		{map[string]string{resource.LabelDisplayName: "hh"}, []string{"h"}},
+		{map[string]string{"kuma.io/zone": "z1"}, []string{"a", "b", "c", "d", "g-b2c4d6f8g9h2jk", "h"}},
 		{map[string]string{"scribble": "x"}, nil},
 	} {
 		items, total := c.List(Query{Kind: resource.MeshService, Mesh: "default", Labels: tc.filter})
@@ -421,7 +434,7 @@ func TestCache_SharedLabelSets(t *testing.T) {
 	}
 
 	// Sets are dropped when their last user goes or changes labels.
-	for _, name := range []string{"a", "b"} {
+	for _, name := range []string{"a", "b", "g-b2c4d6f8g9h2jk", "h"} {
 		rev, _ = store.Delete(context.Background(), st, resource.Key{Kind: resource.MeshService, Mesh: "default", Name: name}, 0)
 	}
 	cur, _ := c.Get(objs[2].Key())

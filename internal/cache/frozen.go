@@ -255,7 +255,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 			if !ok || e.hot != cd.obj || fs[i] == nil {
 				continue
 			}
-			e.labels, e.nameLabel = c.labels.hold(cd.name, e.hot.Labels)
+			e.labels, e.nameLabel, e.nameCut = c.labels.hold(cd.name, e.hot.Labels)
 			if !e.listed {
 				c.hot--
 			}

@@ -3,6 +3,7 @@ package cache
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -13,11 +14,13 @@ import (
 // Label maps cost far more than the strings they hold (a Go map of four
 // labels takes about 340 bytes), and most resources share their labels
 // with many others: every MeshService of a zone has the same origin, zone
-// and mesh labels, and a display name equal to its own name. A frozen
-// entry therefore points at one read-only map per distinct set of labels,
-// counted by the entries that use it, and records a display name equal to
-// the resource's name as a flag instead of a label. Reads restore each
-// resource's own labels.
+// and mesh labels, and a display name that begins its own name (is it, for
+// a service created in the zone; is it but for the hash suffix, for one
+// synced from another zone: "redis" of "redis-<hash>"). A frozen entry
+// therefore points at one read-only map per distinct set of labels,
+// counted by the entries that use it, and records a display name that
+// begins the resource's name as a flag and a length instead of a label.
+// Reads restore each resource's own labels.
 
 // entry is one resource as the cache holds it: decoded while recent,
 // frozen (see frozen.go) once it has not changed for FreezeAfter.
@@ -27,10 +30,12 @@ type entry struct {
 	hot *resource.Object
 	// cold is the stored encoding, nil while hot; labels is then the
 	// resource's shared label set, which lacks the display name when
-	// nameLabel is set.
+	// nameLabel is set: the display name is then the resource's name but
+	// for its last nameCut bytes.
 	cold      frozen
 	labels    map[string]string
 	nameLabel bool
+	nameCut   uint8
 	// listed marks an entry stored by a list of the store rather than by
 	// the change feed: MaxDecoded does not count it (frozen.go).
 	listed bool
@@ -48,7 +53,7 @@ func (e entry) label(name, k string) (string, bool) {
 		return v, ok
 	}
 	if e.nameLabel && k == resource.LabelDisplayName {
-		return name, true
+		return e.displayName(name), true
 	}
 	v, ok := e.labels[k]
 	return v, ok
@@ -92,10 +97,14 @@ func (e entry) appendJSON(b []byte, k resource.Key) ([]byte, error) {
 		if labels == nil {
 			labels = make(map[string]string, 1)
 		}
-		labels[resource.LabelDisplayName] = k.Name
+		labels[resource.LabelDisplayName] = e.displayName(k.Name)
 	}
 	return e.cold.appendJSON(b, k, labels)
 }
+
+// displayName is the display name of the resource name when nameLabel is
+// set.
+func (e entry) displayName(name string) string { return name[:len(name)-int(e.nameCut)] }
 
 func (e entry) thaw(k resource.Key) *resource.Object {
 	labels := maps.Clone(e.labels)
@@ -103,7 +112,7 @@ func (e entry) thaw(k resource.Key) *resource.Object {
 		if labels == nil {
 			labels = make(map[string]string, 1)
 		}
-		labels[resource.LabelDisplayName] = k.Name
+		labels[resource.LabelDisplayName] = e.displayName(k.Name)
 	}
 	o, err := e.cold.thaw(k, labels)
 	if err != nil {
@@ -155,17 +164,18 @@ func setKey(labels map[string]string, skip string) string {
 }
 
 // hold returns the shared set for labels of the resource name (which it
-// does not modify), and whether the display name was left out because it
-// is name.
-func (s *labelSets) hold(name string, labels map[string]string) (map[string]string, bool) {
+// does not modify), whether the display name was left out because it
+// begins name, and how many bytes of name follow it then.
+func (s *labelSets) hold(name string, labels map[string]string) (_ map[string]string, nameLabel bool, cut uint8) {
 	skip := ""
-	nameLabel := labels[resource.LabelDisplayName] == name
-	if nameLabel {
+	display, ok := labels[resource.LabelDisplayName]
+	if ok && strings.HasPrefix(name, display) && len(name)-len(display) <= math.MaxUint8 {
+		nameLabel, cut = true, uint8(len(name)-len(display))
 		skip = resource.LabelDisplayName
 	}
 	k := setKey(labels, skip)
 	if k == "" {
-		return nil, nameLabel
+		return nil, nameLabel, cut
 	}
 	set := s.sets[k]
 	if set == nil {
@@ -179,7 +189,7 @@ func (s *labelSets) hold(name string, labels map[string]string) (map[string]stri
 		s.sets[k] = set
 	}
 	set.refs++
-	return set.labels, nameLabel
+	return set.labels, nameLabel, cut
 }
 
 // release forgets e's use of its label set.
