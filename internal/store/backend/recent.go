@@ -35,6 +35,10 @@ type Recent struct {
 	// for building the object of a status write without decoding labels
 	// and spec.
 	latest map[resource.Key]*resource.Object
+	// lastRev is the revision of the last event of each key in events:
+	// Changes skips the others, written again later (a map per call
+	// was a twentieth of what a zone allocated in an initial sync).
+	lastRev map[resource.Key]int64
 }
 
 // RecentEvent is one committed write: Obj is the stored object, read-only
@@ -72,9 +76,11 @@ func (r *Recent) Add(evs []RecentEvent) {
 	}
 	if r.latest == nil {
 		r.latest = map[resource.Key]*resource.Object{}
+		r.lastRev = map[resource.Key]int64{}
 	}
 	for _, e := range evs {
 		r.events = append(r.events, e)
+		r.lastRev[e.Key] = e.Rev
 		if e.Obj == nil {
 			delete(r.latest, e.Key) // deleted, or not decoded yet
 		} else {
@@ -87,6 +93,9 @@ func (r *Recent) Add(evs []RecentEvent) {
 		for _, e := range r.events[:over] {
 			if r.latest[e.Key] == e.Obj {
 				delete(r.latest, e.Key)
+			}
+			if r.lastRev[e.Key] == e.Rev {
+				delete(r.lastRev, e.Key)
 			}
 		}
 		// Copy down rather than reslice, so the array does not grow for
@@ -119,6 +128,7 @@ func (r *Recent) First() int64 {
 func (r *Recent) reset() {
 	r.events = r.events[:0]
 	clear(r.latest)
+	clear(r.lastRev)
 }
 
 // Clear forgets everything: after a compaction, readers that resume below
@@ -144,13 +154,14 @@ func (r *Recent) Changes(after int64, limit int, known store.Known) (evs []store
 		return nil, false
 	}
 	start := int(after + 1 - r.events[0].Rev)
-	last := map[resource.Key]int64{}
-	for _, e := range r.events[start:] {
-		last[e.Key] = e.Rev
+	want := n - start
+	if limit > 0 {
+		want = min(want, limit)
 	}
+	evs = make([]store.Event, 0, want)
 	var rows map[int]*Row // index in evs -> row to decode
 	for _, e := range r.events[start:] {
-		if last[e.Key] != e.Rev {
+		if r.lastRev[e.Key] != e.Rev {
 			continue // written again later in the range
 		}
 		ev := store.Event{Type: store.EventDelete, Revision: e.Rev, Key: e.Key}
