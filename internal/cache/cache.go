@@ -56,6 +56,10 @@ type Cache struct {
 	lastErr  error
 	advanced chan struct{} // closed and replaced whenever revision advances
 
+	// freezeMu serializes freezes, which reuse candidates.
+	freezeMu   sync.Mutex
+	candidates []candidate
+
 	subMu sync.Mutex
 	subs  map[int]func([]resource.Key)
 	subID int

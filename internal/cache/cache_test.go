@@ -867,6 +867,15 @@ func TestCache_BoundsDecodedEntries(t *testing.T) {
 			t.Errorf("%s reads %+v after freezing", k, o)
 		}
 	}
+	// The freezer's candidates, kept for the next freeze, hold no
+	// resource.
+	c.freezeMu.Lock()
+	for i, cd := range c.candidates[:cap(c.candidates)] {
+		if cd.obj != nil || cd.enc != nil || cd.name != "" {
+			t.Errorf("candidate %d kept after freezing: %s", i, cd.name)
+		}
+	}
+	c.freezeMu.Unlock()
 }
 
 // A burst of changes past the bound is frozen without waiting for the

@@ -199,21 +199,46 @@ func (c *Cache) freezeLoop(ctx context.Context) {
 	}
 }
 
+// candidate is a hot entry the freezer may freeze.
+type candidate struct {
+	g    group
+	name string
+	obj  *resource.Object
+	enc  *store.Encoding
+	at   int64
+}
+
+// clearCandidates clears the slices freeze used to their capacity and
+// returns the longest of those up to limit candidates long, for the next
+// freeze: the list of a large store is frozen once, and its candidates
+// are not worth keeping the memory for.
+func clearCandidates(limit int, used ...[]candidate) []candidate {
+	var keep []candidate
+	for _, s := range used {
+		clear(s[:cap(s)])
+		if cap(s) > cap(keep) && cap(s) <= limit {
+			keep = s
+		}
+	}
+	return keep[:0]
+}
+
 // freeze encodes the hot entries stored at or before cutoff, and the
 // oldest others while more than maxHot would stay hot, and returns how
 // many it froze. Encoding happens outside the lock (hot objects are never
 // modified); an entry replaced meanwhile is left as it is.
 func (c *Cache) freeze(cutoff time.Time) int {
-	type candidate struct {
-		g    group
-		name string
-		obj  *resource.Object
-		enc  *store.Encoding
-		at   int64
-	}
-	var cands, listed []candidate // hot entries of the feed; old enough ones of a list
+	c.freezeMu.Lock()
+	defer c.freezeMu.Unlock()
+	// The hot entries of the feed, then the old enough ones of a list, in
+	// a slice kept from freeze to freeze (a new one each time was a
+	// twentieth of what a zone allocated in an initial sync) and cleared
+	// after, so that it holds no resource.
+	var cands, listed []candidate
+	defer func() { c.candidates = clearCandidates(2*c.maxHot, c.candidates, cands, listed) }()
 	decoded := 0
 	c.mu.RLock()
+	cands = c.candidates[:0]
 	for g, m := range c.groups {
 		for name, e := range m {
 			if e.hot == nil {
