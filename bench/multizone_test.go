@@ -184,7 +184,8 @@ func waitSynced(b *testing.B, c *http.Client, global string, zones []string, pro
 //   - named-s: until every zone answers, by DNS, the last service of every
 //     other zone (svc-N.svc.<zone>.mesh.local);
 //   - settle-s: from then until the federation is settled (settle: every
-//     process froze what it decoded and all are nearly idle);
+//     process froze what it decoded, returned the memory of its last
+//     burst, and all are nearly idle);
 //   - p50-ms, p99-ms, max-ms: then, a new service created through zone 0's
 //     API, until each other zone answers its name by DNS (probes x zones);
 //     a probe slower than a second is logged with the processes' logs;
@@ -204,7 +205,8 @@ func waitSynced(b *testing.B, c *http.Client, global string, zones []string, pro
 //   - zone-memory-returns, global-memory-returns: how often a zone (on
 //     average) and the global returned idle memory to the system until
 //     every zone answered every other zone's last service
-//     (meshnames_memory_returns_total);
+//     (meshnames_memory_returns_total), and memory-returns-during-probes,
+//     those of every process while the probes ran;
 //   - zone-freezes/service: resources a zone's cache froze until settled,
 //     per service of the federation (zones' average);
 //   - zone-rss-MiB-avg, global-rss-MiB: resident memory at the end;
@@ -329,13 +331,7 @@ func BenchmarkMultizone(b *testing.B) {
 		}
 		b.ReportMetric(perService(float64(received)), "global-received/service")
 		b.ReportMetric(perService(float64(sent)), "global-sent/service")
-		var returns float64
-		for _, p := range procs {
-			if v, err := metric(c, p.api, "meshnames_memory_returns_total"); err == nil {
-				returns += v
-			}
-		}
-		b.ReportMetric(returns/float64(nZones), "zone-memory-returns")
+		b.ReportMetric(memoryReturns(c, procs)/float64(nZones), "zone-memory-returns")
 		if v, err := metric(c, global.api, "meshnames_memory_returns_total"); err == nil {
 			b.ReportMetric(v, "global-memory-returns")
 		}
@@ -351,7 +347,7 @@ func BenchmarkMultizone(b *testing.B) {
 		// sync leaves behind (freezing what it decoded, returning memory,
 		// compactions) would otherwise be what they time.
 		settleStart := time.Now()
-		settle(b, c, append([]*serverProc{global}, procs...), 3*time.Minute)
+		settle(b, c, append([]*serverProc{global}, procs...), 5*time.Minute)
 		b.ReportMetric(time.Since(settleStart).Seconds(), "settle-s")
 		// How often a zone's cache encoded a resource for keeping (see
 		// internal/cache): once per resource is the least, after its last
@@ -364,7 +360,12 @@ func BenchmarkMultizone(b *testing.B) {
 		}
 		b.ReportMetric(perService(frozen)/float64(nZones), "zone-freezes/service")
 
-		// One new service at a time, answered everywhere.
+		// One new service at a time, answered everywhere. Returns of
+		// memory to the system during the probes (a full collection and
+		// a madvise of the idle heap, see internal/server/memory.go) are
+		// counted: one may delay what the process does meanwhile.
+		all := append([]*serverProc{global}, procs...)
+		returnsBefore := memoryReturns(c, all)
 		before := map[string]int64{}
 		for _, z := range zones[1:] {
 			before[z] = zoneInsight(b, c, global.api, z).Sent.Bytes
@@ -436,6 +437,7 @@ func BenchmarkMultizone(b *testing.B) {
 		b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
 		b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
 		b.ReportMetric(float64(dnsErrors.Load()), "probe-dns-errors")
+		b.ReportMetric(memoryReturns(c, all)-returnsBefore, "memory-returns-during-probes")
 		b.ReportMetric(float64(bytes)/float64(probes*(nZones-1)), "bytes/change/zone")
 
 		// A partition of zone 1.
@@ -491,11 +493,26 @@ func BenchmarkMultizone(b *testing.B) {
 	}
 }
 
+// memoryReturns sums meshnames_memory_returns_total over procs.
+func memoryReturns(c *http.Client, procs []*serverProc) float64 {
+	var sum float64
+	for _, p := range procs {
+		if v, err := metric(c, p.api, "meshnames_memory_returns_total"); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
 // settle waits until every process holds no decoded resource (its cache
 // froze what the initial sync decoded, cache.FreezeAfter after its last
-// change) and the processes used under settledCPU of CPU each (on
-// average) in each of the last settledSeconds seconds. An idle process
-// uses some (heartbeats, the memory watch, the metrics this reads).
+// change), has returned the memory of its last burst of work
+// (meshnames_memory_return_pending 0: a return paced to come later than
+// the burst's end, up to minutes, comes at the first quiet second after;
+// in the probes it took 1-2 s of CPU on several processes at once), and
+// the processes used under settledCPU of CPU each (on average) in each of
+// the last settledSeconds seconds. An idle process uses some (heartbeats,
+// the memory watch, the metrics this reads).
 func settle(tb testing.TB, c *http.Client, procs []*serverProc, timeout time.Duration) {
 	tb.Helper()
 	const settledSeconds = 3
@@ -516,22 +533,27 @@ func settle(tb testing.TB, c *http.Client, procs []*serverProc, timeout time.Dur
 	quiet := 0
 	prev := total()
 	var used time.Duration
-	decoded := 0.0
+	decoded, pending := 0.0, 0.0
 	for quiet < settledSeconds {
 		if time.Now().After(deadline) {
-			tb.Fatalf("the federation did not settle within %s: %s of CPU in the last second, %.0f resources decoded", timeout, used, decoded)
+			tb.Fatalf("the federation did not settle within %s: %s of CPU in the last second, %.0f resources decoded, %.0f returns of memory pending", timeout, used, decoded, pending)
 		}
 		time.Sleep(time.Second)
 		now := total()
-		used, decoded = now-prev, 0
+		used, decoded, pending = now-prev, 0, 0
 		for _, p := range procs {
 			v, err := metric(c, p.api, cacheDecoded)
 			if err != nil {
 				tb.Fatal(err)
 			}
 			decoded += v
+			v, err = metric(c, p.api, returnPending)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			pending += v
 		}
-		if used < settledCPU && decoded == 0 {
+		if used < settledCPU && decoded == 0 && pending == 0 {
 			quiet++
 		} else {
 			quiet = 0

@@ -385,11 +385,12 @@ func metric(c *http.Client, api, series string) (float64, error) {
 }
 
 const (
-	writesOK     = `meshnames_controllers_writes_total{result="ok",what="status"}`
-	writesFailed = `meshnames_controllers_writes_total{result="error",what="status"}`
-	heapInuse    = `go_memstats_heap_inuse_bytes`
-	cacheFrozen  = `meshnames_cache_frozen_total`
-	cacheDecoded = `meshnames_cache_decoded_objects`
+	writesOK      = `meshnames_controllers_writes_total{result="ok",what="status"}`
+	writesFailed  = `meshnames_controllers_writes_total{result="error",what="status"}`
+	heapInuse     = `go_memstats_heap_inuse_bytes`
+	cacheFrozen   = `meshnames_cache_frozen_total`
+	cacheDecoded  = `meshnames_cache_decoded_objects`
+	returnPending = `meshnames_memory_return_pending`
 )
 
 // waitFrozen waits until the server's cache has frozen at least n

@@ -325,8 +325,11 @@ func (p *returnPacer) returned(now time.Time) {
 //
 // flush, when not nil, is called first: the store writes out what it holds
 // in memory for recent writes (store.MemoryFlusher). done is called after
-// each return (a metric).
-func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, freed func() uint64, loaded func() (bool, int), flush func() error, done func()) {
+// each return, and pending after every poll with whether a burst awaits
+// its return (metrics: a return that waits for returnPacer's interval
+// comes at the first quiet second after it, which a benchmark that times
+// a settled process must wait for).
+func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, freed func() uint64, loaded func() (bool, int), flush func() error, done func(), pending func(bool)) {
 	defer gc.end()
 	loadDone := time.After(loadLimit)
 	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
@@ -379,6 +382,7 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, fr
 			done()
 			now = read()
 		}
+		pending(pacer.busy)
 		prev, prevFreed = now, nowFreed
 	}
 }

@@ -289,12 +289,20 @@ func TestReturnPacer(t *testing.T) {
 			var p returnPacer
 			start := time.Unix(1_000_000, 0)
 			var got []int
+			pending := false // a burst awaits its return (the gauge)
 			for s := range tc.seconds {
 				d, f := tc.second(s)
 				now := start.Add(time.Duration(s) * time.Second)
+				if d >= busyBytes || f >= busyFreed {
+					pending = true
+				}
 				if p.poll(now, d, f) {
 					got = append(got, s)
 					p.returned(now)
+					pending = false
+				}
+				if p.busy != pending {
+					t.Fatalf("second %d: pending %v, want %v", s, p.busy, pending)
 				}
 			}
 			if !slices.Equal(got, tc.want) {

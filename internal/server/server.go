@@ -211,11 +211,21 @@ func (s *Server) Run(ctx context.Context) error {
 			Name: "meshnames_memory_returns_total",
 			Help: "Times the process returned its idle heap to the operating system after a burst of work.",
 		})
-		reg.MustRegister(returns)
+		pending := prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshnames_memory_return_pending",
+			Help: "1 from a burst of work until the process returned its idle heap after it (at the first quiet second once the pacing interval since the last return passed), else 0.",
+		})
+		reg.MustRegister(returns, pending)
 		returnMemoryWhenQuiet(gctx, s.log, gc, c.Frozen, func() (bool, int) {
 			synced, _ := c.Status()
 			return synced, c.Len()
-		}, flush, returns.Inc)
+		}, flush, returns.Inc, func(p bool) {
+			if p {
+				pending.Set(1)
+			} else {
+				pending.Set(0)
+			}
+		})
 		return nil
 	})
 	g.Go(func() error {
