@@ -102,7 +102,13 @@ func encodeResource(o *resource.Object) (*pb.Resource, error) {
 // decodes a user's: a known kind, a spec without unknown fields or wrong
 // types, defaulted and validated (every violation named by its field).
 // Status, written by the peer's controllers, is read as stored.
-func DecodeResource(r *pb.Resource) (*resource.Object, error) {
+func DecodeResource(r *pb.Resource) (*resource.Object, error) { return decodeResource(r, true) }
+
+// decodeResource is DecodeResource, defaulting and validating the
+// resource only when validated is set; a receiver that does not must
+// admit the resource (admission.Admitter.Admit defaults and validates it)
+// before it stores it.
+func decodeResource(r *pb.Resource, validated bool) (*resource.Object, error) {
 	d, ok := resource.Lookup(resource.Kind(r.GetKind()))
 	if !ok {
 		return nil, refuse("kind", "unknown kind %q", r.GetKind())
@@ -110,15 +116,15 @@ func DecodeResource(r *pb.Resource) (*resource.Object, error) {
 	if n := len(r.Spec) + len(r.Status); n > store.MaxObjectBytes {
 		return nil, refuse("oversized", "%s %q: %d bytes of spec and status is over the limit of %d", d.Kind, r.Name, n, store.MaxObjectBytes)
 	}
-	obj := &resource.Object{Kind: d.Kind, Mesh: r.Mesh, Name: r.Name, Labels: maps.Clone(r.Labels), Spec: d.NewSpec()}
+	obj := &resource.Object{Kind: d.Kind, Mesh: r.Mesh, Name: r.Name, Labels: maps.Clone(r.Labels)}
 	var errs validate.Errors
-	if len(r.Spec) > 0 {
-		if s, ok := resource.PlainSpec(d.Kind, r.Spec); ok {
-			obj.Spec = s // a synced MeshService, read without reflection
-		} else if !canonicalSpec(r.Spec, obj.Spec) {
-			obj.Spec = d.NewSpec()
-			errs.Append(decode.JSON(r.Spec, obj.Spec, "spec"))
-		}
+	if len(r.Spec) == 0 {
+		obj.Spec = d.NewSpec()
+	} else if s, ok := resource.PlainSpec(d.Kind, r.Spec); ok {
+		obj.Spec = s // a synced MeshService, read without reflection
+	} else if obj.Spec = d.NewSpec(); !canonicalSpec(r.Spec, obj.Spec) {
+		obj.Spec = d.NewSpec()
+		errs.Append(decode.JSON(r.Spec, obj.Spec, "spec"))
 	}
 	if len(r.Status) > 0 {
 		if !d.HasStatus {
@@ -129,7 +135,7 @@ func DecodeResource(r *pb.Resource) (*resource.Object, error) {
 			obj.Status = st
 		}
 	}
-	if len(errs) == 0 {
+	if len(errs) == 0 && validated {
 		obj.Spec.Default()
 		// A Kubernetes zone names its namespaced resources
 		// "<object>.<namespace>": the name checked is the object's, which

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/meshnames/meshnames/api/zonesync/v1"
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/decode"
 	"github.com/meshnames/meshnames/internal/resource"
 )
@@ -39,7 +40,19 @@ func FuzzDecodeChanges(f *testing.F) {
 		if err != nil {
 			return
 		}
+		zoneAdmit := admission.New(admission.Options{Mode: resource.ModeZone, Zone: "west"})
 		for _, r := range c.Put {
+			// A zone's receiver: decoded without validation, accepted,
+			// then admitted, which must refuse anything invalid.
+			if raw, err := decodeResource(r, false); err == nil {
+				if z, err := acceptFromGlobal(raw, "west"); err == nil {
+					if errs := zoneAdmit.Admit(z, admission.Writer{Source: admission.FromGlobal, Subject: "global"}); len(errs) == 0 {
+						if errs := resource.Validate(z); len(errs) > 0 {
+							t.Fatalf("a zone admitted an invalid resource: %v", errs)
+						}
+					}
+				}
+			}
 			obj, err := DecodeResource(r)
 			if err != nil {
 				continue

@@ -34,6 +34,8 @@ type side interface {
 	// related returns more resources to send again after ev (on global, the
 	// services of a Zone whose spec.enabled may have changed).
 	related(ctx context.Context, ev store.Event) []*resource.Object
+	// decode decodes a resource the peer sent (DecodeResource).
+	decode(r *pb.Resource) (*resource.Object, error)
 	// accept checks and transforms a resource the peer sent.
 	accept(obj *resource.Object) (*resource.Object, error)
 	// writer is who the peer is to admission.
@@ -825,7 +827,7 @@ func (l *link) apply(ctx context.Context, c *pb.Changes, size int64) error {
 	var puts []*resource.Object
 	index := map[resource.Key]int{}
 	for _, r := range c.Put {
-		obj, err := DecodeResource(r)
+		obj, err := l.side.decode(r)
 		if err == nil {
 			obj, err = l.side.accept(obj)
 		}

@@ -29,6 +29,7 @@ func (s relatedSide) related(_ context.Context, ev store.Event) []*resource.Obje
 	}
 	return nil
 }
+func (relatedSide) decode(r *pb.Resource) (*resource.Object, error)       { return DecodeResource(r) }
 func (relatedSide) accept(obj *resource.Object) (*resource.Object, error) { return obj, nil }
 func (relatedSide) writer() admission.Writer                              { return admission.Writer{} }
 func (relatedSide) resolve(k resource.Key) []resource.Key                 { return []resource.Key{k} }
