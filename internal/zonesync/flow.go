@@ -257,8 +257,10 @@ func acceptFromGlobal(obj *resource.Object, zone string) (*resource.Object, erro
 		}
 	}
 	if localName(obj.Name, obj.Labels[resource.LabelNamespace]) != obj.Name {
-		// DecodeResource checked the name a zone's would have on global;
-		// what the global sends has its own, checked here whole.
+		// A name with a namespace suffix: DecodeResource checks it as a
+		// zone's object name, but what the global sends keeps its own,
+		// so it is checked here whole (a zone's receiver, which decodes
+		// without validating, has Admit check it again).
 		if errs := resource.Validate(obj); len(errs) > 0 {
 			return nil, refuse("invalid", "%s: %v", obj.Key(), errs)
 		}
