@@ -2,7 +2,9 @@ package hostname
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
+	"strings"
 )
 
 // labelSet is a set of labels in the compact form the engine keeps them
@@ -15,30 +17,43 @@ import (
 // hundred bytes even with four entries, and a slice of pairs still costs an
 // allocation per label; one string costs one, and the engine shares it
 // between every service with the same labels (Engine.labels). Most
-// services of a zone differ only in their display name, which is nearly
-// always the service's own name: a set can leave it out (nameLabel), so
-// that those services share one string. Services have a handful of labels,
-// so a lookup scans them.
+// services of a zone differ only in their display name, which begins the
+// service's own name: it is the name itself for a zone's own services, and
+// a service synced from another zone is named <display name>-<hash>. A set
+// leaves such a display name out (nameLabel, nameCut), so that those
+// services share one string. Services have a handful of labels, so a
+// lookup scans them.
 type labelSet struct {
 	packed string
-	// nameLabel means the set also holds kuma.io/display-name with the
-	// service's name as its value, which is not in packed.
+	// nameLabel means the set also holds kuma.io/display-name, which is
+	// not in packed: the service's name without its last nameCut bytes.
 	nameLabel bool
+	nameCut   uint8
 }
+
+// displayName is the display name a set with nameLabel holds for the
+// service name.
+func (ls labelSet) displayName(name string) string { return name[:len(name)-int(ls.nameCut)] }
 
 // labelSetOf returns the labels of m as a labelSet. A set made with the
 // name of a service leaves out a display name equal to it; a selector's
 // is made with name "". It does not keep m.
 func labelSetOf(name string, m map[string]string) labelSet {
-	packed, nameLabel := appendLabels(nil, name, m)
-	return labelSet{packed: string(packed), nameLabel: nameLabel}
+	var ls labelSet
+	var packed []byte
+	packed, ls.nameLabel, ls.nameCut = appendLabels(nil, name, m)
+	ls.packed = string(packed)
+	return ls
 }
 
 // appendLabels appends the packed form of the labels m of the service name
-// to dst, and reports whether it left out the display name. Admission
-// bounds keys to 317 bytes and values to 63, well within two bytes each.
-func appendLabels(dst []byte, name string, m map[string]string) ([]byte, bool) {
-	nameLabel := name != "" && m[labelDisplayName] == name
+// to dst, and reports whether it left out the display name because it
+// begins name, and how many bytes of name follow it then. Admission bounds
+// keys to 317 bytes and values to 63, well within two bytes each.
+func appendLabels(dst []byte, name string, m map[string]string) (_ []byte, nameLabel bool, cut uint8) {
+	if display, ok := m[labelDisplayName]; ok && name != "" && strings.HasPrefix(name, display) && len(name)-len(display) <= math.MaxUint8 {
+		nameLabel, cut = true, uint8(len(name)-len(display))
+	}
 	var buf [8]string
 	keys := buf[:0]
 	for k := range m {
@@ -54,7 +69,7 @@ func appendLabels(dst []byte, name string, m map[string]string) ([]byte, bool) {
 		dst = append(dst, k...)
 		dst = append(dst, v...)
 	}
-	return dst, nameLabel
+	return dst, nameLabel, cut
 }
 
 // next returns the first label of packed and the rest.
@@ -69,7 +84,7 @@ func next(packed string) (key, value, rest string) {
 // whether they have it.
 func (ls labelSet) get(name, key string) (string, bool) {
 	if ls.nameLabel && key == labelDisplayName {
-		return name, true
+		return ls.displayName(name), true
 	}
 	for rest := ls.packed; rest != ""; {
 		kl := int(rest[0]) | int(rest[1])<<8
@@ -87,7 +102,7 @@ func (ls labelSet) get(name, key string) (string, bool) {
 func (ls labelSet) equalMap(name string, m map[string]string) bool {
 	n := 0
 	if ls.nameLabel {
-		if v, ok := m[labelDisplayName]; !ok || v != name {
+		if v, ok := m[labelDisplayName]; !ok || v != ls.displayName(name) {
 			return false
 		}
 		n++
@@ -112,7 +127,7 @@ func (ls labelSet) contains(name string, sel labelSet) bool {
 		var k, want string
 		k, want, rest = next(rest)
 		if ls.nameLabel && k == labelDisplayName {
-			if want != name {
+			if want != ls.displayName(name) {
 				return false
 			}
 			continue
@@ -155,7 +170,7 @@ func newSharedLabels() *sharedLabels { return &sharedLabels{sets: map[string]*sh
 // shared; a new string is made only for labels no service has yet.
 func (s *sharedLabels) hold(name string, m map[string]string) labelSet {
 	var ls labelSet
-	s.buf, ls.nameLabel = appendLabels(s.buf[:0], name, m)
+	s.buf, ls.nameLabel, ls.nameCut = appendLabels(s.buf[:0], name, m)
 	if len(s.buf) == 0 {
 		return ls
 	}

@@ -23,25 +23,32 @@ func TestLabelSet_OfAndGet(t *testing.T) {
 		labels    map[string]string
 		packed    string
 		nameLabel bool
+		nameCut   uint8
 	}{
-		{"Nil", "web", nil, "", false},
-		{"Empty", "web", map[string]string{}, "", false},
+		{"Nil", "web", nil, "", false, 0},
+		{"Empty", "web", map[string]string{}, "", false, 0},
 		{"Sorted", "web", map[string]string{"b": "2", "a": "1", "kuma.io/zone": "east", "": "empty"},
-			packed("", "empty", "a", "1", "b", "2", "kuma.io/zone", "east"), false},
-		{"DisplayNameIsTheName", "web", map[string]string{labelDisplayName: "web", "team": "a"}, packed("team", "a"), true},
-		{"OnlyTheDisplayName", "web", map[string]string{labelDisplayName: "web"}, "", true},
-		{"DisplayNameDiffers", "web-x7", map[string]string{labelDisplayName: "web", "team": "a"},
-			packed(labelDisplayName, "web", "team", "a"), false},
-		{"SelectorKeepsTheDisplayName", "", map[string]string{labelDisplayName: ""}, packed(labelDisplayName, ""), false},
-		{"EmptyValues", "web", map[string]string{"a": "", "b": ""}, packed("a", "", "b", ""), false},
-		{"LongKey", "web", map[string]string{long: "v", "a": long}, packed("a", long, long, "v"), false},
-		{"PrefixKeys", "web", map[string]string{"ab": "1", "a": "2", "abc": "3"}, packed("a", "2", "ab", "1", "abc", "3"), false},
+			packed("", "empty", "a", "1", "b", "2", "kuma.io/zone", "east"), false, 0},
+		{"DisplayNameIsTheName", "web", map[string]string{labelDisplayName: "web", "team": "a"}, packed("team", "a"), true, 0},
+		{"OnlyTheDisplayName", "web", map[string]string{labelDisplayName: "web"}, "", true, 0},
+		// A service synced from another zone: <display name>-<hash>.
+		{"DisplayNameBeginsTheName", "web-x7", map[string]string{labelDisplayName: "web", "team": "a"}, packed("team", "a"), true, 3},
+		{"EmptyDisplayName", "web", map[string]string{labelDisplayName: "", "team": "a"}, packed("team", "a"), true, 3},
+		{"DisplayNameElsewhereInTheName", "my-web", map[string]string{labelDisplayName: "web", "team": "a"},
+			packed(labelDisplayName, "web", "team", "a"), false, 0},
+		{"DisplayNameLongerThanTheName", "we", map[string]string{labelDisplayName: "web"}, packed(labelDisplayName, "web"), false, 0},
+		{"NameFarLongerThanTheDisplayName", "w" + strings.Repeat("x", 256), map[string]string{labelDisplayName: "w"},
+			packed(labelDisplayName, "w"), false, 0},
+		{"SelectorKeepsTheDisplayName", "", map[string]string{labelDisplayName: ""}, packed(labelDisplayName, ""), false, 0},
+		{"EmptyValues", "web", map[string]string{"a": "", "b": ""}, packed("a", "", "b", ""), false, 0},
+		{"LongKey", "web", map[string]string{long: "v", "a": long}, packed("a", long, long, "v"), false, 0},
+		{"PrefixKeys", "web", map[string]string{"ab": "1", "a": "2", "abc": "3"}, packed("a", "2", "ab", "1", "abc", "3"), false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := labelSetOf(tt.svc, tt.labels)
-			if got.packed != tt.packed || got.nameLabel != tt.nameLabel {
-				t.Errorf("labelSetOf = %q, nameLabel %v; want %q, %v", got.packed, got.nameLabel, tt.packed, tt.nameLabel)
+			if got.packed != tt.packed || got.nameLabel != tt.nameLabel || got.nameCut != tt.nameCut {
+				t.Errorf("labelSetOf = %q, nameLabel %v, nameCut %d; want %q, %v, %d", got.packed, got.nameLabel, got.nameCut, tt.packed, tt.nameLabel, tt.nameCut)
 			}
 			if !got.equalMap(tt.svc, tt.labels) {
 				t.Errorf("labelSetOf(%v).equalMap of the same map = false", tt.labels)
@@ -87,6 +94,17 @@ func TestLabelSet_EqualMap(t *testing.T) {
 			}
 		})
 	}
+	// A synced service, web-x7, whose display name web begins its name.
+	synced := labelSetOf("web-x7", base)
+	for _, tt := range []struct {
+		display string
+		want    bool
+	}{{"web", true}, {"web-x7", false}, {"web-x", false}, {"we", false}, {"", false}} {
+		other := map[string]string{"app": "web", "team": "a", labelDisplayName: tt.display}
+		if got := synced.equalMap("web-x7", other); got != tt.want {
+			t.Errorf("synced web-x7: equalMap with display name %q = %v, want %v", tt.display, got, tt.want)
+		}
+	}
 	if !labelSetOf("web", nil).equalMap("web", map[string]string{}) || !labelSetOf("web", map[string]string{}).equalMap("web", nil) {
 		t.Error("an empty set and an empty or nil map differ")
 	}
@@ -122,6 +140,12 @@ func TestLabelSet_Contains(t *testing.T) {
 			}
 		})
 	}
+	synced := map[string]string{"app": "web", labelDisplayName: "web"}
+	for sel, want := range map[string]bool{"web": true, "web-x7": false, "we": false, "": false} {
+		if got := labelSetOf("web-x7", synced).contains("web-x7", labelSetOf("", map[string]string{labelDisplayName: sel})); got != want {
+			t.Errorf("synced web-x7 (display name web): contains display name %q = %v, want %v", sel, got, want)
+		}
+	}
 	if labelSetOf("web", nil).contains("web", labelSetOf("", map[string]string{"a": "b"})) {
 		t.Error("a service without labels matches a selector")
 	}
@@ -144,6 +168,15 @@ func TestEngine_SharesLabels(t *testing.T) {
 	data := func(k ServiceKey) *byte { return unsafe.StringData(e.svcs.get(e.keyHash(k), k).labels.packed) }
 	if data(keys[0]) != data(keys[1]) || data(keys[1]) != data(keys[2]) {
 		t.Error("services with the same labels hold different strings")
+	}
+	// Services synced from other zones, <display name>-<hash>, share it
+	// too: their display names begin their names.
+	for _, k := range []ServiceKey{{"MeshService", "default", "a-5f2c"}, {"MeshService", "default", "bb-90e1"}} {
+		e.SetService(Service{Key: k, Labels: labels(k.Name[:strings.IndexByte(k.Name, '-')], "x")})
+		if got, _ := e.svcs.get(e.keyHash(k), k).labels.get(k.Name, labelDisplayName); len(e.labels.sets) != 1 || got != k.Name[:strings.IndexByte(k.Name, '-')] {
+			t.Fatalf("synced %s: %d shared sets, display name %q", k.Name, len(e.labels.sets), got)
+		}
+		e.DeleteService(k)
 	}
 	e.SetService(Service{Key: keys[2], Labels: labels("c", "y")})
 	if set := e.labels.sets[labelSetOf("a", labels("a", "x")).packed]; len(e.labels.sets) != 2 || set == nil || set.refs != 2 {
