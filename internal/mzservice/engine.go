@@ -260,8 +260,8 @@ func (m *mesh) candidates(dst []*mzs, name, packed string) []*mzs {
 	if len(m.byAnchor) == 0 {
 		return dst
 	}
-	if packed[0] == 1 {
-		dst = append(dst, m.byAnchor[pair{resource.LabelDisplayName, name}]...)
+	if packed[0] > 0 {
+		dst = append(dst, m.byAnchor[pair{resource.LabelDisplayName, displayName(packed, name)}]...)
 	}
 	for rest := packed[1:]; rest != ""; {
 		var k, v string

@@ -2,6 +2,7 @@ package mzservice
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,13 +15,15 @@ import (
 // slice of ports an allocation per service. The string holds the length of
 // the packed labels (a uvarint), the packed labels, then the packed ports.
 //
-// Labels are packed as one flag byte (1 when the display name is the
-// service's own name and so left out, else 0), then each label sorted by
+// Labels are packed as one flag byte, then each label sorted by
 // key: the key, as a uvarint below len(knownKeys) for one of knownKeys,
 // else as the uvarint len(knownKeys)+len(key) followed by the key; then the
 // value, as its length (uvarint) and bytes. The labels the control plane
 // sets on every service thus cost two bytes and their value, and a service
-// of a zone takes about 50 bytes.
+// of a zone takes about 50 bytes. The flag byte is 0, or 1+n when the
+// display name begins the service's name and is left out: the name without
+// its last n bytes (n is 0 for a zone's own services; a service synced
+// from another zone is named <display name>-<hash>).
 //
 // Ports are packed sorted by number then protocol, each as its number (four
 // bytes, little-endian), the lengths of its protocol and name (one byte
@@ -94,7 +97,11 @@ func splitService(s string) (labels, ports string) {
 
 // appendLabels appends the packed labels m of the service name to b.
 func appendLabels(b []byte, name string, m map[string]string) []byte {
-	nameLabel := m[resource.LabelDisplayName] == name
+	flag := byte(0)
+	display, nameLabel := m[resource.LabelDisplayName]
+	if nameLabel = nameLabel && strings.HasPrefix(name, display) && len(name)-len(display) < math.MaxUint8; nameLabel {
+		flag = 1 + byte(len(name)-len(display))
+	}
 	var kbuf [8]string
 	keys := kbuf[:0]
 	for k := range m {
@@ -104,10 +111,6 @@ func appendLabels(b []byte, name string, m map[string]string) []byte {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	flag := byte(0)
-	if nameLabel {
-		flag = 1
-	}
 	b = append(b, flag)
 	for _, k := range keys {
 		if i := slices.Index(knownKeys, k); i >= 0 {
@@ -122,6 +125,10 @@ func appendLabels(b []byte, name string, m map[string]string) []byte {
 	}
 	return b
 }
+
+// displayName returns the display name left out of the packed labels of
+// the service name (their flag byte is not 0).
+func displayName(packed, name string) string { return name[:len(name)-int(packed[0]-1)] }
 
 // nextLabel returns the first label of rest (packed labels after the flag
 // byte) and the rest after it.
@@ -154,8 +161,8 @@ func uvarint(s string) (uint64, int) {
 // label returns the value of the label key of the service name with the
 // packed labels, and whether it has it.
 func label(packed, name, key string) (string, bool) {
-	if packed[0] == 1 && key == resource.LabelDisplayName {
-		return name, true
+	if key == resource.LabelDisplayName && packed[0] > 0 {
+		return displayName(packed, name), true
 	}
 	for rest := packed[1:]; rest != ""; {
 		var k, v string

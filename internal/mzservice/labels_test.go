@@ -23,7 +23,11 @@ func TestPackService(t *testing.T) {
 	}{
 		{name: "Nothing", svc: "a", absent: []string{resource.LabelDisplayName, resource.LabelZone}},
 		{name: "DisplayNameIsTheName", svc: "redis", labels: map[string]string{resource.LabelDisplayName: "redis", resource.LabelZone: "east"}},
-		{name: "DisplayNameDiffers", svc: "redis-5c7f", labels: map[string]string{resource.LabelDisplayName: "redis", resource.LabelZone: "east"}},
+		{name: "DisplayNameBeginsTheName", svc: "redis-5c7f", labels: map[string]string{resource.LabelDisplayName: "redis", resource.LabelZone: "east"}},
+		{name: "DisplayNameElsewhereInTheName", svc: "my-redis", labels: map[string]string{resource.LabelDisplayName: "redis"}},
+		{name: "DisplayNameLongerThanTheName", svc: "re", labels: map[string]string{resource.LabelDisplayName: "redis"}},
+		{name: "EmptyDisplayName", svc: "redis", labels: map[string]string{resource.LabelDisplayName: ""}},
+		{name: "NameFarLongerThanTheDisplayName", svc: "r" + strings.Repeat("x", 255), labels: map[string]string{resource.LabelDisplayName: "r"}},
 		{name: "KnownAndCustomKeys", svc: "web", labels: map[string]string{
 			resource.LabelNamespace: "ns", resource.LabelServiceName: "web", "app": "web", "team": "", long: strings.Repeat("v", 63),
 		}, absent: []string{resource.LabelZone, "ap", "apps", resource.LabelDisplayName}},
@@ -80,6 +84,15 @@ func TestPackService_SharesEqualServices(t *testing.T) {
 	b, _ := packService(&d, nil, "b", labels("b"), ports)
 	if a != b || unsafe.StringData(a) != unsafe.StringData(b) {
 		t.Errorf("services differing only in their names do not share a string")
+	}
+	// Services synced from other zones, <display name>-<hash>, too.
+	c, _ := packService(&d, nil, "c-5f2c", labels("c"), ports)
+	e, _ := packService(&d, nil, "ee-90e1", labels("ee"), ports)
+	if c != e || unsafe.StringData(c) != unsafe.StringData(e) {
+		t.Errorf("synced services differing only in their names do not share a string")
+	}
+	if ls, _ := splitService(e); !contains(ls, "ee-90e1", []pair{{resource.LabelDisplayName, "ee"}}) || contains(ls, "ee-90e1", []pair{{resource.LabelDisplayName, "ee-90e1"}}) {
+		t.Errorf("synced ee-90e1: selecting its display name ee does not match, or its name does")
 	}
 	for i := range 2 * dedupMax {
 		packService(&d, nil, "x", map[string]string{"i": strings.Repeat("v", i%60) + string(rune('a'+i%26))}, nil)
