@@ -71,12 +71,19 @@
 // at start. The memtable, MemTableBytes, is larger: each flush of a 4 MiB
 // memtable during a burst (100,000 status writes at a first start) made
 // pebble compact L0 into the whole base level again, 19% of that start's
-// CPU; with 16 MiB it is 6-9%. L0 holds up to l0CompactionThreshold (8)
-// sublevels before it is compacted, twice pebble's default, so that the
-// five or six flushes of such a burst mostly wait until it is over
-// (compactions during a first naming of 100,000: 0.82 -> 0.39 s of CPU);
-// reads of L0 stay cheap, point reads through its bloom filters and the
-// cache's one list at start through few, sorted files. The server calls
+// CPU; with 16 MiB it is 6-9%. L0 holds up to l0CompactionThreshold (16)
+// sublevels before it is compacted, four times pebble's default, so that
+// the flushes of such a burst mostly wait until it is over: compactions
+// during a first naming of 100,000 took 0.82 s of CPU at pebble's 4 and
+// 0.39 s at 8; a zone receiving 90,000 services from 9 others in the
+// initial sync flushes more than a dozen times, and its compactions took
+// 0.76-0.97 s of CPU at 8 against 0.21-0.24 s at 16; 10,000 creates
+// through the API over 100,000 stored took 0.30-0.32 s of the server's
+// CPU per 1,000 at 8 and 0.25-0.28 s at 16 (docs/performance.md,
+// "2026-11-29, twelfth session"). Reads of L0 stay cheap: point reads
+// through its bloom filters, and the cache's one list at start merges a
+// few more sorted files (a list of 100,000 took 0.72-0.92 s at 8 and
+// 0.85-1.02 s at 16 in BenchmarkList, within its noise). The server calls
 // FlushMemory when it returns idle memory to the system: the burst's rows
 // move to table files and the writer forgets the keys it held as fresh.
 // It does not shrink RSS by the memtable: pebble keeps the arena of the

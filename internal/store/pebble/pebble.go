@@ -32,7 +32,7 @@ const (
 	MemTableBytes = 16 << 20
 	// l0CompactionThreshold is how many sublevels of L0 start a compaction
 	// into the base level (pebble's default is 4).
-	l0CompactionThreshold = 8
+	l0CompactionThreshold = 16
 )
 
 // Option configures Open.
@@ -169,7 +169,7 @@ func openDB(path string, log *slog.Logger, fs vfs.FS, fresh bool) (*pebble.DB, e
 		ErrorIfExists:      fresh,
 		Logger:             logger{log},
 		Levels:             make([]pebble.LevelOptions, 7),
-		// A burst's flushes wait in L0 for twice pebble's default before
+		// A burst's flushes wait in L0 for four times pebble's default before
 		// they are compacted into the base level (see the package doc).
 		L0CompactionThreshold: l0CompactionThreshold,
 		L0StopWritesThreshold: 3 * l0CompactionThreshold,
