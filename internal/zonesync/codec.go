@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -101,7 +100,9 @@ func encodeResource(o *resource.Object) (*pb.Resource, error) {
 // DecodeResource decodes a resource a peer sent as strictly as the REST API
 // decodes a user's: a known kind, a spec without unknown fields or wrong
 // types, defaulted and validated (every violation named by its field).
-// Status, written by the peer's controllers, is read as stored.
+// Status, written by the peer's controllers, is read as stored. The object
+// takes r's labels map: r is a message decoded for this call (a stream's
+// batch), which nothing reads the labels of afterwards.
 func DecodeResource(r *pb.Resource) (*resource.Object, error) { return decodeResource(r, true) }
 
 // decodeResource is DecodeResource, defaulting and validating the
@@ -116,7 +117,7 @@ func decodeResource(r *pb.Resource, validated bool) (*resource.Object, error) {
 	if n := len(r.Spec) + len(r.Status); n > store.MaxObjectBytes {
 		return nil, refuse("oversized", "%s %q: %d bytes of spec and status is over the limit of %d", d.Kind, r.Name, n, store.MaxObjectBytes)
 	}
-	obj := &resource.Object{Kind: d.Kind, Mesh: r.Mesh, Name: r.Name, Labels: maps.Clone(r.Labels)}
+	obj := &resource.Object{Kind: d.Kind, Mesh: r.Mesh, Name: r.Name, Labels: r.Labels}
 	var errs validate.Errors
 	if len(r.Spec) == 0 {
 		obj.Spec = d.NewSpec()

@@ -265,7 +265,9 @@ func acceptFromGlobal(obj *resource.Object, zone string) (*resource.Object, erro
 			return nil, refuse("invalid", "%s: %v", obj.Key(), errs)
 		}
 	}
-	obj.Labels = withLabels(obj.Labels, resource.LabelOrigin, resource.OriginGlobal)
+	if obj.Labels[resource.LabelOrigin] != resource.OriginGlobal { // the global labels what it sends so
+		obj.Labels = withLabels(obj.Labels, resource.LabelOrigin, resource.OriginGlobal)
+	}
 	obj.Status = nil
 	return obj, nil
 }
