@@ -42,8 +42,8 @@ func TestCowMap_EditsLeaveEarlierVersionsAlone(t *testing.T) {
 		cur = ed.done()
 		versions = append(versions, version{cur, maps.Clone(model)})
 	}
-	if cur.shards <= minShards {
-		t.Fatalf("the map never resharded: %d shards for up to %d keys", cur.shards, len(versions[39].want))
+	if cur.base.shards <= minShards {
+		t.Fatalf("the map never resharded: %d shards for up to %d keys", cur.base.shards, len(versions[39].want))
 	}
 	for i, v := range versions {
 		if v.m.Len() != len(v.want) {
@@ -65,9 +65,9 @@ func TestCowMap_EditsLeaveEarlierVersionsAlone(t *testing.T) {
 	}
 }
 
-// TestCowMap_ShardsFollowSize pins how many shards a map of n keys ends up
+// TestShardMap_ShardsFollowSize pins how many shards a map of n keys ends up
 // with: few for a small mesh, about shardKeys keys per shard for a large one.
-func TestCowMap_ShardsFollowSize(t *testing.T) {
+func TestShardMap_ShardsFollowSize(t *testing.T) {
 	// The fewest shards, a power of two, that hold n keys at shardKeys each.
 	fit := func(n int) int {
 		s := minShards
@@ -80,7 +80,7 @@ func TestCowMap_ShardsFollowSize(t *testing.T) {
 		{0, minShards}, {10, minShards}, {shardKeys * minShards, minShards}, {shardKeys*minShards + 1, 2 * minShards},
 		{100_000, fit(100_000)},
 	} {
-		ed := newCowMap[int, struct{}](func(k int) uint64 { return uint64(k) * 0x9e3779b97f4a7c15 }).edit()
+		ed := newShardMap[int, struct{}](func(k int) uint64 { return uint64(k) * 0x9e3779b97f4a7c15 }).edit()
 		for i := range tc.n {
 			ed.Set(i, struct{}{})
 		}
@@ -90,19 +90,19 @@ func TestCowMap_ShardsFollowSize(t *testing.T) {
 	}
 }
 
-// TestCowMap_ConsecutiveAddressesShareShards pins what hashAddr is for: a
+// TestShardMap_ConsecutiveAddressesShareShards pins what hashAddr is for: a
 // batch of consecutive VIPs (how the allocator gives them out) clones
 // about one shard per addrBlock of them, not one per address.
-func TestCowMap_ConsecutiveAddressesShareShards(t *testing.T) {
+func TestShardMap_ConsecutiveAddressesShareShards(t *testing.T) {
 	for _, base := range []string{"240.0.0.0", "fd00::"} {
 		next := netip.MustParseAddr(base)
-		add := func(ed *cowEdit[netip.Addr, int], n int) {
+		add := func(ed *shardEdit[netip.Addr, int], n int) {
 			for range n {
 				ed.Set(next, 0)
 				next = next.Next()
 			}
 		}
-		ed := newCowMap[netip.Addr, int](hashAddr).edit()
+		ed := newShardMap[netip.Addr, int](hashAddr).edit()
 		add(ed, 10_000)
 		m := ed.done()
 		const batch = 500
@@ -117,11 +117,11 @@ func TestCowMap_ConsecutiveAddressesShareShards(t *testing.T) {
 	}
 }
 
-// TestCowMap_OneChangeCopiesOnePage pins what the pages are for: a change
+// TestShardMap_OneChangeCopiesOnePage pins what the pages are for: a change
 // of one key in a large map clones that key's shard and the page holding
 // it, and shares every other page with the map it was made from.
-func TestCowMap_OneChangeCopiesOnePage(t *testing.T) {
-	ed := newCowMap[int, int](func(k int) uint64 { return uint64(k) * 0x9e3779b97f4a7c15 }).edit()
+func TestShardMap_OneChangeCopiesOnePage(t *testing.T) {
+	ed := newShardMap[int, int](func(k int) uint64 { return uint64(k) * 0x9e3779b97f4a7c15 }).edit()
 	for i := range 100_000 {
 		ed.Set(i, i)
 	}
@@ -149,5 +149,63 @@ func TestCowMap_OneChangeCopiesOnePage(t *testing.T) {
 	}
 	if v, _ := next.Get(7); v != -7 {
 		t.Errorf("the edited map's key 7 = %d, want -7", v)
+	}
+}
+
+// TestCowMap_BatchesChangeTheDeltaThenMerge pins what the delta is for:
+// batches of changes to a large map clone shards of the delta only, and
+// leave the base (every page of it) to the map they were made from, until
+// the delta outgrows mergeAt and is written into a new base.
+func TestCowMap_BatchesChangeTheDeltaThenMerge(t *testing.T) {
+	hash := func(k int) uint64 { return uint64(k) * 0x9e3779b97f4a7c15 }
+	const n, batch = 100_000, 2_000
+	model := map[int]int{}
+	ed := newCowMap[int, int](hash).edit()
+	for i := range n {
+		ed.Set(i, i)
+		model[i] = i
+	}
+	m := ed.done()
+	if m.delta.Len() != 0 || m.base.Len() != n {
+		t.Fatalf("a first edit of %d keys left %d in the delta and %d in the base; want all merged", n, m.delta.Len(), m.base.Len())
+	}
+	next, changed := n, 0
+	for b := 0; m.delta.Len() > 0 || b == 0; b++ {
+		if b > n/batch {
+			t.Fatalf("the delta never merged: %d keys after %d batches", m.delta.Len(), b)
+		}
+		prev := m
+		ed := m.edit()
+		for range batch / 2 { // new keys, changes and deletions of old ones
+			ed.Set(next, next)
+			model[next] = next
+			if k := next - n; k%2 == 0 {
+				ed.Set(k, -k)
+				model[k] = -k
+			} else {
+				ed.Delete(k)
+				delete(model, k)
+			}
+			next++
+		}
+		changed += batch
+		m = ed.done()
+		if m.delta.Len() == 0 {
+			if changed <= mergeAt(m.Len()) {
+				t.Fatalf("the delta merged after %d changes, not past mergeAt (%d)", changed, mergeAt(m.Len()))
+			}
+			break
+		}
+		for p := range prev.base.pages {
+			if &prev.base.pages[p][0] != &m.base.pages[p][0] {
+				t.Fatalf("batch %d copied page %d of the base", b, p)
+			}
+		}
+	}
+	if m.Len() != len(model) || m.base.Len() != len(model) {
+		t.Fatalf("after the merge Len %d, the base %d keys; want %d", m.Len(), m.base.Len(), len(model))
+	}
+	if got := maps.Collect(m.All()); !maps.Equal(got, model) {
+		t.Fatalf("after the merge the map holds %d keys, want %d (or different values)", len(got), len(model))
 	}
 }
