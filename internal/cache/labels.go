@@ -3,7 +3,6 @@ package cache
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 
@@ -168,9 +167,7 @@ func setKey(labels map[string]string, skip string) string {
 // begins name, and how many bytes of name follow it then.
 func (s *labelSets) hold(name string, labels map[string]string) (_ map[string]string, nameLabel bool, cut uint8) {
 	skip := ""
-	display, ok := labels[resource.LabelDisplayName]
-	if ok && strings.HasPrefix(name, display) && len(name)-len(display) <= math.MaxUint8 {
-		nameLabel, cut = true, uint8(len(name)-len(display))
+	if cut, nameLabel = resource.DisplayNameCut(name, labels); nameLabel {
 		skip = resource.LabelDisplayName
 	}
 	k := setKey(labels, skip)

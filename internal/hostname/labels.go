@@ -50,8 +50,10 @@ func labelSetOf(name string, m map[string]string) labelSet {
 // to dst, and reports whether it left out the display name because it
 // begins name, and how many bytes of name follow it then. Admission bounds
 // keys to 317 bytes and values to 63, well within two bytes each.
+// It decides as resource.DisplayNameCut does (this package does not import
+// the model).
 func appendLabels(dst []byte, name string, m map[string]string) (_ []byte, nameLabel bool, cut uint8) {
-	if display, ok := m[labelDisplayName]; ok && name != "" && strings.HasPrefix(name, display) && len(name)-len(display) <= math.MaxUint8 {
+	if display, ok := m[labelDisplayName]; ok && name != "" && strings.HasPrefix(name, display) && len(name)-len(display) < math.MaxUint8 {
 		nameLabel, cut = true, uint8(len(name)-len(display))
 	}
 	var buf [8]string

@@ -2,7 +2,6 @@ package mzservice
 
 import (
 	"encoding/binary"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,9 +97,9 @@ func splitService(s string) (labels, ports string) {
 // appendLabels appends the packed labels m of the service name to b.
 func appendLabels(b []byte, name string, m map[string]string) []byte {
 	flag := byte(0)
-	display, nameLabel := m[resource.LabelDisplayName]
-	if nameLabel = nameLabel && strings.HasPrefix(name, display) && len(name)-len(display) < math.MaxUint8; nameLabel {
-		flag = 1 + byte(len(name)-len(display))
+	cut, nameLabel := resource.DisplayNameCut(name, m)
+	if nameLabel {
+		flag = 1 + cut
 	}
 	var kbuf [8]string
 	keys := kbuf[:0]
