@@ -287,7 +287,13 @@ func (c cowMap[K, V]) All() iter.Seq2[K, V] {
 	}
 }
 
+// edit starts a change. The change of an empty map (a view's first build,
+// at a start) goes into its base directly: through a delta, which it
+// would outgrow at once, every key would be written twice.
 func (c cowMap[K, V]) edit() *cowEdit[K, V] {
+	if c.n == 0 && c.delta.Len() == 0 {
+		return &cowEdit[K, V]{direct: c.base.edit()}
+	}
 	return &cowEdit[K, V]{base: c.base, delta: c.delta.edit(), n: c.n}
 }
 
@@ -296,9 +302,15 @@ type cowEdit[K comparable, V any] struct {
 	base  shardMap[K, V] // read only
 	delta *shardEdit[K, slot[V]]
 	n     int
+	// direct, when not nil, is the edit of an empty map's base, which
+	// takes every change instead of a delta.
+	direct *shardEdit[K, V]
 }
 
 func (e *cowEdit[K, V]) Get(k K) (V, bool) {
+	if e.direct != nil {
+		return e.direct.Get(k)
+	}
 	if s, ok := e.delta.Get(k); ok {
 		return s.v, !s.deleted
 	}
@@ -306,6 +318,10 @@ func (e *cowEdit[K, V]) Get(k K) (V, bool) {
 }
 
 func (e *cowEdit[K, V]) Set(k K, v V) {
+	if e.direct != nil {
+		e.direct.Set(k, v)
+		return
+	}
 	if _, had := e.Get(k); !had {
 		e.n++
 	}
@@ -313,6 +329,10 @@ func (e *cowEdit[K, V]) Set(k K, v V) {
 }
 
 func (e *cowEdit[K, V]) Delete(k K) {
+	if e.direct != nil {
+		e.direct.Delete(k)
+		return
+	}
 	if _, had := e.Get(k); !had {
 		return
 	}
@@ -327,6 +347,10 @@ func (e *cowEdit[K, V]) Delete(k K) {
 // done returns the edited map, its delta merged into its base when it
 // has grown past mergeAt. The edit must not be used afterwards.
 func (e *cowEdit[K, V]) done() cowMap[K, V] {
+	if e.direct != nil {
+		base := e.direct.done()
+		return cowMap[K, V]{base: base, delta: newShardMap[K, slot[V]](base.hash), n: base.Len()}
+	}
 	delta := e.delta.done()
 	if delta.Len() <= mergeAt(e.n) {
 		return cowMap[K, V]{base: e.base, delta: delta, n: e.n}
