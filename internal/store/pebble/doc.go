@@ -85,7 +85,8 @@
 // few more sorted files (a list of 100,000 took 0.72-0.92 s at 8 and
 // 0.85-1.02 s at 16 in BenchmarkList, within its noise). It costs memory
 // after a restart: about 100 bytes of RSS per service at 100,000
-// (BenchmarkIdle, outside the live heap; not examined further). The server calls
+// (BenchmarkIdle; where it goes is not settled, see docs/performance.md,
+// "2026-11-29, twelfth session"). The server calls
 // FlushMemory when it returns idle memory to the system: the burst's rows
 // move to table files and the writer forgets the keys it held as fresh.
 // It does not shrink RSS by the memtable: pebble keeps the arena of the
