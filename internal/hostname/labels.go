@@ -36,8 +36,8 @@ type labelSet struct {
 func (ls labelSet) displayName(name string) string { return name[:len(name)-int(ls.nameCut)] }
 
 // labelSetOf returns the labels of m as a labelSet. A set made with the
-// name of a service leaves out a display name equal to it; a selector's
-// is made with name "". It does not keep m.
+// name of a service leaves out a display name that begins it; a
+// selector's is made with name "". It does not keep m.
 func labelSetOf(name string, m map[string]string) labelSet {
 	var ls labelSet
 	var packed []byte
