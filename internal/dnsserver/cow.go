@@ -165,8 +165,11 @@ func (e *shardEdit[K, V]) cloned() int {
 	return n
 }
 
-func (e *shardEdit[K, V]) Get(k K) (V, bool) {
-	v, ok := e.at(e.shard(k))[k]
+func (e *shardEdit[K, V]) Get(k K) (V, bool) { return e.getHashed(k, e.hash(k)) }
+
+// getHashed is Get with the hash of k.
+func (e *shardEdit[K, V]) getHashed(k K, h uint64) (V, bool) {
+	v, ok := e.at(int(h & uint64(e.shards-1)))[k]
 	return v, ok
 }
 
@@ -275,7 +278,12 @@ func (c cowMap[K, V]) Len() int { return c.n }
 func (c cowMap[K, V]) All() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
 		for k, v := range c.base.All() {
-			if _, changed := c.delta.Get(k); !changed && !yield(k, v) {
+			if c.delta.n > 0 {
+				if _, changed := c.delta.Get(k); changed {
+					continue
+				}
+			}
+			if !yield(k, v) {
 				return
 			}
 		}
@@ -311,10 +319,11 @@ func (e *cowEdit[K, V]) Get(k K) (V, bool) {
 	if e.direct != nil {
 		return e.direct.Get(k)
 	}
-	if s, ok := e.delta.Get(k); ok {
+	h := e.base.hash(k)
+	if s, ok := e.delta.getHashed(k, h); ok {
 		return s.v, !s.deleted
 	}
-	return e.base.Get(k)
+	return e.base.getHashed(k, h)
 }
 
 func (e *cowEdit[K, V]) Set(k K, v V) {
