@@ -361,8 +361,9 @@ func (g *Global) saveInsight(ctx context.Context, zone string) {
 func (g *Global) Insight(ctx context.Context, zone string) (api.ZoneInsight, error) {
 	g.mu.Lock()
 	zs := g.zones[zone]
+	live := zs != nil && zs.cancel != nil // detach clears cancel under g.mu
 	g.mu.Unlock()
-	if zs != nil && zs.cancel != nil {
+	if live {
 		return zs.stats.insight(), nil
 	}
 	l, err := readLease(ctx, g.o.Store, leaseInsight+zone)
