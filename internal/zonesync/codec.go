@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
 	pb "github.com/meshnames/meshnames/api/zonesync/v1"
 	"github.com/meshnames/meshnames/internal/decode"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -67,7 +65,7 @@ func DecodeChanges(b []byte) (*pb.Changes, error) {
 		return nil, refuse("oversized", "a batch of %d bytes is over the limit of %d", len(b), MaxChangesBytes)
 	}
 	var c pb.Changes
-	if err := proto.Unmarshal(b, &c); err != nil {
+	if err := unmarshalChanges(b, &c); err != nil {
 		return nil, refuse("malformed", "malformed batch: %v", err)
 	}
 	if n := len(c.Put) + len(c.Delete); n > MaxBatchItems {
