@@ -45,36 +45,34 @@ const (
 // and e.VIP is set, e.Event is one of api.HistoryAssigned,
 // HistoryReleased and HistoryLost, and e.Kind and e.Name are set.
 func Op(e api.HistoryEvent, dependsOn ...int) (store.Op, error) {
-	e.Seq = 0
-	e.Hostname, e.VIP = Hostname(e.Hostname), VIP(e.VIP)
-	if err := check(e); err != nil {
-		return store.Op{}, fmt.Errorf("history event of %s: %w", service(e.Kind, e.Mesh, e.Name), err)
-	}
-	data, err := appendEvent(nil, &e)
-	if err != nil {
-		return store.Op{}, fmt.Errorf("history event of %s: %w", service(e.Kind, e.Mesh, e.Name), err)
-	}
-	return store.Op{Type: store.OpAppendRecord, Record: &store.Record{Stream: Stream, Time: e.Time, Terms: terms(e), Data: data},
-		DependsOn: dependsOn}, nil
+	op, _, err := Ops([]api.HistoryEvent{e}, dependsOn...)
+	return op, err
 }
 
 // Ops returns the store operation that appends events, which one write
-// makes true, as one record: its data the events (a JSON array), its terms
-// those of every event. One record rather than one per event keeps what a
-// write costs the store's single writer small (a new service is assigned a
-// hostname and a VIP at once). It returns no operation for no events.
+// makes true, as one record: its data the events (a JSON array; one event
+// alone is stored as Op stores it), its terms those of every event. One
+// record rather than one per event keeps what a write costs the store's
+// single writer small (a new service is assigned a hostname and a VIP at
+// once). It returns no operation for no events. The events are
+// normalized in place.
 func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
-	switch len(events) {
-	case 0:
+	if len(events) == 0 {
 		return store.Op{}, false, nil
-	case 1:
-		op, err := Op(events[0], dependsOn...)
-		return op, err == nil, err
 	}
-	var ts []string
+	// A record's events are nearly always one service's (a status
+	// write's): its service term is built once.
+	ts := make([]string, 0, 2*len(events)+1)
+	var svc struct {
+		kind       resource.Kind
+		mesh, name string
+		term       string
+	}
 	var at time.Time
 	data := make([]byte, 0, 192*len(events))
-	data = append(data, '[')
+	if len(events) > 1 {
+		data = append(data, '[')
+	}
 	for i := range events {
 		e := &events[i]
 		e.Seq = 0
@@ -82,11 +80,17 @@ func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
 		if err := check(*e); err != nil {
 			return store.Op{}, false, fmt.Errorf("history event of %s: %w", service(e.Kind, e.Mesh, e.Name), err)
 		}
-		for _, t := range terms(*e) {
-			if !slices.Contains(ts, t) {
-				ts = append(ts, t)
-			}
+		if svc.term == "" || svc.kind != e.Kind || svc.mesh != e.Mesh || svc.name != e.Name {
+			svc.kind, svc.mesh, svc.name = e.Kind, e.Mesh, e.Name
+			svc.term = term(TermService + service(e.Kind, e.Mesh, e.Name))
 		}
+		if e.VIP != "" {
+			ts = addTerm(ts, term(TermVIP+e.VIP))
+		}
+		if e.Hostname != "" {
+			ts = addTerm(ts, term(TermHostname+e.Hostname))
+		}
+		ts = addTerm(ts, svc.term)
 		at = e.Time
 		if i > 0 {
 			data = append(data, ',')
@@ -96,13 +100,18 @@ func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
 			return store.Op{}, false, fmt.Errorf("history event of %s: %w", service(e.Kind, e.Mesh, e.Name), err)
 		}
 	}
-	data = append(data, ']')
+	if len(events) > 1 {
+		data = append(data, ']')
+	}
 	if len(ts) > store.MaxRecordTerms {
 		ts = ts[:store.MaxRecordTerms]
 	}
 	return store.Op{Type: store.OpAppendRecord, Record: &store.Record{Stream: Stream, Time: at, Terms: ts, Data: data},
 		DependsOn: dependsOn}, true, nil
 }
+
+// zeroTime is what json.Marshal writes for the zero time.Time.
+const zeroTime = `"0001-01-01T00:00:00Z"`
 
 // appendEvent appends e as JSON: exactly what json.Marshal writes for it
 // (TestAppendEvent_IsWhatJSONMarshalWrites), without its reflection (a
@@ -111,11 +120,17 @@ func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
 // json.Marshal refuses (a year outside 0-9999).
 func appendEvent(b []byte, e *api.HistoryEvent) ([]byte, error) {
 	b = strconv.AppendInt(append(b, `{"seq":`...), e.Seq, 10)
-	t, err := e.Time.MarshalJSON()
-	if err != nil {
-		return nil, err
+	b = append(b, `,"time":`...)
+	if e.Time.IsZero() {
+		// The store's clock (Op): most events, written without allocating.
+		b = append(b, zeroTime...)
+	} else {
+		t, err := e.Time.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, t...)
 	}
-	b = append(append(b, `,"time":`...), t...)
 	if e.Zone != "" {
 		b = resource.AppendJSONString(append(b, `,"zone":`...), e.Zone)
 	}
@@ -147,21 +162,20 @@ func check(e api.HistoryEvent) error {
 	return nil
 }
 
-func terms(e api.HistoryEvent) []string {
-	var ts []string
-	if e.VIP != "" {
-		ts = append(ts, TermVIP+e.VIP)
+// term is t cut to what the store keeps of a term.
+func term(t string) string {
+	if len(t) > store.MaxRecordTermBytes {
+		return t[:store.MaxRecordTermBytes]
 	}
-	if e.Hostname != "" {
-		ts = append(ts, TermHostname+e.Hostname)
+	return t
+}
+
+// addTerm appends t to ts unless ts has it.
+func addTerm(ts []string, t string) []string {
+	if slices.Contains(ts, t) {
+		return ts
 	}
-	ts = append(ts, TermService+service(e.Kind, e.Mesh, e.Name))
-	for i, t := range ts {
-		if len(t) > store.MaxRecordTermBytes {
-			ts[i] = t[:store.MaxRecordTermBytes]
-		}
-	}
-	return ts
+	return append(ts, t)
 }
 
 func service(k resource.Kind, mesh, name string) string {
@@ -175,10 +189,15 @@ func Hostname(h string) string { return strings.ToLower(strings.TrimSuffix(h, ".
 // VIP is the form VIPs are kept and found in: the address's canonical
 // text (an unparsable one is kept as given).
 func VIP(ip string) string {
-	if a, err := netip.ParseAddr(ip); err == nil {
-		return a.Unmap().String()
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
 	}
-	return ip
+	var buf [64]byte
+	if canon := a.Unmap().AppendTo(buf[:0]); string(canon) != ip {
+		return string(canon)
+	}
+	return ip // canonical already: no copy
 }
 
 // Query selects history events by one hostname or one VIP.

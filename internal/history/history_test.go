@@ -280,3 +280,21 @@ func BenchmarkDiff_NewService(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOps_NewService is the record a controller writes for a first
+// naming, from its diff: one record of two events (once per service at a
+// first start, and for every service a zone receives).
+func BenchmarkOps_NewService(b *testing.B) {
+	key := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "redis-5c8f2a7d9e1b3c4d"}
+	after := &resource.ServiceStatus{
+		Addresses: []resource.Address{{Hostname: "redis.svc.east.mesh.local", Status: resource.AddressAvailable}},
+		VIPs:      []resource.VIP{{IP: "241.0.12.7", Type: resource.VIPKuma}},
+	}
+	owned := store.StatusPatch{Fields: []string{"addresses", "vips"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok, err := history.Ops(history.Diff("west", key, nil, after, owned)); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}
