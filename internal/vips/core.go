@@ -489,8 +489,22 @@ func (st *state) findFamily(ip netip.Addr) *family {
 	return nil
 }
 
+// appendJSON appends v as JSON: exactly what json.Marshal writes for it
+// (TestLeaseValue_IsWhatJSONMarshalWrites), without its reflection (every
+// new VIP writes one).
+func (v leaseValue) appendJSON(b []byte) []byte {
+	b = resource.AppendJSONString(append(b, `{"owner":`...), v.Owner)
+	if v.Hostname != "" {
+		b = resource.AppendJSONString(append(b, `,"hostname":`...), v.Hostname)
+	}
+	if v.Released {
+		b = append(b, `,"released":true`...)
+	}
+	return append(b, '}')
+}
+
 func putLease(ip netip.Addr, v leaseValue, until time.Time) store.Op {
-	b, _ := json.Marshal(v)
+	b := v.appendJSON(make([]byte, 0, 32+len(v.Owner)+len(v.Hostname)))
 	return store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: leaseName(ip), Value: b, ExpiresAt: until}}
 }
 

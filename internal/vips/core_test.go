@@ -7,6 +7,7 @@ package vips
 // and runner.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -782,5 +783,27 @@ func TestCore_LoadsLeasesAtStart(t *testing.T) {
 	}
 	if got := p.core.Wake(); !got.Equal(t0.Add(quarantine)) {
 		t.Errorf("Wake = %s, want the end of 10.0.0.1's quarantine %s", got, t0.Add(quarantine))
+	}
+}
+
+func TestLeaseValue_IsWhatJSONMarshalWrites(t *testing.T) {
+	for _, v := range []leaseValue{
+		{},
+		{Owner: "MeshService/default/redis"},
+		{Owner: "MeshService/default/redis", Hostname: "redis.svc.mesh.local"},
+		{Owner: "MeshExternalService/m/x", Hostname: "a<b>&\"c\\\u2028\x01\xff", Released: true},
+		{Owner: "MeshService/default/é", Released: true},
+	} {
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v.appendJSON(nil); !bytes.Equal(got, want) {
+			t.Errorf("appendJSON(%+v) = %s, want %s", v, got, want)
+		}
+		var back leaseValue
+		if err := json.Unmarshal(v.appendJSON(nil), &back); err != nil || back.Owner != v.Owner || back.Released != v.Released {
+			t.Errorf("appendJSON(%+v) reads back as %+v, %v", v, back, err)
+		}
 	}
 }
