@@ -82,6 +82,9 @@ func (q *Queue[K]) Next(ctx context.Context) []K {
 	}
 }
 
+// keepPending is the most pending keys whose map Take keeps for the next.
+const keepPending = 4096
+
 // Take returns every pending key, clearing the set, or nil when none is
 // pending. It does not block.
 func (q *Queue[K]) Take() []K {
@@ -94,9 +97,15 @@ func (q *Queue[K]) Take() []K {
 	for k := range q.pending {
 		out = append(out, k)
 	}
-	// A new map rather than clear: clear keeps the buckets of the
-	// largest burst (a start with 100,000 services) for good.
-	q.pending = map[K]struct{}{}
+	// A burst of up to keepPending keys leaves the map to the next (a
+	// zone's initial sync adds a thousand keys a batch, a hundred times);
+	// a larger one is dropped: clear keeps the buckets of the largest
+	// burst (a start with 100,000 services) for good.
+	if len(q.pending) <= keepPending {
+		clear(q.pending)
+	} else {
+		q.pending = map[K]struct{}{}
+	}
 	return out
 }
 

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -86,5 +87,22 @@ func TestQueue_Batches(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("channel not closed after cancel")
+	}
+}
+
+// BenchmarkQueue_Bursts adds and takes bursts of 1,000 keys, as a zone's
+// runner does through an initial sync.
+func BenchmarkQueue_Bursts(b *testing.B) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("svc-%d", i)
+	}
+	q := New[string]()
+	b.ReportAllocs()
+	for b.Loop() {
+		q.Add(keys...)
+		if got := q.Take(); len(got) != len(keys) {
+			b.Fatalf("took %d keys, want %d", len(got), len(keys))
+		}
 	}
 }
