@@ -233,3 +233,19 @@ func benchMarshal[T any](b *testing.B, v T, plain func(T) ([]byte, error)) {
 		})
 	}
 }
+
+// BenchmarkValidate_SyncedMeshService validates a MeshService as a zone
+// admits every one it receives.
+func BenchmarkValidate_SyncedMeshService(b *testing.B) {
+	obj := &Object{Kind: MeshService, Mesh: "default", Name: "redis-0042-5c8f2a7d9e1b3c4d",
+		Labels: map[string]string{LabelOrigin: OriginGlobal, LabelZone: "east", LabelDisplayName: "redis-0042", LabelMesh: "default"},
+		Spec: &MeshServiceSpec{Selector: MeshServiceSelector{DataplaneTags: map[string]string{"kuma.io/service": "redis-0042"}},
+			Ports: []Port{{Port: 6379, AppProtocol: "tcp"}}}}
+	obj.Spec.Default()
+	b.ReportAllocs()
+	for b.Loop() {
+		if errs := Validate(obj); len(errs) > 0 {
+			b.Fatal(errs)
+		}
+	}
+}
