@@ -203,13 +203,17 @@ func (e *shardEdit[K, V]) done() shardMap[K, V] {
 	}
 	pages := newPages[K, V](want)
 	mask := uint64(want - 1)
+	// Each new shard is made for its share of the keys and a margin, so
+	// that filling it does not grow it step by step (a rehash of every
+	// key at each step).
+	hint := e.n/want + e.n/want/4
 	for _, p := range e.pages {
 		for _, s := range p {
 			for k, v := range s {
 				i := e.hash(k) & mask
 				page := pages[i>>pageBits]
 				if page[i&(pageShards-1)] == nil {
-					page[i&(pageShards-1)] = map[K]V{}
+					page[i&(pageShards-1)] = make(map[K]V, hint)
 				}
 				page[i&(pageShards-1)][k] = v
 			}
