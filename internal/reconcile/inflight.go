@@ -10,9 +10,11 @@ package reconcile
 // It nearly always holds few entries: one is forgotten as soon as the
 // cache shows its write, which the echo's event makes the controller look
 // at. A full pass (every resource, at start) fills it, and a Go map never
-// gives back the room of entries deleted from it, so Inflight drops its
-// map once empty, or copies what remains once it holds a quarter of its
-// peak. The zero value is empty and ready. Not safe for concurrent use.
+// gives back the room of entries deleted from it, so after a peak of more
+// than keepPending entries Inflight drops its map once empty, or copies
+// what remains once it holds a quarter of the peak; a smaller map is kept
+// for the next batch (a zone's initial sync writes a thousand at a time).
+// The zero value is empty and ready. Not safe for concurrent use.
 type Inflight[K comparable, V any] struct {
 	m    map[K]written[V]
 	peak int
@@ -25,8 +27,6 @@ type written[V any] struct {
 	value    V
 }
 
-// shrinkMin is the peak below which Inflight keeps its map.
-const shrinkMin = 64
 
 // Put records a write of v to k that is under way.
 func (f *Inflight[K, V]) Put(k K, v V) {
@@ -70,9 +70,11 @@ func (f *Inflight[K, V]) Forget(k K) {
 	}
 	delete(f.m, k)
 	switch n := len(f.m); {
+	case n == 0 && f.peak <= keepPending:
+		f.peak = 0 // the map is kept for the next burst (see Queue.Take)
 	case n == 0:
 		*f = Inflight[K, V]{}
-	case f.peak >= shrinkMin && n < f.peak/4:
+	case f.peak > keepPending && n < f.peak/4:
 		m := make(map[K]written[V], n)
 		for k, w := range f.m {
 			m[k] = w

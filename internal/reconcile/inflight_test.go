@@ -6,7 +6,7 @@ import (
 )
 
 // TestInflight checks the bookkeeping of writes in flight, and that its
-// map is given back as it empties.
+// map is given back as it empties after a peak over keepPending.
 func TestInflight(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -17,11 +17,12 @@ func TestInflight(t *testing.T) {
 		wantRebuilt bool
 	}{
 		{"Empty", 0, 0, false, false},
-		{"AllForgotten", 10, 10, false, false},
-		{"SmallPeakKeepsItsMap", shrinkMin - 1, shrinkMin - 5, true, false},
-		{"ThreeQuartersForgottenKeepsItsMap", 100, 75, true, false},
-		{"MoreThanThreeQuartersForgottenShrinks", 100, 76, true, true},
-		{"LargeAllForgotten", 1000, 1000, false, false},
+		{"AllForgottenKeepsItsMapForTheNextBatch", 10, 10, true, false},
+		{"PeakAtTheBoundKeepsItsMap", keepPending, keepPending, true, false},
+		{"SmallPeakKeepsItsMap", keepPending - 1, keepPending - 5, true, false},
+		{"ThreeQuartersForgottenKeepsItsMap", 4 * keepPending, 3 * keepPending, true, false},
+		{"MoreThanThreeQuartersForgottenShrinks", 4 * keepPending, 3*keepPending + 1, true, true},
+		{"LargeAllForgottenEndsOnASmallMap", keepPending + 1, keepPending + 1, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,5 +111,23 @@ func TestDigest(t *testing.T) {
 	}
 	if again := sum("a", "b"); again != ab {
 		t.Errorf("[a b] sums to %x, then to %x after others", ab, again)
+	}
+}
+
+// BenchmarkInflight_Batches records and forgets batches of 1,000 writes,
+// as a zone's runner does through an initial sync.
+func BenchmarkInflight_Batches(b *testing.B) {
+	var f Inflight[int, uint64]
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range 1000 {
+			f.Put(i, uint64(i))
+			f.Written(i, int64(i+1))
+		}
+		for i := range 1000 {
+			if _, ok := f.Pending(i, int64(i+1)); ok {
+				b.Fatal("still pending once the cache shows the write")
+			}
+		}
 	}
 }
