@@ -27,7 +27,6 @@ type written[V any] struct {
 	value    V
 }
 
-
 // Put records a write of v to k that is under way.
 func (f *Inflight[K, V]) Put(k K, v V) {
 	if f.m == nil {
