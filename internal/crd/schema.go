@@ -157,7 +157,7 @@ func applyRule(s Schema, r rule) Schema {
 // SpecSchema returns the schema of kind k's spec.
 func SpecSchema(k resource.Kind) Schema {
 	d := resource.MustLookup(k)
-	s := schemaOf(reflect.TypeOf(d.NewSpec()), true)
+	s := schemaOf(d.SpecType(), true)
 	if k == resource.Mesh {
 		// Kuma's Mesh carries mTLS, metrics and more that meshnames does not
 		// use; keep them, so that Kuma's Mesh manifests apply unchanged.

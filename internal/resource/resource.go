@@ -14,6 +14,7 @@ package resource
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 
@@ -119,7 +120,24 @@ type Descriptor struct {
 	HasStatus   bool
 	newSpec     func() Spec
 	newStatus   func() Status
+	// specType and statusType are the types newSpec and newStatus return
+	// (statusType nil for none), set once (init).
+	specType, statusType reflect.Type
 }
+
+func init() {
+	for _, d := range descriptors {
+		d.specType, d.statusType = reflect.TypeOf(d.NewSpec()), reflect.TypeOf(d.NewStatus())
+	}
+}
+
+// SpecType returns the type of the kind's specs: what NewSpec returns.
+// Stores check what they are given against it without making a spec.
+func (d *Descriptor) SpecType() reflect.Type { return d.specType }
+
+// StatusType returns the type of the kind's statuses, nil when it has
+// none (reflect.TypeOf of NewStatus).
+func (d *Descriptor) StatusType() reflect.Type { return d.statusType }
 
 // NewSpec returns an empty spec of the kind.
 func (d *Descriptor) NewSpec() Spec { return d.newSpec() }

@@ -258,7 +258,7 @@ func (s *Store) checkObject(op store.Op, p *plan) error {
 	o := op.Object
 	d := resource.MustLookup(o.Kind)
 	if op.Type == store.OpCreate || op.Type == store.OpUpdate {
-		if o.Spec == nil || reflect.TypeOf(o.Spec) != reflect.TypeOf(d.NewSpec()) {
+		if o.Spec == nil || reflect.TypeOf(o.Spec) != d.SpecType() {
 			return fmt.Errorf("spec is %T, want %T", o.Spec, d.NewSpec())
 		}
 		body, err := s.dec.encode(p.kind, p.ref, o)
@@ -283,7 +283,7 @@ func (s *Store) checkObject(op store.Op, p *plan) error {
 		switch {
 		case !d.HasStatus && (o.Status != nil || op.Type != store.OpCreate):
 			return fmt.Errorf("%s has no status", o.Kind)
-		case o.Status != nil && reflect.TypeOf(o.Status) != reflect.TypeOf(d.NewStatus()):
+		case o.Status != nil && reflect.TypeOf(o.Status) != d.StatusType():
 			return fmt.Errorf("status is %T, want %T", o.Status, d.NewStatus())
 		}
 	}
