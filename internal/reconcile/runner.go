@@ -325,6 +325,7 @@ type term struct {
 	// runner made over the revision the cores had observed, until the
 	// cache reports it (echo).
 	seen, echoes map[resource.Key]int64
+	echoPeak     int // the most echoes held since echoes was last empty
 	// uniq is distinct's set, kept empty between passes.
 	uniq map[resource.Key]struct{}
 }
@@ -345,6 +346,16 @@ func (t *term) see(obj *resource.Object) {
 	t.seen[obj.Key()] = obj.Revision
 }
 
+// expectEcho records that the change event of k at rev will be the echo
+// of the runner's own write.
+func (t *term) expectEcho(k resource.Key, rev int64) {
+	if t.echoes == nil {
+		t.echoes = map[resource.Key]int64{}
+	}
+	t.echoes[k] = rev
+	t.echoPeak = max(t.echoPeak, len(t.echoes))
+}
+
 // echo reports whether the change of k the cache reported is the
 // runner's own status write and nothing else, which the cores need not
 // observe: they decided that status, over the revision they had seen.
@@ -356,7 +367,12 @@ func (t *term) echo(k resource.Key) bool {
 	}
 	delete(t.echoes, k)
 	if len(t.echoes) == 0 {
-		t.echoes = nil // a map keeps its size: let the first pass's go
+		// A map keeps its size: let a large one go (a first pass's), and
+		// keep a batch's for the next (see Queue.Take).
+		if t.echoPeak > keepPending {
+			t.echoes = nil
+		}
+		t.echoPeak = 0
 	}
 	cur, ok := t.r.o.Cache.RevisionOf(k)
 	if !ok || cur != rev {
@@ -682,7 +698,11 @@ func (t *term) pass(ctx context.Context, extra []resource.Key) error {
 			return err
 		}
 	}
-	t.seen = nil
+	if len(t.seen) <= keepPending {
+		clear(t.seen) // kept for the next pass (see Queue.Take)
+	} else {
+		t.seen = nil
+	}
 	if err := t.flush(ctx); err != nil {
 		return err
 	}
@@ -889,18 +909,12 @@ func (t *term) wait() error {
 				// The cores decided its status over exactly what the store
 				// now holds: its change event is an echo.
 				t.written.Written(w.key, res.Revision)
-				if t.echoes == nil {
-					t.echoes = map[resource.Key]int64{}
-				}
-				t.echoes[w.key] = res.Revision
+				t.expectEcho(w.key, res.Revision)
 			}
 			if w.status {
 				t.written.Written(w.key, res.Revision)
 				if w.base != 0 && res.Previous == w.base {
-					if t.echoes == nil {
-						t.echoes = map[resource.Key]int64{}
-					}
-					t.echoes[w.key] = res.Revision
+					t.expectEcho(w.key, res.Revision)
 				}
 			}
 		case w.created:

@@ -825,7 +825,7 @@ func (l *link) apply(ctx context.Context, c *pb.Changes, size int64) error {
 		l.seen = map[resource.Key]bool{}
 	}
 	var puts []*resource.Object
-	index := map[resource.Key]int{}
+	index := make(map[resource.Key]int, len(c.Put))
 	for _, r := range c.Put {
 		obj, err := l.side.decode(r)
 		if err == nil {
