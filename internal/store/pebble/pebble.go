@@ -80,6 +80,9 @@ type Store struct {
 	fresh freshKeys
 	// known are the hashes of every object key with a row (known.go).
 	known knownKeys
+	// deferred holds the writes of the group being written to each table
+	// but the objects', by key prefix (writeTx.join). Guarded by writeMu.
+	deferred [256]deferred
 
 	// syncs carries the groups the writer applied to syncLoop, which
 	// closes writerDone once syncs is closed and drained.

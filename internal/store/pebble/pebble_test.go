@@ -154,3 +154,49 @@ func TestFlushMemory(t *testing.T) {
 	}
 	check(openIn(t, dir), "after a reopen")
 }
+
+// BenchmarkApplyNamingBatches stores services as a zone stores those an
+// initial sync sends it: a thousand an Apply, each created named (with a
+// status) beside its VIP's lease and its history record (three terms).
+// One op is one batch of 1,000 services.
+func BenchmarkApplyNamingBatches(b *testing.B) {
+	s := openIn(b, b.TempDir())
+	ctx := b.Context()
+	// A List of every kind, as the cache makes at a start, lets a create
+	// skip looking for a row.
+	if _, _, err := s.List(ctx, ""); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		ops := make([]store.Op, 0, 3000)
+		for range 1000 {
+			n++
+			name := fmt.Sprintf("svc-%d-5c8f2a7d9e1b3c4d", n)
+			ip := fmt.Sprintf("241.%d.%d.%d", n>>16&255, n>>8&255, n&255)
+			at := len(ops)
+			ops = append(ops,
+				store.Op{Type: store.OpCreate, DiscardObject: true, Object: &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: name,
+					Labels: map[string]string{resource.LabelOrigin: resource.OriginGlobal, resource.LabelZone: "east", resource.LabelDisplayName: name[:len(name)-17]},
+					Spec: &resource.MeshServiceSpec{Selector: resource.MeshServiceSelector{DataplaneTags: map[string]string{resource.TagService: name}},
+						Ports: []resource.Port{{Port: 80, AppProtocol: resource.ProtocolHTTP}}},
+					Status: &resource.ServiceStatus{VIPs: []resource.VIP{{IP: ip, Type: resource.VIPKuma}},
+						Addresses: []resource.Address{{Hostname: name + ".svc.east.mesh.local", Status: resource.AddressAvailable}}}}},
+				store.Op{Type: store.OpPutLease, DependsOn: []int{at}, Lease: &store.Lease{Name: "vip/" + ip, Value: []byte(`{"owner":"MeshService/default/` + name + `"}`)}},
+				store.Op{Type: store.OpAppendRecord, DependsOn: []int{at}, Record: &store.Record{Stream: "history",
+					Terms: []string{"vip=" + ip, "hostname=" + name + ".svc.east.mesh.local", "service=MeshService/default/" + name},
+					Data:  []byte(`[{"seq":0,"time":"0001-01-01T00:00:00Z","zone":"west","mesh":"default","kind":"MeshService","name":"` + name + `","event":"assigned"}]`)}})
+		}
+		rs, err := s.Apply(ctx, ops...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+	}
+	b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(n), "us/service")
+}

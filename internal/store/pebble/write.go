@@ -221,6 +221,85 @@ type writeTx struct {
 	key, value []byte
 }
 
+// set writes key: an object's into the batch, any other table's into the
+// group's deferred writes of its table (join).
+func (w *writeTx) set(key, value []byte) {
+	if key[0] == tObject {
+		_ = w.b.Set(key, value, nil)
+		return
+	}
+	w.s.deferred[key[0]].add(key, value, false)
+}
+
+// del deletes key, as set writes it.
+func (w *writeTx) del(key []byte) {
+	if key[0] == tObject {
+		_ = w.b.Delete(key, nil)
+		return
+	}
+	w.s.deferred[key[0]].add(key, nil, true)
+}
+
+// deferred holds a group's writes to one table, in order, until join.
+type deferred struct {
+	buf  []byte // the keys and values, one after the other
+	ents []deferredEnt
+}
+
+type deferredEnt struct {
+	key, value int32 // lengths in buf
+	del        bool
+}
+
+func (d *deferred) add(key, value []byte, del bool) {
+	d.buf = append(append(d.buf, key...), value...)
+	d.ents = append(d.ents, deferredEnt{key: int32(len(key)), value: int32(len(value)), del: del})
+}
+
+// join writes the deferred writes into the batch after the objects',
+// table after table, and empties them for the next group. A group writes
+// several tables for every resource (the object, its revision, a lease, a
+// record and its terms); the memtable inserts a batch's keys in its
+// order, and a key next to the last one inserted is found from there,
+// where one in another table is searched for from the top. Written table
+// by table, the memtable's inserts of a zone's initial sync take half the
+// time, and the writer a sixth less in all (BenchmarkApplyNamingBatches).
+// Every write of a key is in its table's list in the group's order, so
+// the last still wins.
+func (w *writeTx) join() {
+	for t := range w.s.deferred {
+		d := &w.s.deferred[t]
+		off := 0
+		for _, e := range d.ents {
+			key := d.buf[off : off+int(e.key)]
+			off += int(e.key)
+			if e.del {
+				_ = w.b.Delete(key, nil)
+				continue
+			}
+			_ = w.b.Set(key, d.buf[off:off+int(e.value)], nil)
+			off += int(e.value)
+		}
+		if cap(d.buf) > maxDeferredBytes {
+			*d = deferred{} // a burst's: let it go
+		} else {
+			d.buf, d.ents = d.buf[:0], d.ents[:0]
+		}
+	}
+}
+
+// dropDeferred forgets the deferred writes of a group not committed.
+func (w *writeTx) dropDeferred() {
+	for t := range w.s.deferred {
+		d := &w.s.deferred[t]
+		d.buf, d.ents = d.buf[:0], d.ents[:0]
+	}
+}
+
+// maxDeferredBytes bounds the buffer of deferred writes a table keeps
+// from group to group.
+const maxDeferredBytes = 4 << 20
+
 func (s *Store) writeGroup(group []*backend.Request) *applied {
 	p := &applied{group: group}
 	if p.err = s.synced.failure(); p.err != nil {
@@ -231,6 +310,9 @@ func (s *Store) writeGroup(group []*backend.Request) *applied {
 	defer func() {
 		if w.objects != nil {
 			_ = w.objects.Close()
+		}
+		if p.b == nil {
+			w.dropDeferred() // a group that failed before join
 		}
 		if p.b == nil {
 			_ = w.b.Close()
@@ -257,11 +339,12 @@ func (s *Store) writeGroup(group []*backend.Request) *applied {
 		p.outcomes[i].Results = results
 	}
 	if w.records > s.records {
-		_ = w.b.Set(metaRecords, u64(uint64(w.records)), nil)
+		w.set(metaRecords, u64(uint64(w.records)))
 	}
 	if w.revision > s.revision {
-		_ = w.b.Set(metaRevision, u64(uint64(w.revision)), nil)
+		w.set(metaRevision, u64(uint64(w.revision)))
 	}
+	w.join()
 	if w.b.Empty() {
 		return p
 	}
@@ -377,20 +460,20 @@ func (w *writeTx) put(okey []byte, next, cur *row) {
 	path := okey[1:]
 	if cur != nil {
 		w.key = appendRevisionKey(w.key[:0], cur.Revision)
-		_ = w.b.Delete(w.key, nil)
+		w.del(w.key)
 		if cur.Deleted {
-			_ = w.b.Delete(tombstoneKey(cur.Modified, cur.Key), nil)
+			w.del(tombstoneKey(cur.Modified, cur.Key))
 		}
 	}
 	w.value = appendRow(w.value[:0], next)
-	_ = w.b.Set(okey, w.value, nil)
+	w.set(okey, w.value)
 	h := hashKey(okey)
 	w.s.fresh.add(h)
 	w.s.known.add(h)
 	w.key = appendRevisionKey(w.key[:0], next.Revision)
-	_ = w.b.Set(w.key, path, nil)
+	w.set(w.key, path)
 	if next.Deleted {
-		_ = w.b.Set(tombstoneKey(next.Modified, next.Key), nil, nil)
+		w.set(tombstoneKey(next.Modified, next.Key), nil)
 	}
 	w.rows[string(okey)] = next
 }
@@ -423,7 +506,7 @@ func (w *writeTx) applyLease(op store.Op) (store.Result, error) {
 		if err := backend.CheckLeaseName(l.Name); err != nil {
 			return store.Result{Err: fmt.Errorf("%s %q: %w", op.Type, l.Name, err)}, nil
 		}
-		_ = w.b.Delete(leaseKey(l.Name), nil)
+		w.del(leaseKey(l.Name))
 		w.leases[l.Name] = nil
 		return store.Result{}, nil
 	}
@@ -441,7 +524,7 @@ func (w *writeTx) applyLease(op store.Op) (store.Result, error) {
 		}
 	}
 	v := encodeLease(expires, l.Value)
-	_ = w.b.Set(leaseKey(l.Name), v, nil)
+	w.set(leaseKey(l.Name), v)
 	w.leases[l.Name] = v
 	return store.Result{}, nil
 }
@@ -463,13 +546,13 @@ func (w *writeTx) appendRecord(op store.Op) (store.Result, error) {
 	seq := w.records + 1
 	w.key = appendRecordKey(w.key[:0], r.Stream, seq)
 	w.value = appendRecord(w.value[:0], at, r.Terms, r.Data)
-	_ = w.b.Set(w.key, w.value, nil)
+	w.set(w.key, w.value)
 	for _, t := range backend.Dedupe(r.Terms) {
 		w.key = appendTermKey(w.key[:0], r.Stream, t, seq)
-		_ = w.b.Set(w.key, nil, nil)
+		w.set(w.key, nil)
 	}
 	w.key = appendTimeKey(w.key[:0], r.Stream, at, seq)
-	_ = w.b.Set(w.key, nil, nil)
+	w.set(w.key, nil)
 	w.records = seq
 	return store.Result{}, nil
 }
