@@ -297,8 +297,10 @@ func (w *writeTx) dropDeferred() {
 }
 
 // maxDeferredBytes bounds the buffer of deferred writes a table keeps
-// from group to group.
-const maxDeferredBytes = 4 << 20
+// from group to group: a zone's batch of a thousand services fills its
+// largest (the history records) to about 350 KB, and what the writer
+// keeps stays under a megabyte a table when idle.
+const maxDeferredBytes = 1 << 20
 
 func (s *Store) writeGroup(group []*backend.Request) *applied {
 	p := &applied{group: group}
