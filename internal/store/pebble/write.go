@@ -313,10 +313,8 @@ func (s *Store) writeGroup(group []*backend.Request) *applied {
 		if w.objects != nil {
 			_ = w.objects.Close()
 		}
-		if p.b == nil {
-			w.dropDeferred() // a group that failed before join
-		}
-		if p.b == nil {
+		if p.b == nil { // nothing committed
+			w.dropDeferred()
 			_ = w.b.Close()
 		}
 	}()
