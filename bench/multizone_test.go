@@ -209,6 +209,9 @@ func waitSynced(b *testing.B, c *http.Client, global string, zones []string, pro
 //     those of every process while the probes ran;
 //   - zone-freezes/service: resources a zone's cache froze until settled,
 //     per service of the federation (zones' average);
+//   - zone-peak-rss-MiB, global-peak-rss-MiB: the most resident memory
+//     of any zone, and of the global, until every zone answered every
+//     other zone's last service (VmHWM);
 //   - zone-rss-MiB-avg, global-rss-MiB: resident memory at the end;
 //   - resync-resources: what zone 1 received on reconnecting after a
 //     partition of MESHNAMES_BENCH_PARTITION seconds (default 60) during
@@ -302,6 +305,13 @@ func BenchmarkMultizone(b *testing.B) {
 			}
 		}
 		globalCPUNamed, _ := cpuTime(global.pid())
+		var zonesPeak int64
+		for _, p := range procs {
+			if r, err := peakRSS(p.pid()); err == nil {
+				zonesPeak = max(zonesPeak, r)
+			}
+		}
+		globalPeak, _ := peakRSS(global.pid())
 		b.StopTimer()
 		b.ReportMetric(synced.Seconds(), "initial-sync-s")
 		b.ReportMetric(named.Seconds(), "named-s")
@@ -309,6 +319,8 @@ func BenchmarkMultizone(b *testing.B) {
 		b.ReportMetric(globalCPU.Seconds(), "global-cpu-s-at-sync")
 		b.ReportMetric(zonesCPUNamed.Seconds(), "zones-cpu-s-at-named")
 		b.ReportMetric(globalCPUNamed.Seconds(), "global-cpu-s-at-named")
+		b.ReportMetric(float64(zonesPeak)/(1<<20), "zone-peak-rss-MiB")
+		b.ReportMetric(float64(globalPeak)/(1<<20), "global-peak-rss-MiB")
 		// What one service costs in writes: the global's and the zones'
 		// revisions (every write is one), and the resources the global
 		// received and sent, per service of the federation.

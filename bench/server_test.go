@@ -451,18 +451,24 @@ func cpuTime(pid int) (time.Duration, error) {
 }
 
 // rss returns VmRSS of process pid in bytes.
-func rss(pid int) (int64, error) {
+func rss(pid int) (int64, error) { return procStatus(pid, "VmRSS") }
+
+// peakRSS returns the most resident memory of process pid so far.
+func peakRSS(pid int) (int64, error) { return procStatus(pid, "VmHWM") }
+
+// procStatus returns the size field of /proc/PID/status, in bytes.
+func procStatus(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc/PID/status")
+	return 0, fmt.Errorf("no %s in /proc/PID/status", field)
 }
 
 // seedBatch is how many store operations one seeding transaction holds.
