@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -50,12 +49,19 @@ func Op(e api.HistoryEvent, dependsOn ...int) (store.Op, error) {
 }
 
 // Ops returns the store operation that appends events, which one write
-// makes true, as one record: its data the events (a JSON array; one event
-// alone is stored as Op stores it), its terms those of every event. One
-// record rather than one per event keeps what a write costs the store's
-// single writer small (a new service is assigned a hostname and a VIP at
-// once). It returns no operation for no events. The events are
-// normalized in place.
+// makes true, as one record: its data the events, its terms those of
+// every event. One record rather than one per event keeps what a write
+// costs the store's single writer small (a new service is assigned a
+// hostname and a VIP at once). It returns no operation for no events. The
+// events are normalized in place.
+//
+// The data is JSON (decode reads it): one event alone as an object, as Op
+// stores it; several events of one service (nearly every record: a
+// status write's) as that service's zone, mesh, kind and name once and
+// its events without them ("events"); events of several services as an
+// array. An event's seq is never stored and its time only when it is not
+// the store's clock: the record carries both, and Find takes them from
+// it (records written with them, before, read the same).
 func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
 	if len(events) == 0 {
 		return store.Op{}, false, nil
@@ -69,10 +75,7 @@ func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
 		term       string
 	}
 	var at time.Time
-	data := make([]byte, 0, 192*len(events))
-	if len(events) > 1 {
-		data = append(data, '[')
-	}
+	oneService := true
 	for i := range events {
 		e := &events[i]
 		e.Seq = 0
@@ -84,6 +87,7 @@ func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
 			svc.kind, svc.mesh, svc.name = e.Kind, e.Mesh, e.Name
 			svc.term = term(TermService + service(e.Kind, e.Mesh, e.Name))
 		}
+		oneService = oneService && e.Zone == events[0].Zone && e.Mesh == events[0].Mesh && e.Kind == events[0].Kind && e.Name == events[0].Name
 		if e.VIP != "" {
 			ts = addTerm(ts, term(TermVIP+e.VIP))
 		}
@@ -92,16 +96,38 @@ func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
 		}
 		ts = addTerm(ts, svc.term)
 		at = e.Time
-		if i > 0 {
-			data = append(data, ',')
-		}
-		var err error
-		if data, err = appendEvent(data, e); err != nil {
-			return store.Op{}, false, fmt.Errorf("history event of %s: %w", service(e.Kind, e.Mesh, e.Name), err)
-		}
 	}
-	if len(events) > 1 {
+	data := make([]byte, 0, 128+96*len(events))
+	var err error
+	switch {
+	case len(events) == 1:
+		data, err = appendEvent(data, &events[0], true)
+	case oneService:
+		data = appendService(append(data, '{'), &events[0])
+		data = append(data, `,"events":[`...)
+		for i := range events {
+			if i > 0 {
+				data = append(data, ',')
+			}
+			if data, err = appendEvent(data, &events[i], false); err != nil {
+				break
+			}
+		}
+		data = append(data, "]}"...)
+	default:
+		data = append(data, '[')
+		for i := range events {
+			if i > 0 {
+				data = append(data, ',')
+			}
+			if data, err = appendEvent(data, &events[i], true); err != nil {
+				break
+			}
+		}
 		data = append(data, ']')
+	}
+	if err != nil {
+		return store.Op{}, false, fmt.Errorf("history event of %s: %w", service(events[0].Kind, events[0].Mesh, events[0].Name), err)
 	}
 	if len(ts) > store.MaxRecordTerms {
 		ts = ts[:store.MaxRecordTerms]
@@ -110,33 +136,29 @@ func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
 		DependsOn: dependsOn}, true, nil
 }
 
-// zeroTime is what json.Marshal writes for the zero time.Time.
-const zeroTime = `"0001-01-01T00:00:00Z"`
-
-// appendEvent appends e as JSON: exactly what json.Marshal writes for it
-// (TestAppendEvent_IsWhatJSONMarshalWrites), without its reflection (a
-// new service's history record was a twentieth of what a zone spent
-// storing the services it received). It fails only for a time
-// json.Marshal refuses (a year outside 0-9999).
-func appendEvent(b []byte, e *api.HistoryEvent) ([]byte, error) {
-	b = strconv.AppendInt(append(b, `{"seq":`...), e.Seq, 10)
-	b = append(b, `,"time":`...)
-	if e.Time.IsZero() {
-		// The store's clock (Op): most events, written without allocating.
-		b = append(b, zeroTime...)
-	} else {
+// appendEvent appends e as its record stores it: what json.Marshal
+// writes for e (TestAppendEvent_IsWhatJSONMarshalWrites) without its
+// reflection (a new service's history record was a twentieth of what a
+// zone spent storing the services it received), without seq and a zero
+// time (see Ops), and without its service (zone, mesh, kind and name)
+// unless withService. Both forms drop 38 bytes an event, and a service's
+// record of two events 75 more, of the 1,300 bytes a zone stores for each
+// service it receives. It fails only for a time json.Marshal refuses (a
+// year outside 0-9999).
+func appendEvent(b []byte, e *api.HistoryEvent, withService bool) ([]byte, error) {
+	// Every field is written after a comma; the first comma becomes the
+	// object's brace.
+	open := len(b)
+	if !e.Time.IsZero() {
 		t, err := e.Time.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
-		b = append(b, t...)
+		b = append(append(b, `,"time":`...), t...)
 	}
-	if e.Zone != "" {
-		b = resource.AppendJSONString(append(b, `,"zone":`...), e.Zone)
+	if withService {
+		b = appendService(append(b, ','), e)
 	}
-	b = resource.AppendJSONString(append(b, `,"mesh":`...), e.Mesh)
-	b = resource.AppendJSONString(append(b, `,"kind":`...), string(e.Kind))
-	b = resource.AppendJSONString(append(b, `,"name":`...), e.Name)
 	if e.Hostname != "" {
 		b = resource.AppendJSONString(append(b, `,"hostname":`...), e.Hostname)
 	}
@@ -147,7 +169,20 @@ func appendEvent(b []byte, e *api.HistoryEvent) ([]byte, error) {
 	if e.Reason != "" {
 		b = resource.AppendJSONString(append(b, `,"reason":`...), e.Reason)
 	}
+	b[open] = '{'
 	return append(b, '}'), nil
+}
+
+// appendService appends the fields naming e's service, zone (when set),
+// mesh, kind and name, without braces.
+func appendService(b []byte, e *api.HistoryEvent) []byte {
+	if e.Zone != "" {
+		b = resource.AppendJSONString(append(b, `"zone":`...), e.Zone)
+		b = append(b, ',')
+	}
+	b = resource.AppendJSONString(append(b, `"mesh":`...), e.Mesh)
+	b = resource.AppendJSONString(append(b, `,"kind":`...), string(e.Kind))
+	return resource.AppendJSONString(append(b, `,"name":`...), e.Name)
 }
 
 func check(e api.HistoryEvent) error {
@@ -251,18 +286,29 @@ func Find(ctx context.Context, rec store.Recorder, q Query) ([]api.HistoryEvent,
 	return out, truncated, nil
 }
 
-// decode reads a record's data: one event (Op) or several (Ops).
+// decode reads a record's data (Ops): one event, the events of one
+// service, or an array of events.
 func decode(data []byte) ([]api.HistoryEvent, error) {
 	if len(data) > 0 && data[0] == '[' {
 		var es []api.HistoryEvent
 		err := json.Unmarshal(data, &es)
 		return es, err
 	}
-	var e api.HistoryEvent
-	if err := json.Unmarshal(data, &e); err != nil {
+	var r struct {
+		api.HistoryEvent
+		Events []api.HistoryEvent `json:"events"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, err
 	}
-	return []api.HistoryEvent{e}, nil
+	if r.Events == nil {
+		return []api.HistoryEvent{r.HistoryEvent}, nil
+	}
+	for i := range r.Events {
+		e := &r.Events[i]
+		e.Zone, e.Mesh, e.Kind, e.Name = r.Zone, r.Mesh, r.Kind, r.Name
+	}
+	return r.Events, nil
 }
 
 // Holdings turns events (oldest first, as Find returns them) into who held

@@ -292,9 +292,61 @@ func BenchmarkOps_NewService(b *testing.B) {
 	}
 	owned := store.StatusPatch{Fields: []string{"addresses", "vips"}}
 	b.ReportAllocs()
+	var op store.Op
 	for b.Loop() {
-		if _, ok, err := history.Ops(history.Diff("west", key, nil, after, owned)); !ok || err != nil {
+		var ok bool
+		var err error
+		if op, ok, err = history.Ops(history.Diff("west", key, nil, after, owned)); !ok || err != nil {
 			b.Fatal(ok, err)
 		}
+	}
+	b.ReportMetric(float64(len(op.Record.Data)), "data-bytes")
+}
+
+// Records written before events dropped their seq and zero time (the
+// record carries both) read as they did: Find takes seq and time from the
+// record either way.
+func TestFind_ReadsEventsWithSeqAndTime(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	older := `[{"seq":0,"time":"0001-01-01T00:00:00Z","zone":"east","mesh":"default","kind":"MeshService","name":"redis","hostname":"redis.svc.mesh.local","event":"assigned"},` +
+		`{"seq":0,"time":"0001-01-01T00:00:00Z","zone":"east","mesh":"default","kind":"MeshService","name":"redis","vip":"241.0.0.5","event":"assigned"}]`
+	rs, err := st.Apply(ctx, store.Op{Type: store.OpAppendRecord, Record: &store.Record{Stream: history.Stream, Time: at(1),
+		Terms: []string{history.TermVIP + "241.0.0.5", history.TermHostname + "redis.svc.mesh.local"}, Data: []byte(older)}})
+	if err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	op, ok, err := history.Ops([]api.HistoryEvent{
+		{Zone: "east", Mesh: "default", Kind: resource.MeshService, Name: "redis", VIP: "241.0.0.5", Event: api.HistoryReleased, Reason: "deleted"},
+		{Zone: "east", Mesh: "default", Kind: resource.MeshService, Name: "redis", Hostname: "redis.svc.mesh.local", Event: api.HistoryReleased, Reason: "deleted"},
+	})
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if strings.Contains(string(op.Record.Data), `"seq"`) || strings.Contains(string(op.Record.Data), `"time"`) {
+		t.Errorf("a new record's events hold seq or a zero time: %s", op.Record.Data)
+	}
+	op.Record.Time = at(2)
+	if rs, err := st.Apply(ctx, op); err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	events, _, err := history.Find(ctx, st, history.Query{VIP: "241.0.0.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range events {
+		got = append(got, e.Name+" "+e.VIP+" "+e.Event+" "+e.Time.UTC().Format("15:04"))
+		if e.Seq == 0 {
+			t.Errorf("event %+v has no seq", e)
+		}
+	}
+	want := []string{"redis 241.0.0.5 assigned 10:01", "redis 241.0.0.5 released 10:02"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events of 241.0.0.5 (-want +got):\n%s", diff)
 	}
 }
