@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -287,4 +289,195 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no gauge %s", name)
 	return 0
+}
+
+// condCore is what the test cores below share: one condition of
+// MeshServices, which Decide sets to what value returns, and the services
+// marked dirty. Its methods hold mu; value is called with it held.
+type condCore struct {
+	reconcile.Base
+	cond  string
+	value func() string
+	mu    sync.Mutex
+	dirty []resource.Key
+}
+
+func (c *condCore) Name() string { return c.cond }
+
+func (c *condCore) Dirty() []resource.Key {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirty
+	c.dirty = nil
+	return d
+}
+
+func (c *condCore) Owns(k resource.Kind) store.StatusPatch {
+	if k == resource.MeshService {
+		return store.StatusPatch{Conditions: []string{c.cond}}
+	}
+	return store.StatusPatch{}
+}
+
+func (c *condCore) Decide(_ *resource.Object, st resource.Status) []store.Op {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := c.value(); v != "" {
+		svc := st.(resource.ServiceStatusOf).Service()
+		svc.Conditions = append(svc.Conditions, resource.Condition{Type: c.cond, Status: resource.ConditionTrue, Message: v})
+	}
+	return nil
+}
+
+func (c *condCore) Sum(d *reconcile.Digest, st resource.Status) {
+	if s, ok := st.(resource.ServiceStatusOf); ok && s != nil {
+		for _, cond := range s.Service().Conditions {
+			if cond.Type == c.cond {
+				d.String(cond.Message)
+			}
+		}
+	}
+}
+
+// meshCore decides condition M of every service: the names of the Meshes
+// it has observed besides default, so that a service's status depends on
+// another resource (as a service's hostnames depend on the generators).
+type meshCore struct {
+	condCore
+	meshes   map[string]bool
+	services map[resource.Key]bool
+}
+
+func newMeshCore() *meshCore {
+	c := &meshCore{}
+	c.cond, c.value = "M", c.known
+	return c
+}
+
+func (c *meshCore) Watches(k resource.Kind) bool {
+	return k == resource.Mesh || k == resource.MeshService
+}
+
+func (c *meshCore) Start(context.Context, reconcile.Env) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.meshes, c.services, c.dirty = map[string]bool{}, map[resource.Key]bool{}, nil
+	return nil
+}
+
+func (c *meshCore) Observe(k resource.Key, obj *resource.Object) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case k.Kind == resource.Mesh && k.Name != "default":
+		c.meshes[k.Name] = obj != nil
+		for s := range c.services {
+			c.dirty = append(c.dirty, s)
+		}
+	case k.Kind == resource.MeshService && obj == nil:
+		delete(c.services, k)
+	case k.Kind == resource.MeshService:
+		c.services[k] = true
+		c.dirty = append(c.dirty, k)
+	}
+}
+
+func (c *meshCore) known() string {
+	var names []string
+	for m, ok := range c.meshes {
+		if ok {
+			names = append(names, m)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
+// A create whose After names a write the caller made just before (a
+// zone storing a generator and then the services it names) is decided
+// over that write, even though creates are taken before queued changes:
+// the service is written once, with what the write decides.
+func TestRunner_CreateDecidedAfterTheCallersWrite(t *testing.T) {
+	c := newMeshCore()
+	e := newEnv(t, reconciletest.Options{Cores: func() []reconcile.Core { return []reconcile.Core{c} }})
+	e.rt.Settle()
+	for i := range 20 {
+		mesh := e.create(&resource.Object{Kind: resource.Mesh, Name: fmt.Sprintf("m%02d", i), Spec: &resource.MeshSpec{}})
+		name := fmt.Sprintf("s%02d", i)
+		cr := creations(service(name, nil))
+		cr[0].After = mesh.Revision
+		rs, ok, err := e.rt.Runner.Create(context.Background(), cr)
+		if err != nil || !ok || rs[0].Err != nil {
+			t.Fatalf("Create %s: ok %v, %v, %v", name, ok, err, rs)
+		}
+		e.rt.SettleAt(rs[0].Revision)
+		o := e.get(name)
+		if got := conditions(o)["M"]; !strings.HasSuffix(got, mesh.Name) || o.Version != 1 {
+			t.Fatalf("%s created at version %d with M = %q; want version 1 with %s, the Mesh written just before", name, o.Version, got, mesh.Name)
+		}
+	}
+}
+
+// countCore decides condition N of every service: how many services it
+// knows, so that a new service changes every other's status.
+type countCore struct {
+	condCore
+	services map[resource.Key]bool
+}
+
+func newCountCore() *countCore {
+	c := &countCore{}
+	c.cond, c.value = "N", func() string { return fmt.Sprint(len(c.services)) }
+	return c
+}
+
+func (c *countCore) Watches(k resource.Kind) bool { return k == resource.MeshService }
+
+func (c *countCore) Start(context.Context, reconcile.Env) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.services, c.dirty = map[resource.Key]bool{}, nil
+	return nil
+}
+
+func (c *countCore) Observe(k resource.Key, obj *resource.Object) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if obj == nil {
+		delete(c.services, k)
+	} else {
+		c.services[k] = true
+	}
+	for s := range c.services {
+		c.dirty = append(c.dirty, s)
+	}
+}
+
+// A create that changes the status of a resource an earlier create pass
+// wrote, before the cache shows that resource (a MeshMultiZoneService
+// and, just after, a service it selects), reaches it: the runner decides
+// it again once the cache shows it, instead of skipping its change event
+// as its own write's echo.
+func TestRunner_CreateReachesWhatItJustCreated(t *testing.T) {
+	e := newEnv(t, reconciletest.Options{Cores: func() []reconcile.Core { return []reconcile.Core{newCountCore()} }})
+	e.rt.Settle()
+	for i := range 10 {
+		var last store.Result
+		for j := range 2 {
+			rs, ok, err := e.rt.Runner.Create(context.Background(), creations(service(fmt.Sprintf("s%d-%d", i, j), nil)))
+			if err != nil || !ok || rs[0].Err != nil {
+				t.Fatalf("Create: ok %v, %v, %v", ok, err, rs)
+			}
+			last = rs[0]
+		}
+		e.rt.SettleAt(last.Revision)
+		e.rt.Settle()
+		want := fmt.Sprint(2 * (i + 1))
+		for j := range 2 {
+			name := fmt.Sprintf("s%d-%d", i, j)
+			if got := conditions(e.get(name))["N"]; got != want {
+				t.Fatalf("%s: N = %q, want %s (every service it knows of)", name, got, want)
+			}
+		}
+	}
 }

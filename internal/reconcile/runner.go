@@ -326,6 +326,10 @@ type term struct {
 	// cache reports it (echo).
 	seen, echoes map[resource.Key]int64
 	echoPeak     int // the most echoes held since echoes was last empty
+	// again holds the keys of resources the runner wrote that a pass had
+	// to decide before the cache showed them: their echo is not skipped
+	// (echo), so that they are decided again over what the cache holds.
+	again map[resource.Key]struct{}
 	// uniq is distinct's set, kept empty between passes.
 	uniq map[resource.Key]struct{}
 }
@@ -364,6 +368,10 @@ func (t *term) echo(k resource.Key) bool {
 	rev, ok := t.echoes[k]
 	if !ok {
 		return false
+	}
+	if _, again := t.again[k]; again {
+		delete(t.again, k)
+		return false // a decision waits for it (decide): the cores observe it
 	}
 	delete(t.echoes, k)
 	if len(t.echoes) == 0 {
@@ -513,22 +521,7 @@ func (r *Runner) term(ctx context.Context) error {
 		rev := t.notified.Load()
 		if keys := t.q.Take(); keys != nil {
 			start := time.Now()
-			for _, k := range keys {
-				if t.echo(k) {
-					continue
-				}
-				obj, ok := r.o.Cache.Peek(k)
-				if ok {
-					t.see(obj)
-				} else {
-					obj = nil
-				}
-				for _, c := range r.cores {
-					if c.Watches(k.Kind) {
-						c.Observe(k, obj)
-					}
-				}
-			}
+			t.observe(keys)
 			if err := t.pass(ctx, nil); err != nil {
 				return err
 			}
@@ -569,6 +562,50 @@ func (r *Runner) term(ctx context.Context) error {
 	}
 }
 
+// observe shows the cores the changes of keys, which the queue gave, but
+// the echoes of the runner's own writes.
+func (t *term) observe(keys []resource.Key) {
+	for _, k := range keys {
+		if t.echo(k) {
+			continue
+		}
+		obj, ok := t.r.o.Cache.Peek(k)
+		if ok {
+			t.see(obj)
+		} else {
+			obj = nil
+		}
+		for _, c := range t.r.cores {
+			if c.Watches(k.Kind) {
+				c.Observe(k, obj)
+			}
+		}
+	}
+}
+
+// catchUp shows the cores every change up to revision after before a
+// create pass decides (store.Creation.After): creates are taken before
+// queued changes, and a zone that stores a HostnameGenerator and, just
+// after, the services it names would otherwise see them decided without
+// it, and written twice (the generator's hostnames in a second write).
+// It waits until the cache has queued the changes up to after.
+func (t *term) catchUp(ctx context.Context, after int64) error {
+	for t.notified.Load() < after {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.q.Ready():
+			// The subscription records the revision it queued before it
+			// wakes the queue; a wake taken here leaves nothing pending
+			// unseen: the term takes the queue before it sleeps.
+		}
+	}
+	if keys := t.q.Take(); keys != nil {
+		t.observe(keys)
+	}
+	return nil
+}
+
 // create decides and writes the resources of req and of the other
 // requests waiting, and answers them all, whatever happens.
 func (t *term) create(ctx context.Context, req *createReq) error {
@@ -583,6 +620,21 @@ func (t *term) create(ctx context.Context, req *createReq) error {
 		default:
 		}
 		break
+	}
+	var after int64
+	for _, req := range reqs {
+		for _, cr := range req.creates {
+			after = max(after, cr.After)
+		}
+	}
+	if after > 0 {
+		if err := t.catchUp(ctx, after); err != nil {
+			for _, req := range reqs {
+				req.err = err
+				close(req.done)
+			}
+			return err
+		}
 	}
 	start := time.Now()
 	now := t.r.o.Now()
@@ -745,6 +797,17 @@ func (t *term) decide(ctx context.Context, k resource.Key, p patch) error {
 		obj, ok = t.r.o.Cache.Peek(k)
 	}
 	if !ok {
+		if _, mine := t.echoes[k]; mine {
+			// Written by this runner (a create of an earlier pass) and not
+			// in the cache yet: a MeshMultiZoneService created just before
+			// a service it selects. Decided again once the cache shows it,
+			// or the service's part of its status would be lost (its
+			// echo is otherwise skipped).
+			if t.again == nil {
+				t.again = map[resource.Key]struct{}{}
+			}
+			t.again[k] = struct{}{}
+		}
 		return nil // deleted; the cores heard of it
 	}
 	st := resource.MustLookup(k.Kind).NewStatus()

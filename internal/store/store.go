@@ -438,6 +438,11 @@ type Compacter interface {
 type Creation struct {
 	Object *resource.Object
 	With   []Op
+	// After is the revision of a write of the caller's that may hold what
+	// decides Object's status (a HostnameGenerator stored just before the
+	// services it names): the runner observes every change up to it
+	// before it decides. 0 for none.
+	After int64
 }
 
 // Create stores a new resource.

@@ -992,6 +992,11 @@ func (l *link) write(ctx context.Context, revision int64, puts []*resource.Objec
 			}
 		}
 		if len(created) > 0 {
+			// What this batch stored above may name them (a generator that
+			// came with the services it selects): decided over it.
+			for j := range created {
+				created[j].After = l.lastWrite
+			}
 			rs, ok, err := l.creator.Create(ctx, created)
 			if err == nil && !ok {
 				// No controllers run here: plain creates, named later.
