@@ -369,10 +369,6 @@ func (t *term) echo(k resource.Key) bool {
 	if !ok {
 		return false
 	}
-	if _, again := t.again[k]; again {
-		delete(t.again, k)
-		return false // a decision waits for it (decide): the cores observe it
-	}
 	delete(t.echoes, k)
 	if len(t.echoes) == 0 {
 		// A map keeps its size: let a large one go (a first pass's), and
@@ -381,6 +377,10 @@ func (t *term) echo(k resource.Key) bool {
 			t.echoes = nil
 		}
 		t.echoPeak = 0
+	}
+	if _, again := t.again[k]; again {
+		delete(t.again, k)
+		return false // a decision waits for it (decide): the cores observe it
 	}
 	cur, ok := t.r.o.Cache.RevisionOf(k)
 	if !ok || cur != rev {
