@@ -73,7 +73,8 @@ type TableOptions struct {
 	TTL              uint32
 	Domains          []string
 	ServiceTagDomain string
-	// Global is set on a global control plane, which allocates no VIPs.
+	// Global is set on a global control plane, which answers no
+	// service's names (GlobalAnswersNoNames).
 	Global bool
 }
 
@@ -230,6 +231,8 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 	noVIP := noVIPReason(svc, o)
 	add := func(n Name) {
 		switch {
+		case o.Global:
+			out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source, Reason: GlobalAnswersNoNames})
 		case len(n.Addrs) == 0:
 			out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source, Reason: noVIP})
 		default:
@@ -290,11 +293,16 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 	return out
 }
 
+// GlobalAnswersNoNames is why a global control plane answers none of a
+// service's names. The VIPs in the statuses it holds are the origin
+// zones': each zone allocates its own, for its own DNS, from the same
+// pools, so on the global ten zones' services share each address and
+// every zone's "redis" claims the same local name. Answering them would
+// tell a client an address that means something only inside one zone.
+const GlobalAnswersNoNames = "a global control plane answers no service names: each zone answers its own services and those it receives, with the VIPs it allocated"
+
 // noVIPReason says why svc has no address to answer its names with.
 func noVIPReason(svc *resource.Object, o TableOptions) string {
-	if o.Global {
-		return "a global control plane allocates no VIPs: the zones do, each for its own DNS"
-	}
 	if st := serviceStatus(svc); st != nil {
 		for _, c := range st.Conditions {
 			if c.Type == ConditionVIPsAllocated && c.Status == resource.ConditionFalse {

@@ -77,12 +77,13 @@ func TestExtract(t *testing.T) {
 			refused: []string{"web.svc.mesh.local. hostname: the service has no VIP: the MeshService pool 10.0.0.0/30 is exhausted"},
 		},
 		{
-			// No allocation on a global control plane: the reason says who
-			// allocates.
-			name:    "NoVIPsOnGlobal",
-			obj:     svc(resource.MeshService, "default", "web", 0, hosts("web.svc.mesh.local")),
+			// A global answers no names, even of a service whose status
+			// (its zone's) holds a VIP: the reason says who does.
+			name:    "NoNamesOnGlobal",
+			obj:     svc(resource.MeshService, "default", "web", 0, hosts("web.svc.mesh.local"), vips("241.0.0.1")),
 			opts:    TableOptions{Domains: []string{"mesh.local"}, Global: true},
-			refused: []string{"web.svc.mesh.local. hostname: a global control plane allocates no VIPs: the zones do, each for its own DNS"},
+			refused: []string{"web.svc.mesh.local. hostname: " + GlobalAnswersNoNames},
+			vips:    addrs("241.0.0.1"),
 		},
 		{
 			// A tag of 64 bytes makes a label DNS cannot carry: refused,

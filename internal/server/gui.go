@@ -47,7 +47,7 @@ func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server
 		// The GUI pages the names itself (DNSNames): only the names not
 		// answered come from the _dns body.
 		DNS: func(mesh string) (api.DNSListing, error) {
-			return apiserver.DNSListing(c, func(mesh string) api.DNSListing { return dnsRejections(dnsSrv, mesh) }, mesh)
+			return apiserver.DNSListing(c, func(mesh string) api.DNSListing { return dnsRejections(dnsSrv, c, tableOpts, mesh) }, mesh)
 		},
 		DNSNames: func(mesh, q string, offset, limit int) ([]api.DNSName, int) {
 			return dnsPage(dnsSrv, mesh, q, offset, limit)
@@ -95,15 +95,32 @@ func tableView(srv *dnsserver.Server, mesh string) *dnsserver.View {
 }
 
 // dnsRejections is the DNS table's part of the _dns listing of mesh
-// without its names: the names it does not answer, and why.
-func dnsRejections(srv *dnsserver.Server, mesh string) api.DNSListing {
+// without its names: the names it does not answer, and why. A global's
+// table holds no services (dnsserver.GlobalAnswersNoNames): every name of
+// every service of the mesh is one it does not answer, listed from the
+// cache when asked for rather than kept.
+func dnsRejections(srv *dnsserver.Server, c *cache.Cache, o dnsserver.TableOptions, mesh string) api.DNSListing {
 	var l api.DNSListing
+	if o.Global {
+		for _, k := range dnsserver.ServiceKinds {
+			c.Scan(cache.Query{Kind: k, Mesh: mesh, Unordered: true}, func(obj *resource.Object) {
+				for _, r := range dnsserver.Extract(obj, o).Refused {
+					l.NotAnswered = append(l.NotAnswered, notAnswer(r))
+				}
+			})
+		}
+		return l
+	}
 	if v := tableView(srv, mesh); v != nil {
 		for _, r := range v.Rejections() {
-			l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason})
+			l.NotAnswered = append(l.NotAnswered, notAnswer(r))
 		}
 	}
 	return l
+}
+
+func notAnswer(r dnsserver.Rejection) api.DNSNotAnswer {
+	return api.DNSNotAnswer{Name: r.Name, Kind: r.Service.Kind, Service: r.Service.Name, Source: r.Source, Reason: r.Reason}
 }
 
 // dnsPage returns the names [offset, offset+limit) of the _dns listing of
@@ -177,11 +194,18 @@ func serviceDNS(srv *dnsserver.Server, c *cache.Cache, o dnsserver.TableOptions,
 	if t == nil || !ok {
 		return l
 	}
+	names := dnsserver.Extract(obj, o)
+	if o.Global {
+		for _, r := range names.Refused {
+			l.NotAnswered = append(l.NotAnswered, notAnswer(r))
+		}
+		return l
+	}
 	v := t.Views[k.Mesh]
 	if v == nil {
 		return l
 	}
-	for _, n := range dnsserver.Extract(obj, o).Names {
+	for _, n := range names.Names {
 		e, ok := v.Lookup(n.Name)
 		switch {
 		case !ok:

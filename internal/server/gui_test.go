@@ -148,7 +148,7 @@ func TestGUIDNSFunctions(t *testing.T) {
 		t.Errorf("dnsPage offset 1 limit 1: %d %+v", total, names)
 	}
 	// The paged names are the _dns listing's, converted alike.
-	full := dnsListing(srv, "default")
+	full := dnsListing(srv, nil, testTableOptions, "default")
 	all, _ := dnsPage(srv, "default", "", 0, 100)
 	l, err := apiserver.DNSListing(cacheWithMesh(t, "default"), func(string) api.DNSListing { return full }, "default")
 	if err != nil {
@@ -187,6 +187,73 @@ func dedupSorted(s []string) []string {
 }
 
 // cacheWithMesh returns a synced cache over a store holding mesh.
+// On a global, every name of every service is listed as not answered,
+// with the reason, though the statuses it holds carry the zones' VIPs and
+// hostnames; its table answers none of them.
+func TestGUIDNSFunctions_Global(t *testing.T) {
+	st := openTestStore(t)
+	ctx := context.Background()
+	objs := []*resource.Object{
+		{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}},
+		meshService("default", "web", "241.0.0.1", "http", addr("web.svc.mesh.local", resource.AddressAvailable)),
+		meshService("default", "api", "241.0.0.1", "", addr("api.svc.mesh.local", resource.AddressAvailable)),
+		meshService("other", "db", "241.0.0.1", "", addr("db.svc.mesh.local", resource.AddressAvailable)),
+	}
+	for _, o := range objs {
+		status := o.Status
+		o.Status = nil
+		created, err := store.Create(ctx, st, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status != nil {
+			created.Status = status
+			if _, err := store.UpdateStatus(ctx, st, created); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c := runCache(t, st)
+	o := testTableOptions
+	o.Global = true
+	b := dnsserver.NewBuilder(c, dnsserver.New(dnsserver.Options{Addr: "127.0.0.1:0", Log: slog.New(slog.DiscardHandler)}), o)
+	built := make(chan *dnsserver.Table, 1)
+	b.Built = func(tb *dnsserver.Table) { built <- tb }
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = b.Run(bctx) }()
+	var table *dnsserver.Table
+	select {
+	case table = <-built:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the global's builder published no table")
+	}
+	if len(table.Views) != 0 {
+		t.Errorf("the global's table has views of %d meshes, want none", len(table.Views))
+	}
+	srv := dnsserver.New(dnsserver.Options{Addr: "127.0.0.1:0", Log: slog.New(slog.DiscardHandler)})
+	srv.SetTable(table)
+	l, err := apiserver.DNSListing(c, func(mesh string) api.DNSListing { return dnsListing(srv, c, o, mesh) }, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range l.NotAnswered {
+		if n.Reason != dnsserver.GlobalAnswersNoNames {
+			t.Errorf("%s: reason %q, want the global's", n.Name, n.Reason)
+		}
+		got = append(got, n.Service+" "+n.Name)
+	}
+	want := []string{"api api.svc.mesh.local.", "web web.svc.mesh.local."}
+	if diff := cmp.Diff(want, got); diff != "" || len(l.Names) != 0 {
+		t.Errorf("the global's _dns listing of default: names %v, not answered (-want +got):\n%s", l.Names, diff)
+	}
+	one := serviceDNS(srv, c, o, resource.Key{Kind: resource.MeshService, Mesh: "other", Name: "db"})
+	if len(one.Names) != 0 || len(one.NotAnswered) != 1 || one.NotAnswered[0].Name != "db.svc.mesh.local." || one.NotAnswered[0].Reason != dnsserver.GlobalAnswersNoNames {
+		t.Errorf("the global's listing of other/db: %+v", one)
+	}
+}
+
 func cacheWithMesh(tb testing.TB, mesh string) *cache.Cache {
 	tb.Helper()
 	st := openTestStore(tb)
@@ -263,7 +330,7 @@ func BenchmarkGUIPages_100k(b *testing.B) {
 	dnsSrv := tableOf(objs)
 	s := New(config.Default(), slog.New(slog.DiscardHandler), "bench")
 	g, err := s.newGUI(st, c, dnsSrv, testTableOptions, apiserver.Options{
-		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, mesh) },
+		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, c, testTableOptions, mesh) },
 		Leader: func(context.Context) (api.LeaderStatus, error) { return api.LeaderStatus{Election: "local"}, nil },
 	}, nil)
 	if err != nil {

@@ -138,7 +138,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return nil
 		},
-		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, mesh) },
+		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, c, tableOpts, mesh) },
 		Leader: func(ctx context.Context) (api.LeaderStatus, error) { return s.leaderStatus(ctx, st) },
 		Preview: func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error) {
 			return s.preview(ctx, st, c, objs)
@@ -400,8 +400,8 @@ func (s *Server) serviceOptions() meshservices.Options {
 }
 
 // dnsListing converts the DNS table's view of mesh for the API.
-func dnsListing(srv *dnsserver.Server, mesh string) api.DNSListing {
-	l := dnsRejections(srv, mesh)
+func dnsListing(srv *dnsserver.Server, c *cache.Cache, o dnsserver.TableOptions, mesh string) api.DNSListing {
+	l := dnsRejections(srv, c, o, mesh)
 	if v := tableView(srv, mesh); v != nil {
 		for e := range v.Entries() {
 			l.Names = append(l.Names, dnsName(e))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/pebble"
@@ -233,6 +235,18 @@ func TestMultizone(t *testing.T) {
 			t.Errorf("the global's copy of north's %s: ETag %s, %s; want version 1 with addresses and VIPs (sent once, named)",
 				seededName(i), etag, body)
 		}
+	}
+	// The global holds north's statuses, north's VIPs in them, and answers
+	// none of their names: an address a zone allocated means something
+	// only in that zone. Its _dns listing says so for each name.
+	seed0 := seededName(0) + ".svc.mesh.local."
+	if r := query(t, g.dns, seed0, dns.TypeA); answerA(r) != "" || r.Rcode != dns.RcodeNameError {
+		t.Errorf("the global answers %s: rcode %s, A %q; want NXDOMAIN", seed0, dns.RcodeToString[r.Rcode], answerA(r))
+	}
+	if l := listing(t, g.api); len(l.Names) != 0 || !slices.ContainsFunc(l.NotAnswered, func(n api.DNSNotAnswer) bool {
+		return n.Name == seed0 && n.Reason == dnsserver.GlobalAnswersNoNames
+	}) {
+		t.Errorf("the global's _dns listing: %d names, and %s not listed as not answered with the global's reason", len(l.Names), seed0)
 	}
 	// Besides them, north sends what west sends: the zone's default
 	// HostnameGenerators.
