@@ -122,9 +122,15 @@ func (e entry) thaw(k resource.Key) *resource.Object {
 	return o
 }
 
-// labelSets interns label maps by content.
+// labelSets interns label maps by content. Its user holds the cache's
+// lock for every call (buf is shared).
 type labelSets struct {
 	sets map[string]*labelSet
+	// buf is where a set's key is built: a lookup of a set that exists
+	// (nearly every one: a zone's synced services share a few) allocates
+	// nothing. Built as a string each time, with its keys sorted in a
+	// new slice, it was a third of freezing in a zone's initial sync.
+	buf []byte
 }
 
 type labelSet struct {
@@ -137,29 +143,26 @@ func newLabelSets() *labelSets { return &labelSets{sets: map[string]*labelSet{}}
 // setKey is the content of labels without the label skip, as a string
 // (sorted key=value pairs); "" for none.
 func setKey(labels map[string]string, skip string) string {
-	keys := make([]string, 0, len(labels))
-	n := 0
-	for k, v := range labels {
+	return string(appendSetKey(nil, labels, skip))
+}
+
+// appendSetKey appends setKey(labels, skip) to b.
+func appendSetKey(b []byte, labels map[string]string, skip string) []byte {
+	var kbuf [8]string // most resources have a few labels: sorted on the stack
+	keys := kbuf[:0]
+	for k := range labels {
 		if k != skip {
 			keys = append(keys, k)
-			n += len(k) + len(v) + 2
 		}
 	}
-	if len(keys) == 0 {
-		return ""
-	}
 	slices.Sort(keys)
-	var b strings.Builder
-	b.Grow(n)
 	for _, k := range keys {
 		// Label keys and values cannot hold NUL, so the pairs cannot be
 		// confused.
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(labels[k])
-		b.WriteByte(0)
+		b = append(append(b, k...), 0)
+		b = append(append(b, labels[k]...), 0)
 	}
-	return b.String()
+	return b
 }
 
 // hold returns the shared set for labels of the resource name (which it
@@ -170,11 +173,11 @@ func (s *labelSets) hold(name string, labels map[string]string) (_ map[string]st
 	if cut, nameLabel = resource.DisplayNameCut(name, labels); nameLabel {
 		skip = resource.LabelDisplayName
 	}
-	k := setKey(labels, skip)
-	if k == "" {
+	s.buf = appendSetKey(s.buf[:0], labels, skip)
+	if len(s.buf) == 0 {
 		return nil, nameLabel, cut
 	}
-	set := s.sets[k]
+	set := s.sets[string(s.buf)]
 	if set == nil {
 		m := make(map[string]string, len(labels))
 		for lk, lv := range labels {
@@ -183,7 +186,7 @@ func (s *labelSets) hold(name string, labels map[string]string) (_ map[string]st
 			}
 		}
 		set = &labelSet{labels: m}
-		s.sets[k] = set
+		s.sets[string(s.buf)] = set
 	}
 	set.refs++
 	return set.labels, nameLabel, cut
@@ -191,13 +194,13 @@ func (s *labelSets) hold(name string, labels map[string]string) (_ map[string]st
 
 // release forgets e's use of its label set.
 func (s *labelSets) release(e entry) {
-	k := setKey(e.labels, "")
-	if k == "" {
+	s.buf = appendSetKey(s.buf[:0], e.labels, "")
+	if len(s.buf) == 0 {
 		return
 	}
-	if set := s.sets[k]; set != nil {
+	if set := s.sets[string(s.buf)]; set != nil {
 		if set.refs--; set.refs == 0 {
-			delete(s.sets, k)
+			delete(s.sets, string(s.buf))
 		}
 	}
 }
