@@ -24,7 +24,7 @@ const (
 	tLease     = 'l' // l<name> -> expiry, value
 	tRecord    = 'a' // a<stream>\0<seq> -> record
 	tTerm      = 't' // t<stream>\0<term>\0<seq> -> empty
-	tTime      = 'i' // i<stream>\0<time><seq> -> empty: records by age
+	tTime      = 'i' // i<stream>\0<time><seq> -> empty: late records by age (frontierKey)
 )
 
 // Meta keys.
@@ -44,6 +44,9 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 // ordered maps an int64 to a uint64 of the same order (flips the sign
 // bit), so that negative times sort before positive ones.
 func ordered(v int64) uint64 { return uint64(v) ^ (1 << 63) }
+
+// unordered is the inverse of ordered.
+func unordered(u uint64) int64 { return int64(u ^ (1 << 63)) }
 
 // objectPath is <kind>\0<mesh>\0<name>.
 func objectPath(k resource.Key) []byte {
@@ -118,6 +121,17 @@ func appendTermKey(b []byte, stream, term string, seq int64) []byte {
 	b = append(append(append(b, tTerm), stream...), 0)
 	b = append(append(b, term...), 0)
 	return binary.BigEndian.AppendUint64(b, uint64(seq))
+}
+
+// frontierKey holds the latest time of any record of stream so far
+// (ordered, big-endian). A record at or after it is stored without a time
+// key: such records are in time order by sequence number, and
+// CompactRecords finds the old ones from the start of the stream. Only a
+// record older than the frontier (a time given by its writer, a clock set
+// back) is in the time index, where CompactRecords finds it wherever it
+// is. A store written before the frontier existed indexed every record.
+func frontierKey(stream string) []byte {
+	return append(append([]byte(nil), "mfrontier\x00"...), stream...)
 }
 
 func timePrefix(stream string) []byte { return append(append([]byte{tTime}, stream...), 0) }

@@ -83,6 +83,10 @@ type Store struct {
 	// deferred holds the writes of the group being written to each table
 	// but the objects', by key prefix (writeTx.join). Guarded by writeMu.
 	deferred [256]deferred
+	// frontiers are the streams' latest record times (frontierKey), as
+	// committed, for the streams appended to since Open. Guarded by
+	// writeMu.
+	frontiers map[string]int64
 
 	// syncs carries the groups the writer applied to syncLoop, which
 	// closes writerDone once syncs is closed and drained.

@@ -412,13 +412,22 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 		return 0, fmt.Errorf("compact records: %w", err)
 	}
 	n, err := s.compactWith(func(w *pebble.Batch, snap *pebble.Snapshot) (int, error) {
-		n := 0
+		deleted := map[int64]bool{}
+		del := func(seq int64, terms []string) {
+			for _, t := range backend.Dedupe(terms) {
+				_ = w.Delete(termKey(stream, t, seq), nil)
+			}
+			_ = w.Delete(recordKey(stream, seq), nil)
+			deleted[seq] = true
+		}
+		cutoff := before.UnixNano()
+		// The records in the time index (late ones, and every record of a
+		// store written before frontiers), wherever they are.
 		prefix := timePrefix(stream)
-		upper := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), ordered(before.UnixNano()))
+		upper := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), ordered(cutoff))
 		err := scan(snap, prefix, upper, false, func(k, _ []byte) (bool, error) {
 			seq := int64(binary.BigEndian.Uint64(k[len(k)-8:]))
-			rk := recordKey(stream, seq)
-			v, c, err := snap.Get(rk)
+			v, c, err := snap.Get(recordKey(stream, seq))
 			if err != nil {
 				return false, dbErr(fmt.Errorf("time index names record %d: %w", seq, err))
 			}
@@ -427,15 +436,32 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 			if err != nil {
 				return false, fmt.Errorf("record %d: %w", seq, err)
 			}
-			for _, t := range backend.Dedupe(terms) {
-				_ = w.Delete(termKey(stream, t, seq), nil)
-			}
-			_ = w.Delete(rk, nil)
+			del(seq, terms)
 			_ = w.Delete(k, nil)
-			n++
 			return true, ctx.Err()
 		})
-		return n, err
+		if err != nil {
+			return 0, err
+		}
+		// The others are in time order by sequence number: from the
+		// start of the stream up to the first record at or after before.
+		// Any record after it that is older was late, so indexed above.
+		rp := recordPrefix(stream)
+		err = scan(snap, rp, prefixEnd(rp), false, func(k, v []byte) (bool, error) {
+			seq := int64(binary.BigEndian.Uint64(k[len(k)-8:]))
+			at, terms, _, err := decodeRecord(v)
+			if err != nil {
+				return false, fmt.Errorf("record %d: %w", seq, err)
+			}
+			if at.UnixNano() >= cutoff {
+				return false, nil
+			}
+			if !deleted[seq] {
+				del(seq, terms)
+			}
+			return true, ctx.Err()
+		})
+		return len(deleted), err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("compact records of %q: %w", stream, err)

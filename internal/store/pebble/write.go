@@ -3,8 +3,10 @@ package pebble
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,7 +209,9 @@ type writeTx struct {
 	// database: nil for a deleted lease.
 	rows   map[string]*row
 	leases map[string][]byte
-	events []backend.RecentEvent
+	// frontiers are the streams' record times this group moved forward.
+	frontiers map[string]int64
+	events    []backend.RecentEvent
 	// objects reads the rows of writes that expect one (updates, status
 	// writes, deletions), opened at the first: a group's keys mostly come
 	// in order (a controller's pass over the cache), and seeking forward
@@ -341,6 +345,9 @@ func (s *Store) writeGroup(group []*backend.Request) *applied {
 	if w.records > s.records {
 		w.set(metaRecords, u64(uint64(w.records)))
 	}
+	for stream, at := range w.frontiers {
+		w.set(frontierKey(stream), u64(ordered(at)))
+	}
 	if w.revision > s.revision {
 		w.set(metaRevision, u64(uint64(w.revision)))
 	}
@@ -354,6 +361,9 @@ func (s *Store) writeGroup(group []*backend.Request) *applied {
 	}
 	p.b, p.events, p.revision = w.b, w.events, w.revision
 	s.revision, s.records = w.revision, w.records
+	for stream, at := range w.frontiers {
+		s.frontiers[stream] = at
+	}
 	return p
 }
 
@@ -551,8 +561,76 @@ func (w *writeTx) appendRecord(op store.Op) (store.Result, error) {
 		w.key = appendTermKey(w.key[:0], r.Stream, t, seq)
 		w.set(w.key, nil)
 	}
-	w.key = appendTimeKey(w.key[:0], r.Stream, at, seq)
-	w.set(w.key, nil)
+	// A record in time order needs no time key (frontierKey): nearly
+	// every record is stamped by the store's clock, and the key was one
+	// of the eight a zone wrote for each service it names.
+	front, err := w.frontier(r.Stream)
+	if err != nil {
+		return store.Result{}, err
+	}
+	if at < front {
+		w.key = appendTimeKey(w.key[:0], r.Stream, at, seq)
+		w.set(w.key, nil)
+	} else if at > front {
+		if w.frontiers == nil {
+			w.frontiers = map[string]int64{}
+		}
+		w.frontiers[r.Stream] = at
+	}
 	w.records = seq
 	return store.Result{}, nil
+}
+
+// frontier returns the latest time of a record of stream, as this group
+// left it (math.MinInt64 when it has none).
+func (w *writeTx) frontier(stream string) (int64, error) {
+	if at, ok := w.frontiers[stream]; ok {
+		return at, nil
+	}
+	if at, ok := w.s.frontiers[stream]; ok {
+		return at, nil
+	}
+	at, err := w.s.loadFrontier(stream)
+	if err != nil {
+		return 0, err
+	}
+	if w.s.frontiers == nil {
+		w.s.frontiers = map[string]int64{}
+	}
+	w.s.frontiers[stream] = at
+	return at, nil
+}
+
+// loadFrontier reads the frontier of stream; without one (a store written
+// before it existed, which indexed every record by time, or a stream
+// without records), the latest time in the stream's time index.
+func (s *Store) loadFrontier(stream string) (int64, error) {
+	v, c, err := s.db.Get(frontierKey(stream))
+	if err == nil {
+		defer c.Close()
+		if len(v) != 8 {
+			return 0, dbErr(fmt.Errorf("frontier of %q: %d bytes, want 8", stream, len(v)))
+		}
+		return unordered(binary.BigEndian.Uint64(v)), nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return 0, dbErr(fmt.Errorf("frontier of %q: %w", stream, err))
+	}
+	prefix := timePrefix(stream)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return 0, dbErr(fmt.Errorf("frontier of %q: %w", stream, err))
+	}
+	defer it.Close()
+	if !it.Last() {
+		if err := it.Error(); err != nil {
+			return 0, dbErr(fmt.Errorf("frontier of %q: %w", stream, err))
+		}
+		return math.MinInt64, nil
+	}
+	k := it.Key()
+	if len(k) != len(prefix)+16 {
+		return 0, dbErr(fmt.Errorf("frontier of %q: bad time key %q", stream, k))
+	}
+	return unordered(binary.BigEndian.Uint64(k[len(prefix):])), nil
 }

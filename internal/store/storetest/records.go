@@ -315,6 +315,55 @@ func testCompactRecords(t *testing.T, e *env) {
 	}
 }
 
+// testCompactRecordsOutOfOrder compacts records whose times are not in
+// the order of their sequence numbers: times given by their writers, and
+// the store's clock set back, on both sides of a reopen.
+func testCompactRecordsOutOfOrder(t *testing.T, e *env) {
+	start := e.clock.Now()
+	at := func(h int) time.Time { return start.Add(time.Duration(h) * time.Hour) }
+	add := func(name string, when time.Time) {
+		e.applyOK(t, appendRecord(store.Record{Stream: "audit", Time: when, Terms: []string{"n=" + name, "all"}}))
+	}
+	e.clock.Advance(5 * time.Hour)
+	add("clock5", time.Time{}) // the store's clock
+	add("given1", at(1))
+	e.clock.Advance(time.Hour)
+	add("clock6", time.Time{})
+	add("given2", at(2))
+	if err := e.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.s = e.reopen()
+	r := e.recorder(t)
+	add("given0", at(0))
+	e.clock.Advance(-3 * time.Hour) // set back
+	add("clock3", time.Time{})
+	e.clock.Advance(4 * time.Hour)
+	add("clock7", time.Time{})
+	n, err := r.CompactRecords(e.ctx, "audit", at(4))
+	if err != nil || n != 4 {
+		t.Fatalf("CompactRecords before hour 4 = %d, %v; want 4", n, err)
+	}
+	var names []string
+	for _, rec := range e.records(t, store.RecordQuery{Stream: "audit", Terms: []string{"all"}}) {
+		names = append(names, rec.Terms[0])
+	}
+	if diff := cmp.Diff([]string{"n=clock5", "n=clock6", "n=clock7"}, names); diff != "" {
+		t.Errorf("audit after compaction (-want +got):\n%s", diff)
+	}
+	for _, gone := range []string{"given0", "given1", "given2", "clock3"} {
+		if got := e.records(t, store.RecordQuery{Stream: "audit", Terms: []string{"n=" + gone}}); len(got) != 0 {
+			t.Errorf("compacted record %s is still found by its term", gone)
+		}
+	}
+	if n, err := r.CompactRecords(e.ctx, "audit", at(4)); err != nil || n != 0 {
+		t.Errorf("second CompactRecords = %d, %v; want 0", n, err)
+	}
+	if n, err := r.CompactRecords(e.ctx, "audit", at(8)); err != nil || n != 3 {
+		t.Errorf("CompactRecords before hour 8 = %d, %v; want 3", n, err)
+	}
+}
+
 func testRecordsSurviveReopen(t *testing.T, e *env) {
 	e.recorder(t)
 	e.applyOK(t, appendRecord(store.Record{Stream: "audit", Terms: []string{"a"}, Data: []byte("1")}),

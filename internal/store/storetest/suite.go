@@ -70,6 +70,7 @@ func RunExcept(t *testing.T, open Opener, skip map[string]string) {
 		{"ConcurrentRecords", testConcurrentRecords},
 		{"ManyRecordsInOneApply", testManyRecordsInOneApply},
 		{"CompactRecords", testCompactRecords},
+		{"CompactRecordsOutOfOrder", testCompactRecordsOutOfOrder},
 		{"RecordsSurviveReopen", testRecordsSurviveReopen},
 		{"Fence", testFence},
 		{"FenceRejectsOnlyItsBatch", testFenceRejectsOnlyItsBatch},
