@@ -29,12 +29,12 @@ import (
 // Stream is the record stream of the history.
 const Stream = "history"
 
-// Term prefixes: an event can be found by its VIP, its hostname and its
-// service.
+// Term prefixes: an event is found by its VIP or its hostname (Find).
+// Records written before 2026-11-29 also carry "service=" terms, which
+// nothing asks for: a key a record for no reader.
 const (
 	TermVIP      = "vip="
 	TermHostname = "hostname="
-	TermService  = "service="
 )
 
 // Op returns the store operation that appends e; dependsOn names the ops
@@ -66,14 +66,7 @@ func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
 	if len(events) == 0 {
 		return store.Op{}, false, nil
 	}
-	// A record's events are nearly always one service's (a status
-	// write's): its service term is built once.
-	ts := make([]string, 0, 2*len(events)+1)
-	var svc struct {
-		kind       resource.Kind
-		mesh, name string
-		term       string
-	}
+	ts := make([]string, 0, len(events))
 	var at time.Time
 	oneService := true
 	for i := range events {
@@ -83,10 +76,6 @@ func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
 		if err := check(*e); err != nil {
 			return store.Op{}, false, fmt.Errorf("history event of %s: %w", service(e.Kind, e.Mesh, e.Name), err)
 		}
-		if svc.term == "" || svc.kind != e.Kind || svc.mesh != e.Mesh || svc.name != e.Name {
-			svc.kind, svc.mesh, svc.name = e.Kind, e.Mesh, e.Name
-			svc.term = term(TermService + service(e.Kind, e.Mesh, e.Name))
-		}
 		oneService = oneService && e.Zone == events[0].Zone && e.Mesh == events[0].Mesh && e.Kind == events[0].Kind && e.Name == events[0].Name
 		if e.VIP != "" {
 			ts = addTerm(ts, term(TermVIP+e.VIP))
@@ -94,7 +83,6 @@ func Ops(events []api.HistoryEvent, dependsOn ...int) (store.Op, bool, error) {
 		if e.Hostname != "" {
 			ts = addTerm(ts, term(TermHostname+e.Hostname))
 		}
-		ts = addTerm(ts, svc.term)
 		at = e.Time
 	}
 	data := make([]byte, 0, 128+96*len(events))

@@ -243,6 +243,11 @@ func TestOps_OneRecordPerWrite(t *testing.T) {
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("records %d, %v; want one for both events", len(recs), err)
 	}
+	// The terms Find asks by, and no other: a term is a key in the
+	// store for every record.
+	if diff := cmp.Diff([]string{"hostname=redis.svc.mesh.local", "vip=241.0.0.9"}, recs[0].Terms); diff != "" {
+		t.Errorf("the record's terms (-want +got):\n%s", diff)
+	}
 	for _, q := range []struct {
 		query history.Query
 		want  string

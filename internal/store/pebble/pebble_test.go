@@ -185,7 +185,7 @@ func BenchmarkApplyNamingBatches(b *testing.B) {
 						Addresses: []resource.Address{{Hostname: name + ".svc.east.mesh.local", Status: resource.AddressAvailable}}}}},
 				store.Op{Type: store.OpPutLease, DependsOn: []int{at}, Lease: &store.Lease{Name: "vip/" + ip, Value: []byte(`{"owner":"MeshService/default/` + name + `"}`)}},
 				store.Op{Type: store.OpAppendRecord, DependsOn: []int{at}, Record: &store.Record{Stream: "history",
-					Terms: []string{"vip=" + ip, "hostname=" + name + ".svc.east.mesh.local", "service=MeshService/default/" + name},
+					Terms: []string{"vip=" + ip, "hostname=" + name + ".svc.east.mesh.local"},
 					Data:  []byte(`[{"seq":0,"time":"0001-01-01T00:00:00Z","zone":"west","mesh":"default","kind":"MeshService","name":"` + name + `","event":"assigned"}]`)}})
 		}
 		rs, err := s.Apply(ctx, ops...)
