@@ -298,26 +298,14 @@ type condCore struct {
 	reconcile.Base
 	cond  string
 	value func() string
-	mu    sync.Mutex
-	dirty []resource.Key
+	dirtyKeys
 }
 
 func (c *condCore) Name() string { return c.cond }
 
-func (c *condCore) Dirty() []resource.Key {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	d := c.dirty
-	c.dirty = nil
-	return d
-}
+func (c *condCore) Dirty() []resource.Key { return c.take() }
 
-func (c *condCore) Owns(k resource.Kind) store.StatusPatch {
-	if k == resource.MeshService {
-		return store.StatusPatch{Conditions: []string{c.cond}}
-	}
-	return store.StatusPatch{}
-}
+func (c *condCore) Owns(k resource.Kind) store.StatusPatch { return ownsCondition(k, c.cond) }
 
 func (c *condCore) Decide(_ *resource.Object, st resource.Status) []store.Op {
 	c.mu.Lock()

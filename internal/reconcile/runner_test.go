@@ -23,12 +23,11 @@ type labelCore struct {
 	reconcile.Base
 	cond, label string
 
-	mu       sync.Mutex
-	values   map[resource.Key]string
-	dirty    []resource.Key
-	decided  int
-	starts   int
-	observed map[resource.Key]int
+	dirtyKeys // its mu guards the fields below too
+	values    map[resource.Key]string
+	decided   int
+	starts    int
+	observed  map[resource.Key]int
 }
 
 func newLabelCore(cond, label string) *labelCore {
@@ -58,17 +57,31 @@ func (c *labelCore) Observe(k resource.Key, obj *resource.Object) {
 	c.dirty = append(c.dirty, k)
 }
 
-func (c *labelCore) Dirty() []resource.Key {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	d := c.dirty
-	c.dirty = nil
-	return d
+func (c *labelCore) Dirty() []resource.Key { return c.take() }
+
+func (c *labelCore) Owns(k resource.Kind) store.StatusPatch { return ownsCondition(k, c.cond) }
+
+// dirtyKeys is the lock and the services marked dirty that the test
+// cores share.
+type dirtyKeys struct {
+	mu    sync.Mutex
+	dirty []resource.Key
 }
 
-func (c *labelCore) Owns(k resource.Kind) store.StatusPatch {
+// take returns the services marked dirty and forgets them.
+func (d *dirtyKeys) take() []resource.Key {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := d.dirty
+	d.dirty = nil
+	return out
+}
+
+// ownsCondition is the Owns of a core that owns the condition cond of
+// MeshServices.
+func ownsCondition(k resource.Kind, cond string) store.StatusPatch {
 	if k == resource.MeshService {
-		return store.StatusPatch{Conditions: []string{c.cond}}
+		return store.StatusPatch{Conditions: []string{cond}}
 	}
 	return store.StatusPatch{}
 }
