@@ -173,12 +173,17 @@ func (e *shardEdit[K, V]) getHashed(k K, h uint64) (V, bool) {
 	return v, ok
 }
 
-func (e *shardEdit[K, V]) Set(k K, v V) {
-	s := e.own(e.shard(k))
-	if _, had := s[k]; !had {
+func (e *shardEdit[K, V]) Set(k K, v V) { e.setHashed(k, e.hash(k), v) }
+
+// setHashed is Set with the hash of k; it returns k's previous value.
+func (e *shardEdit[K, V]) setHashed(k K, h uint64, v V) (V, bool) {
+	s := e.own(int(h & uint64(e.shards-1)))
+	old, had := s[k]
+	if !had {
 		e.n++
 	}
 	s[k] = v
+	return old, had
 }
 
 func (e *shardEdit[K, V]) Delete(k K) {
@@ -304,7 +309,7 @@ func (c cowMap[K, V]) All() iter.Seq2[K, V] {
 // would outgrow at once, every key would be written twice.
 func (c cowMap[K, V]) edit() *cowEdit[K, V] {
 	if c.n == 0 && c.delta.Len() == 0 {
-		return &cowEdit[K, V]{direct: c.base.edit()}
+		return &cowEdit[K, V]{base: c.base, direct: c.base.edit()} // base for its hash
 	}
 	return &cowEdit[K, V]{base: c.base, delta: c.delta.edit(), n: c.n}
 }
@@ -319,26 +324,33 @@ type cowEdit[K comparable, V any] struct {
 	direct *shardEdit[K, V]
 }
 
-func (e *cowEdit[K, V]) Get(k K) (V, bool) {
-	if e.direct != nil {
-		return e.direct.Get(k)
-	}
+func (e *cowEdit[K, V]) Get(k K) (V, bool) { return e.getHashed(k, e.base.hash(k)) }
+
+func (e *cowEdit[K, V]) Set(k K, v V) { e.Put(k, v) }
+
+// Put sets k to v and returns k's previous value, hashing k once.
+func (e *cowEdit[K, V]) Put(k K, v V) (V, bool) {
 	h := e.base.hash(k)
+	if e.direct != nil {
+		return e.direct.setHashed(k, h, v)
+	}
+	old, had := e.getHashed(k, h)
+	if !had {
+		e.n++
+	}
+	e.delta.setHashed(k, h, slot[V]{v: v})
+	return old, had
+}
+
+// getHashed is Get with the hash of k.
+func (e *cowEdit[K, V]) getHashed(k K, h uint64) (V, bool) {
+	if e.direct != nil {
+		return e.direct.getHashed(k, h)
+	}
 	if s, ok := e.delta.getHashed(k, h); ok {
 		return s.v, !s.deleted
 	}
 	return e.base.getHashed(k, h)
-}
-
-func (e *cowEdit[K, V]) Set(k K, v V) {
-	if e.direct != nil {
-		e.direct.Set(k, v)
-		return
-	}
-	if _, had := e.Get(k); !had {
-		e.n++
-	}
-	e.delta.Set(k, slot[V]{v: v})
 }
 
 func (e *cowEdit[K, V]) Delete(k K) {

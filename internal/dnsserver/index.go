@@ -300,7 +300,13 @@ type meshIndex struct {
 	// holds, in service order; the view's ptr gives an address's only
 	// holder.
 	sharedVIPs map[netip.Addr][]*ServiceNames
-	// children counts the answered names below each name.
+	// children counts, for each name, the names directly below it that
+	// are live: answered, or with a live name below them. A name is a
+	// parent (in the view) when it has any and is not answered itself.
+	// Counting only direct children, a new name walks up only until an
+	// ancestor that was live already (one step for nearly every name,
+	// where counting every answered name below each ancestor walked to
+	// the top).
 	children map[string]int
 	view     *View
 }
@@ -347,7 +353,10 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 		}
 		return ss
 	}
-	touched := make(map[resource.Key]struct{}, len(changes))
+	// touched are the services whose first answered name may have
+	// changed: a set of pointers, cheaper to hash than keys. It may hold
+	// a service being replaced; every address of one is in revs already.
+	touched := make(map[*ServiceNames]struct{}, len(changes))
 	for key, next := range changes {
 		if old := ix.svcs[key]; old != nil {
 			for _, n := range old.Names {
@@ -358,7 +367,6 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 			}
 			delete(ix.svcs, key)
 		}
-		touched[key] = struct{}{}
 		if next == nil || len(next.Refused) == 0 {
 			if _, had := ed.refused.Get(key); had {
 				ed.refused.Delete(key)
@@ -370,6 +378,7 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 			continue
 		}
 		ix.svcs[key] = next
+		touched[next] = struct{}{}
 		for i, n := range next.Names {
 			c := claim{next, i}
 			cs := claimsOf(n.Name)
@@ -383,20 +392,20 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 		}
 	}
 	for name, cs := range names {
+		// Only a name contested before or now can have rejections.
+		_, was := ix.contested[name]
 		if len(cs) > 1 {
 			ix.contested[name] = slices.Clip(cs)
-		} else {
+		} else if was {
 			delete(ix.contested, name)
 		}
-		ix.resolve(ed, name, cs, touched)
+		ix.resolve(ed, name, cs, was || len(cs) > 1, touched)
 	}
 	// A service that won or lost a name may have a new first name.
-	for key := range touched {
-		if s := ix.svcs[key]; s != nil {
-			for _, rev := range distinct(s.VIPs) {
-				if _, ok := revs[rev]; !ok {
-					revs[rev] = holdersOf(rev)
-				}
+	for s := range touched {
+		for _, rev := range distinct(s.VIPs) {
+			if _, ok := revs[rev]; !ok {
+				revs[rev] = holdersOf(rev)
 			}
 		}
 	}
@@ -414,28 +423,40 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 
 // resolve publishes the winner of name among its claims cs (or removes
 // the name) with its SRV names and rejections, and adds the previous and
-// new winners to touched.
-func (ix *meshIndex) resolve(ed *viewEdit, name string, cs []claim, touched map[resource.Key]struct{}) {
-	cur, had := ed.names.Get(name)
+// new winners to touched. contested says whether the name had more than
+// one claim before or has now: only then can it have rejections.
+func (ix *meshIndex) resolve(ed *viewEdit, name string, cs []claim, contested bool, touched map[*ServiceNames]struct{}) {
+	var cur claim
+	var had bool
+	if len(cs) == 0 {
+		if cur, had = ed.names.Get(name); had {
+			ed.names.Delete(name)
+		}
+	} else {
+		cur, had = ed.names.Put(name, cs[0])
+	}
 	if had {
-		touched[cur.svc.Key] = struct{}{}
+		touched[cur.svc] = struct{}{}
 		ed.srv -= len(srvPorts(cur.name().Ports))
 	}
 	if len(cs) == 0 {
-		ed.rejected.Delete(name)
+		if contested {
+			ed.rejected.Delete(name)
+		}
 		if had {
-			ed.names.Delete(name)
 			ix.unpublished(ed, name)
 		}
 		return
 	}
 	w := cs[0]
 	wn := w.name()
-	touched[w.svc.Key] = struct{}{}
-	ed.names.Set(name, w)
+	touched[w.svc] = struct{}{}
 	ed.srv += len(srvPorts(wn.Ports))
 	if !had {
 		ix.published(ed, name)
+	}
+	if !contested {
+		return
 	}
 	var rej []Rejection
 	for _, c := range cs[1:] {
@@ -453,35 +474,44 @@ func (ix *meshIndex) resolve(ed *viewEdit, name string, cs []claim, touched map[
 	}
 }
 
-// published counts a new answered name in its ancestors.
+// published records that name is answered now (ed.names holds it): a
+// parent no longer, and live in its ancestors if it was not.
 func (ix *meshIndex) published(ed *viewEdit, name string) {
-	ix.updateParent(ed, name)
+	if ix.children[name] > 0 {
+		ed.parents.Delete(name) // live already, as a parent
+		return
+	}
 	for p := parent(name); p != ""; p = parent(p) {
-		ix.children[p]++
-		if ix.children[p] == 1 {
-			ix.updateParent(ed, p)
+		n := ix.children[p] + 1
+		ix.children[p] = n
+		if n > 1 {
+			return // p was live, with another live child
 		}
+		if _, answered := ed.names.Get(p); answered {
+			return // p was live, answered
+		}
+		ed.parents.Set(p, struct{}{}) // p is live now, as a parent
 	}
 }
 
-// unpublished forgets a removed answered name in its ancestors.
+// unpublished records that name is no longer answered (ed.names does not
+// hold it): a parent if it has live children, else no longer live in its
+// ancestors.
 func (ix *meshIndex) unpublished(ed *viewEdit, name string) {
-	ix.updateParent(ed, name)
-	for p := parent(name); p != ""; p = parent(p) {
-		ix.children[p]--
-		if ix.children[p] == 0 {
-			delete(ix.children, p)
-			ix.updateParent(ed, p)
-		}
+	if ix.children[name] > 0 {
+		ed.parents.Set(name, struct{}{}) // live still, as a parent
+		return
 	}
-}
-
-func (ix *meshIndex) updateParent(ed *viewEdit, name string) {
-	_, isName := ed.names.Get(name)
-	if ix.children[name] > 0 && !isName {
-		ed.parents.Set(name, struct{}{})
-	} else {
-		ed.parents.Delete(name)
+	for p := parent(name); p != ""; p = parent(p) {
+		if n := ix.children[p] - 1; n > 0 {
+			ix.children[p] = n
+			return // p is live still, with another live child
+		}
+		delete(ix.children, p)
+		if _, answered := ed.names.Get(p); answered {
+			return // p is live still, answered
+		}
+		ed.parents.Delete(p) // p is no longer live
 	}
 }
 

@@ -98,7 +98,7 @@ func referenceView(svcs []ServiceNames) refView {
 
 // randomService draws a service whose names collide often with others':
 // few hostnames, shared service tags, aliases equal to hostnames, ports,
-// shared VIPs now and then.
+// shared VIPs now and then, names that others are below.
 func randomService(r *rand.Rand, i int) ServiceNames {
 	key := resource.Key{Kind: []resource.Kind{resource.MeshService, resource.MeshExternalService}[r.IntN(2)], Mesh: "m", Name: fmt.Sprintf("s%d", i)}
 	s := ServiceNames{Key: key, Created: int64(r.IntN(5)) * 1e9}
@@ -109,8 +109,12 @@ func randomService(r *rand.Rand, i int) ServiceNames {
 	}
 	sources := []string{SourceHostname, SourceInternalVIP, SourceServiceTag, SourceAlias}
 	for range 1 + r.IntN(4) {
+		name := fmt.Sprintf("%s.%s.mesh.", []string{"a", "b", "c", "d", "e", "f"}[r.IntN(6)], []string{"svc", "ns1", "x.y"}[r.IntN(3)])
+		if r.IntN(5) == 0 {
+			name = parent(name) // a name that is the parent of others: answered, with answered names below
+		}
 		n := Name{
-			Name:   fmt.Sprintf("%s.%s.mesh.", []string{"a", "b", "c", "d", "e", "f"}[r.IntN(6)], []string{"svc", "ns1", "x.y"}[r.IntN(3)]),
+			Name:   name,
 			Source: sources[r.IntN(len(sources))],
 			Addrs:  s.VIPs,
 		}
@@ -166,6 +170,18 @@ func TestMeshIndex_MatchesReference(t *testing.T) {
 		}
 		for i, s := range old {
 			compareView(t, fmt.Sprintf("seed %d: published view %d later", seed, i), s.v, s.want)
+		}
+		// With every service gone, the index keeps nothing: a count left
+		// over would keep a name a parent for good.
+		gone := map[resource.Key]*ServiceNames{}
+		for k := range live {
+			gone[k] = nil
+		}
+		v := ix.apply(gone)
+		compareView(t, fmt.Sprintf("seed %d: all deleted", seed), v, referenceView(nil))
+		if len(ix.svcs)+len(ix.contested)+len(ix.sharedVIPs)+len(ix.children) != 0 {
+			t.Errorf("seed %d: all deleted, the index keeps %d services, %d contested names, %d shared VIPs, counts %v",
+				seed, len(ix.svcs), len(ix.contested), len(ix.sharedVIPs), ix.children)
 		}
 		if t.Failed() {
 			return
