@@ -11,7 +11,7 @@ import (
 // TestCowMap_EditsLeaveEarlierVersionsAlone checks a cowMap against a plain
 // map through many edits that grow it past several reshardings and shrink
 // it again: each version keeps exactly the keys it had when it was made,
-// whatever the edits after it did.
+// whatever the edits after it did, and Put returns what a key held.
 func TestCowMap_EditsLeaveEarlierVersionsAlone(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	type version struct {
@@ -28,7 +28,12 @@ func TestCowMap_EditsLeaveEarlierVersionsAlone(t *testing.T) {
 		for range n {
 			k := fmt.Sprintf("k%d", rng.IntN(30000))
 			if round < 40 || rng.IntN(4) == 0 {
-				ed.Set(k, round)
+				// Put returns what the key held before (the first round's
+				// edit is of an empty map: its base directly).
+				before, had := model[k]
+				if prev, ok := ed.Put(k, round); prev != before || ok != had {
+					t.Fatalf("round %d: Put(%s) returned %d, %v; it held %d, %v", round, k, prev, ok, before, had)
+				}
 				model[k] = round
 			} else {
 				ed.Delete(k)
