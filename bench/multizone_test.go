@@ -146,10 +146,11 @@ const syncStall = time.Minute
 // sync takes tens of seconds, so a quarter second is within its noise.
 const syncPoll = 250 * time.Millisecond
 
-// waitSynced waits until every zone's cache holds want MeshServices. A
-// sync where no zone's count moves for syncStall fails the benchmark with
-// every zone's count and the global's insight of it (and the processes'
-// logs, printed at cleanup), rather than waiting for the test's timeout.
+// waitSynced waits until the cache of every process of procs holds want
+// MeshServices. A sync where no count moves for syncStall fails the
+// benchmark with every count and the global's insight of every zone of
+// zones (and the processes' logs, printed at cleanup), rather than
+// waiting for the test's timeout.
 func waitSynced(b *testing.B, c *http.Client, global string, zones []string, procs []*serverProc, want float64) {
 	b.Helper()
 	counts := make([]float64, len(procs))
@@ -172,9 +173,12 @@ func waitSynced(b *testing.B, c *http.Client, global string, zones []string, pro
 		}
 		if time.Since(moved) > syncStall {
 			var report strings.Builder
-			for i, z := range zones {
+			for i, p := range procs {
+				fmt.Fprintf(&report, "\n%s: %.0f of %.0f MeshServices", p.api, counts[i], want)
+			}
+			for _, z := range zones {
 				in, _ := json.Marshal(zoneInsight(b, c, global, z))
-				fmt.Fprintf(&report, "\n%s: %.0f of %.0f MeshServices; global's insight: %s", z, counts[i], want, in)
+				fmt.Fprintf(&report, "\nthe global's insight of %s: %s", z, in)
 			}
 			b.Fatalf("initial sync stalled: no zone's count moved for %s%s", syncStall, report.String())
 		}
