@@ -18,14 +18,16 @@ import (
 // (default 10,000), sync; then the feeders stop. Each iteration then
 // starts zone "r" on a new data directory seeded with as many services of
 // its own, as a zone restored from nothing, and stops it once its cache
-// holds its own and every feeder's services. It reports per iteration:
+// holds its own and every feeder's services. It reports, as the mean of
+// the iterations:
 //
 //   - receive-s: from starting zone r to that;
 //   - zone-cpu-s: zone r's CPU time (user and system) by then, and
 //     zone-cpu-us/service the same per service it holds (its own are
 //     named, the others received and named);
 //   - global-cpu-s: the global's CPU time meanwhile;
-//   - zone-peak-rss-MiB: zone r's peak resident memory.
+//
+// and zone-peak-rss-MiB, the most resident memory of any iteration's zone.
 //
 // MESHNAMES_BENCH_PROFILE_DIR=DIR writes zone r's CPU and allocation
 // profiles of each iteration there (zone-receive-N.cpu, .alloc).
