@@ -11,22 +11,15 @@
 // and record the figures in docs/performance.md.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { freePort } from './ports.mjs';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 const binary = process.env.MESHNAMES_BIN || path.join(here, 'out', 'meshnames');
 const n = Number(process.argv[2] || 100000);
 const runs = 5;
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
-  });
-}
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'meshnames-firstpaint-'));
 const api = `http://127.0.0.1:${await freePort()}`;

@@ -9,10 +9,10 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { freePort } from './ports.mjs';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 const out = path.join(here, 'out');
@@ -25,17 +25,6 @@ let context; // the browser context
 let profile; // its profile directory
 let page;
 const consoleErrors = [];
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function waitFor(what, fn, timeoutMs = 15000) {
   const deadline = Date.now() + timeoutMs;
