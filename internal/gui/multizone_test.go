@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,17 +18,20 @@ import (
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/client"
 	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/porttest"
 	"github.com/meshnames/meshnames/internal/server/servertest"
 )
 
+// freeAddr returns a loopback address for the global's sync listener,
+// which the test must know before the global starts (porttest.Free: a port
+// no other server of this process was given).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := porttest.Free()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 }
 
 // when formats a time as the GUI does.
