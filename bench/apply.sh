@@ -49,12 +49,31 @@ spec:
     appProtocol: grpc""")
 PY
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_ports prints two different loopback ports, each free for TCP and UDP
+# a moment ago, drawn below Linux's ephemeral range as internal/porttest
+# does (two port-0 picks in a row can be the same port).
+free_ports() {
+  python3 - <<'PY'
+import random, socket
+ports = []
+while len(ports) < 2:
+    p = random.randrange(20000, 32000)
+    if p in ports:
+        continue
+    try:
+        for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+            s = socket.socket(socket.AF_INET, kind); s.bind(("127.0.0.1", p)); s.close()
+    except OSError:
+        continue
+    ports.append(p)
+print(*ports)
+PY
+}
 
 run() {
   local name=$1; shift
-  local port; port=$(free_port)
-  "$bin" serve --api-addr "127.0.0.1:$port" --dns-addr "127.0.0.1:$(free_port)" "$@" > "$work/$name.log" 2>&1 &
+  local port dns; read -r port dns < <(free_ports)
+  "$bin" serve --api-addr "127.0.0.1:$port" --dns-addr "127.0.0.1:$dns" "$@" > "$work/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 300); do
     curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break

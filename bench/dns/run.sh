@@ -84,19 +84,32 @@ for t in seed check baremap; do go build -tags dnsbench -o "$bin/$t" "./bench/dn
 log "building CoreDNS $COREDNS_VERSION from the module proxy"
 (cd "$work" && GOBIN="$bin" GOFLAGS= go install "github.com/coredns/coredns@$COREDNS_VERSION")
 
-# free_port prints a loopback port free for both TCP and UDP a moment ago.
+# free_port VAR sets VAR to a loopback port free for both TCP and UDP a
+# moment ago, drawn below Linux's ephemeral range as internal/porttest
+# does, and not one it gave before in this run (the ports are all picked
+# before the servers start, and two port-0 picks in a row can be the same
+# port). It sets a variable rather than printing, so that it runs in this
+# shell and remembers what it gave.
+given_ports=" "
 free_port() {
-  python3 - <<'PY'
-import socket
+  local p
+  while :; do
+    p=$(python3 - <<'PY'
+import random, socket
 while True:
-    t = socket.socket(); t.bind(("127.0.0.1", 0)); p = t.getsockname()[1]
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    p = random.randrange(20000, 32000)
     try:
-        u.bind(("127.0.0.1", p))
+        for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+            s = socket.socket(socket.AF_INET, kind); s.bind(("127.0.0.1", p)); s.close()
     except OSError:
-        t.close(); continue
-    t.close(); u.close(); print(p); break
+        continue
+    print(p); break
 PY
+)
+    case "$given_ports" in *" $p "*) continue ;; esac
+    given_ports+="$p "
+    printf -v "$1" '%s' "$p"; return
+  done
 }
 
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
@@ -130,9 +143,10 @@ for N in "${sizes[@]}"; do
   [ "$SKIP_HOSTS" = 1 ] || servers+=(coredns-hosts)
   servers+=(baremap)
   declare -A port=()
-  for s in "${servers[@]}"; do port[$s]=$(free_port); done
+  for s in "${servers[@]}"; do free_port "port[$s]"; done
+  free_port api_port
 
-  start meshnames "$bin/meshnames" serve --data-dir "$d/data" --api-addr "127.0.0.1:$(free_port)" \
+  start meshnames "$bin/meshnames" serve --data-dir "$d/data" --api-addr "127.0.0.1:$api_port" \
     --dns-addr "127.0.0.1:${port[meshnames]}" --skip-default-generators --log-level warn
   printf 'mesh.local:%s {\n    file %s mesh.local\n}\n' "${port[coredns-file]}" "$d/mesh.local.zone" > "$d/Corefile.file"
   start coredns-file "$bin/coredns" -conf "$d/Corefile.file"
