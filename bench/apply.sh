@@ -49,30 +49,9 @@ spec:
     appProtocol: grpc""")
 PY
 
-# free_ports prints two different loopback ports, each free for TCP and UDP
-# a moment ago, drawn below Linux's ephemeral range as internal/porttest
-# does (two port-0 picks in a row can be the same port).
-free_ports() {
-  python3 - <<'PY'
-import random, socket
-ports = []
-while len(ports) < 2:
-    p = random.randrange(20000, 32000)
-    if p in ports:
-        continue
-    try:
-        for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
-            s = socket.socket(socket.AF_INET, kind); s.bind(("127.0.0.1", p)); s.close()
-    except OSError:
-        continue
-    ports.append(p)
-print(*ports)
-PY
-}
-
 run() {
   local name=$1; shift
-  local port dns; read -r port dns < <(free_ports)
+  local ports port dns; ports=$(python3 bench/freeports.py 2); read -r port dns <<< "$ports"
   "$bin" serve --api-addr "127.0.0.1:$port" --dns-addr "127.0.0.1:$dns" "$@" > "$work/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 300); do

@@ -84,34 +84,6 @@ for t in seed check baremap; do go build -tags dnsbench -o "$bin/$t" "./bench/dn
 log "building CoreDNS $COREDNS_VERSION from the module proxy"
 (cd "$work" && GOBIN="$bin" GOFLAGS= go install "github.com/coredns/coredns@$COREDNS_VERSION")
 
-# free_port VAR sets VAR to a loopback port free for both TCP and UDP a
-# moment ago, drawn below Linux's ephemeral range as internal/porttest
-# does, and not one it gave before in this run (the ports are all picked
-# before the servers start, and two port-0 picks in a row can be the same
-# port). It sets a variable rather than printing, so that it runs in this
-# shell and remembers what it gave.
-given_ports=" "
-free_port() {
-  local p
-  while :; do
-    p=$(python3 - <<'PY'
-import random, socket
-while True:
-    p = random.randrange(20000, 32000)
-    try:
-        for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
-            s = socket.socket(socket.AF_INET, kind); s.bind(("127.0.0.1", p)); s.close()
-    except OSError:
-        continue
-    print(p); break
-PY
-)
-    case "$given_ports" in *" $p "*) continue ;; esac
-    given_ports+="$p "
-    printf -v "$1" '%s' "$p"; return
-  done
-}
-
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # utime+stime, 1/100 s
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -143,8 +115,10 @@ for N in "${sizes[@]}"; do
   [ "$SKIP_HOSTS" = 1 ] || servers+=(coredns-hosts)
   servers+=(baremap)
   declare -A port=()
-  for s in "${servers[@]}"; do free_port "port[$s]"; done
-  free_port api_port
+  free=$(python3 bench/freeports.py $((${#servers[@]} + 1)))
+  read -r -a ports <<< "$free"
+  for i in "${!servers[@]}"; do port[${servers[$i]}]=${ports[$i]}; done
+  api_port=${ports[${#servers[@]}]}
 
   start meshnames "$bin/meshnames" serve --data-dir "$d/data" --api-addr "127.0.0.1:$api_port" \
     --dns-addr "127.0.0.1:${port[meshnames]}" --skip-default-generators --log-level warn
