@@ -101,6 +101,7 @@ admin).`,
 	}
 	root.AddCommand(newServeCmd(env), newConfigCmd(env), newInstallCmd(env))
 	root.AddCommand(clients...)
+	strictTree(root)
 	return root
 }
 
