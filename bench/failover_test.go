@@ -26,10 +26,11 @@ const failoverRuns = 10
 // random point of the leader's renewal period. One iteration is
 // failoverRuns kills; median-s and max-s are over them.
 //
-// The failover time is the rest of the dead leader's lease (the lease
-// duration minus the time since its last renewal, so it varies with where
-// in the renewal period the kill falls), then up to one retry interval,
-// then the new leader's catch-up and controller start.
+// The leader holds an advisory lock on its election session, which
+// PostgreSQL releases when the process dies, so the failover time is up
+// to one retry interval, then the new leader's catch-up and controller
+// start; the rest of the dead leader's lease matters only when the
+// database cannot see that it is gone.
 func BenchmarkFailover(b *testing.B) {
 	for _, lease := range []struct{ duration, renew, retry string }{
 		{"3s", "1s", "250ms"},

@@ -1,8 +1,8 @@
 package bench
 
-// Benchmarks of issue 3 (hostnames) against real `meshnames serve`
-// processes on the embedded store, recorded in docs/performance.md under
-// "Hostnames (issue 3)". Each runs only with -bench: all setup (building
+// Benchmarks of naming (hostnames and VIPs) against real `meshnames serve`
+// processes on the embedded store, recorded in docs/performance.md
+// (Targets, Naming, Memory). Each runs only with -bench: all setup (building
 // the binary, seeding, starting servers) happens inside the benchmark
 // functions, which use b.Loop and so run once per -count.
 //

@@ -1,8 +1,8 @@
 package bench
 
-// Benchmark of issue 6 (MeshServices synthesised from Dataplanes) against a
-// real `meshnames serve` on the embedded store, recorded in
-// docs/performance.md under "Universal mode (issue 6)".
+// Benchmark of MeshServices synthesised from Dataplanes (universal mode)
+// against a real `meshnames serve` on the embedded store, recorded in
+// docs/performance.md under "Naming".
 //
 //	go test -run '^$' -bench DataplanesToServices -benchtime 1x -count 6 -timeout 60m ./bench/
 

@@ -1,9 +1,9 @@
 package bench
 
-// The write-path benchmark of issue 15: the load of the black-box REST
+// The write-path benchmark: the load of the black-box REST
 // benchmark rest-load (which also measured Kuma), run against a real
 // `meshnames serve` from a Go benchmark, recorded in docs/performance.md
-// under "The write path (issue 15)".
+// under "Write path".
 //
 //	go test -run '^$' -bench RestLoad -benchtime 1x -count 3 -timeout 120m ./bench/
 //	go test -run '^$' -bench 'RestLoad/embedded/existing=0' -benchtime 1x ./bench/ -args -restload.profile /tmp/prof

@@ -131,11 +131,10 @@ const maxPlainBytes = 8 * store.MaxObjectBytes
 //
 // The compressor is S2 (Snappy's format with a dictionary and longer
 // matches): a resource is a few hundred bytes that mostly repeat the
-// dictionary, which matches alone capture. zstd, used before, spent most
-// of its time building entropy tables for so little data: it froze a
-// typical MeshService in 7.1-7.7 us into 58 bytes, S2 does it in 1.6 us
-// into 51, and reads it back in 0.1 us instead of 0.5 (BenchmarkFreeze,
-// BenchmarkThaw; docs/performance.md, "2026-11-29, eleventh session").
+// dictionary, which matches alone capture. zstd spends most of its time
+// building entropy tables for so little data: it freezes a typical
+// MeshService in 7.1-7.7 us into 58 bytes, S2 in 1.6 us into 51, and S2
+// reads it back in 0.1 us instead of 0.5 (BenchmarkFreeze, BenchmarkThaw).
 var frozenDict = sync.OnceValue(func() *s2.Dict {
 	dict, err := dictionary()
 	if err != nil {

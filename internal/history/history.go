@@ -30,8 +30,8 @@ import (
 const Stream = "history"
 
 // Term prefixes: an event is found by its VIP or its hostname (Find).
-// Records written before 2026-11-29 also carry "service=" terms, which
-// nothing asks for: a key a record for no reader.
+// Records of an older format also carry "service=" terms, which nothing
+// asks for; they are read like the others.
 const (
 	TermVIP      = "vip="
 	TermHostname = "hostname="

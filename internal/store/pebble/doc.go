@@ -79,14 +79,14 @@
 // initial sync flushes more than a dozen times, and its compactions took
 // 0.76-0.97 s of CPU at 8 against 0.21-0.24 s at 16; 10,000 creates
 // through the API over 100,000 stored took 0.30-0.32 s of the server's
-// CPU per 1,000 at 8 and 0.25-0.28 s at 16 (docs/performance.md,
-// "2026-11-29, twelfth session"). Reads of L0 stay cheap: point reads
-// through its bloom filters, and the cache's one list at start merges a
-// few more sorted files (a list of 100,000 took 0.72-0.92 s at 8 and
-// 0.85-1.02 s at 16 in BenchmarkList, within its noise). It costs memory
+// CPU per 1,000 at 8 and 0.25-0.28 s at 16 (BenchmarkMultizone's
+// profiles, BenchmarkRestLoad/embedded/existing=100000). Reads of L0 stay
+// cheap: point reads through its bloom filters, and the cache's one list
+// at start merges a few more sorted files (a list of 100,000 took
+// 0.72-0.92 s at 8 and 0.85-1.02 s at 16 in BenchmarkList, within its
+// noise). It costs memory
 // after a restart: about 100 bytes of RSS per service at 100,000
-// (BenchmarkIdle; where it goes is not settled, see docs/performance.md,
-// "2026-11-29, twelfth session"). The server calls
+// (BenchmarkIdle; where it goes is not settled). The server calls
 // FlushMemory when it returns idle memory to the system: the burst's rows
 // move to table files and the writer forgets the keys it held as fresh.
 // It does not shrink RSS by the memtable: pebble keeps the arena of the
