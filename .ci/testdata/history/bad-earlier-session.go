@@ -1,0 +1,3 @@
+package x
+
+// As an earlier session found, the map is cloned per batch.

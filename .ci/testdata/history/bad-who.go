@@ -1,0 +1,3 @@
+package x
+
+func TestLabels(t *testing.T) { t.Log("labels as sorted pairs (helper-12)") }
