@@ -72,6 +72,9 @@ func New(cfg config.Config, log *slog.Logger, version string) *Server {
 // returns an error when a part cannot start (the store cannot be opened,
 // the API address is taken) or fails.
 func (s *Server) Run(ctx context.Context) error {
+	if err := s.checkZoneToken(); err != nil {
+		return err
+	}
 	st, err := openStore(ctx, s.cfg, s.Clock, s.log)
 	if err != nil {
 		return err
@@ -136,7 +139,7 @@ func (s *Server) Run(ctx context.Context) error {
 			if dnsSrv.Table() == nil {
 				return errors.New("the DNS table is not built yet")
 			}
-			return nil
+			return s.sync.ready()
 		},
 		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, c, tableOpts, mesh) },
 		Leader: func(ctx context.Context) (api.LeaderStatus, error) { return s.leaderStatus(ctx, st) },

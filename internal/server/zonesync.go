@@ -88,3 +88,24 @@ func (p *syncParts) run(ctx context.Context) error {
 	}
 	return p.global.Run(ctx)
 }
+
+// ready says why the sync parts make this instance not ready: a zone the
+// global refuses (zonesync.Zone.Ready).
+func (p *syncParts) ready() error {
+	if p.zone == nil {
+		return nil
+	}
+	return p.zone.Ready()
+}
+
+// checkZoneToken refuses to start a zone whose token file it cannot use
+// (unreadable, not a zone token, for another zone, expired): such a zone
+// would run without ever syncing, which looks like a working zone. The
+// error names the file and the reason.
+func (s *Server) checkZoneToken() error {
+	if s.cfg.Mode != config.ModeZone {
+		return nil
+	}
+	sc := s.cfg.Sync
+	return zonesync.CheckTokenFile(sc.ZoneTokenFile, s.cfg.Zone, sc.GlobalCAFile, time.Now())
+}

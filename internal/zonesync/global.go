@@ -163,7 +163,7 @@ func (g *Global) serve(stream grpc.BidiStreamingServer[pb.Envelope, pb.Envelope]
 	if p, ok := peer.FromContext(ctx); ok {
 		addr = p.Addr.String()
 	}
-	zone, err := g.authenticate(ctx)
+	zone, raw, err := g.authenticate(ctx)
 	if err != nil {
 		g.o.Log.Warn("refused a zone's sync stream: bad zone token", "addr", addr, "err", err)
 		return status.Errorf(codes.Unauthenticated, "zone token refused: %v", err)
@@ -212,34 +212,75 @@ func (g *Global) serve(stream grpc.BidiStreamingServer[pb.Envelope, pb.Envelope]
 		log: log, stats: st, send: stream.Send, recv: stream.Recv,
 		inventories: h.GetInventories(),
 	}
+	refused := make(chan error, 1)
+	go g.recheckToken(sctx, raw, stop, refused)
 	err = l.run(sctx, positionOf(h.GetResume()))
 	if ctx.Err() != nil && err == nil {
 		err = errors.New("the zone closed the stream")
 	}
+	select {
+	case rerr := <-refused:
+		err = fmt.Errorf("%w: %w", errTokenRefused, rerr)
+	default:
+	}
 	st.disconnected(err)
 	g.saveInsight(context.WithoutCancel(ctx), zone)
 	log.Info("zone disconnected", "err", err)
+	if errors.Is(err, errTokenRefused) {
+		return status.Error(codes.Unauthenticated, err.Error())
+	}
 	if err != nil {
 		return status.Error(codes.Aborted, err.Error())
 	}
 	return nil
 }
 
-// authenticate reads and verifies the zone token of a stream.
-func (g *Global) authenticate(ctx context.Context) (string, error) {
+// authenticate reads and verifies the zone token of a stream, and returns
+// the zone and the token.
+func (g *Global) authenticate(ctx context.Context) (zone, raw string, err error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
 	if len(vals) != 1 {
-		return "", errors.New(`no zone token: send "authorization: Bearer <token>"`)
+		return "", "", errors.New(`no zone token: send "authorization: Bearer <token>"`)
 	}
 	raw, ok := strings.CutPrefix(vals[0], "Bearer ")
 	if !ok {
-		return "", errors.New(`the authorization metadata must be "Bearer <token>"`)
+		return "", "", errors.New(`the authorization metadata must be "Bearer <token>"`)
 	}
 	if g.o.Verify == nil {
-		return "", errors.New("this global verifies no zone tokens")
+		return "", "", errors.New("this global verifies no zone tokens")
 	}
-	return g.o.Verify(strings.TrimSpace(raw), time.Now())
+	raw = strings.TrimSpace(raw)
+	zone, err = g.o.Verify(raw, time.Now())
+	return zone, raw, err
+}
+
+// tokenRecheck is how often the global verifies the token of an open
+// stream again, so that a token revoked (or expired) while its zone is
+// connected ends the stream: the keys take a revocation made on another
+// instance within their own refresh interval, a second.
+var tokenRecheck = time.Second
+
+// errTokenRefused marks a stream ended because its token stopped verifying.
+var errTokenRefused = errors.New("zone token refused")
+
+// recheckToken verifies raw every tokenRecheck until ctx ends; when it
+// fails it sends the reason on refused and calls stop.
+func (g *Global) recheckToken(ctx context.Context, raw string, stop func(), refused chan<- error) {
+	t := time.NewTicker(tokenRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if _, err := g.o.Verify(raw, now); err != nil {
+				refused <- err
+				stop()
+				return
+			}
+		}
+	}
 }
 
 // recvWithin receives one message, giving up when ctx ends.

@@ -19,6 +19,10 @@ type metrics struct {
 	snapshots *prometheus.CounterVec
 	revision  *prometheus.GaugeVec
 	streams   *prometheus.CounterVec
+	// A zone's own: its attempts to connect that failed, and whether the
+	// global refuses it.
+	connectFailures *prometheus.CounterVec
+	zoneRefused     *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,9 +48,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		streams: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshnames_zonesync_streams_total", Help: "Sync streams started, by zone.",
 		}, []string{"zone"}),
+		connectFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnames_zonesync_connect_failures_total", Help: "A zone's attempts to sync with its global that failed, by cause: refused (its token or the global's certificate) or unreachable (anything else, a stream that ended included).",
+		}, []string{"zone", "cause"}),
+		zoneRefused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshnames_zonesync_zone_refused", Help: "1 while a zone's last attempt to sync was refused (its token or the global's certificate); its /readyz fails meanwhile.",
+		}, []string{"zone"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.online, m.resources, m.bytes, m.refused, m.snapshots, m.revision, m.streams)
+		reg.MustRegister(m.online, m.resources, m.bytes, m.refused, m.snapshots, m.revision, m.streams, m.connectFailures, m.zoneRefused)
 	}
 	return m
 }

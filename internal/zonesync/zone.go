@@ -2,18 +2,19 @@ package zonesync
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"os"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -65,6 +66,7 @@ type Zone struct {
 	o     ZoneOptions
 	m     *metrics
 	stats *stats
+	state atomic.Pointer[linkState]
 }
 
 // NewZone returns a zone's sync client; it does no I/O.
@@ -114,7 +116,13 @@ func ParseAddress(addr string, insecureOK bool) (target string, useTLS bool, err
 // jitter. The zone keeps serving what it stored meanwhile. creator, when
 // not nil, stores the new services the global sends with the status the
 // zone's controllers decide for them (its reconcile.Runner).
+//
+// It logs once per change of state (connected, the stream ended, the
+// global unreachable for a reason, the zone refused for a reason), not
+// once per attempt: a zone retrying a refused token every 30 seconds for
+// a day logs one line.
 func (z *Zone) Run(ctx context.Context, creator admission.Creator) error {
+	defer z.setState(linkState{})
 	epoch, err := Epoch(ctx, z.o.Store)
 	if err != nil {
 		return err
@@ -132,7 +140,24 @@ func (z *Zone) Run(ctx context.Context, creator admission.Creator) error {
 		// Jitter spreads the reconnections of many zones after a global
 		// restart: a wait between half and all of the backoff.
 		wait := backoff/2 + rand.N(backoff/2+1)
-		z.o.Log.Warn("the sync stream to the global ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		next := linkState{kind: stateUnreachable, reason: err.Error()}
+		var r *denied
+		if errors.As(err, &r) {
+			next = linkState{kind: stateRefused, reason: r.Error()}
+		}
+		z.m.connectFailures.WithLabelValues(z.o.Zone, next.kind.String()).Inc()
+		switch prev := z.setState(next); {
+		case prev.kind == stateConnected:
+			z.o.Log.Warn("the sync stream to the global ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		case prev == next:
+			// the same failure again: counted, not logged
+		case next.kind == stateRefused:
+			z.o.Log.Error("the global refuses this zone; it keeps serving what it last knew and retries with backoff, logging again when this changes",
+				"err", err, "retry_in", wait.Round(time.Millisecond))
+		default:
+			z.o.Log.Warn("cannot sync with the global; retrying with backoff, logging again when this changes",
+				"err", err, "retry_in", wait.Round(time.Millisecond))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -143,29 +168,99 @@ func (z *Zone) Run(ctx context.Context, creator admission.Creator) error {
 	return nil
 }
 
+// Ready says why this zone is not ready, or nil: it is not while the global
+// refuses its credentials (a revoked token, one signed by another global,
+// a global that is not the one its token pins), which retrying does not
+// cure. A global that is merely unreachable leaves it ready: it serves
+// what it last knew.
+func (z *Zone) Ready() error {
+	if s := z.state.Load(); s != nil && s.kind == stateRefused {
+		return fmt.Errorf("the global refuses this zone: %s", s.reason)
+	}
+	return nil
+}
+
+// setState records the state of the link to the global and returns the
+// one before.
+func (z *Zone) setState(s linkState) linkState {
+	prev := z.state.Swap(&s)
+	refused := 0.0
+	if s.kind == stateRefused {
+		refused = 1
+	}
+	z.m.zoneRefused.WithLabelValues(z.o.Zone).Set(refused)
+	if prev == nil {
+		return linkState{}
+	}
+	return *prev
+}
+
+// linkState is where a zone's link to its global stands.
+type linkState struct {
+	kind stateKind
+	// reason is the error of the last attempt (unreachable, refused).
+	reason string
+}
+
+type stateKind int
+
+const (
+	stateIdle stateKind = iota
+	stateConnected
+	stateUnreachable
+	stateRefused
+)
+
+func (k stateKind) String() string {
+	return [...]string{"idle", "connected", "unreachable", "refused"}[k]
+}
+
+// denied is a failure that retrying at once will not cure: the zone's own
+// token file is unusable, the global refused the token, or the global's
+// certificate is not the one the zone trusts.
+type denied struct{ err error }
+
+func (r *denied) Error() string { return r.err.Error() }
+func (r *denied) Unwrap() error { return r.err }
+
 // connect runs one stream.
 func (z *Zone) connect(ctx context.Context, epoch string, creator admission.Creator) error {
-	raw, err := os.ReadFile(z.o.TokenFile)
+	token, claims, err := loadToken(z.o.TokenFile, z.o.Zone, z.o.CAFile, time.Now())
 	if err != nil {
-		return fmt.Errorf("read the zone token: %w", err)
-	}
-	token := strings.TrimSpace(string(raw))
-	claims, err := readTokenClaims(token)
-	if err != nil {
-		return err
-	}
-	if claims.Zone != z.o.Zone {
-		return fmt.Errorf("the zone token is for zone %q, but this control plane is zone %q: issue a token with meshnames token zone --zone %s", claims.Zone, z.o.Zone, z.o.Zone)
+		return &denied{err}
 	}
 	target, useTLS, err := ParseAddress(z.o.Address, z.o.Insecure)
 	if err != nil {
 		return err
 	}
 	creds := insecure.NewCredentials()
+	var untrusted atomic.Pointer[error]
+	// refused says whether err is the global refusing the zone: its
+	// certificate is not the one trusted, or it refused the token.
+	refused := func(err error) error {
+		if e := untrusted.Load(); e != nil {
+			return &denied{fmt.Errorf("the global at %s is not the one this zone trusts: %w", target, *e)}
+		}
+		if s, ok := status.FromError(err); ok && (s.Code() == codes.Unauthenticated || s.Code() == codes.PermissionDenied) {
+			return &denied{streamErr(err)}
+		}
+		return streamErr(err)
+	}
 	if useTLS {
 		host, _, _ := net.SplitHostPort(target)
 		cfg, err := zoneTLS(claims.SyncPin, z.o.CAFile, host)
 		if err != nil {
+			return &denied{err}
+		}
+		// A global whose certificate the zone does not trust fails the
+		// handshake, which gRPC reports as unavailable like any dial
+		// failure: the verifier's own error tells the two apart.
+		verify := cfg.VerifyConnection
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			err := verify(cs)
+			if err != nil {
+				untrusted.Store(&err)
+			}
 			return err
 		}
 		creds = credentials.NewTLS(cfg)
@@ -182,7 +277,7 @@ func (z *Zone) connect(ctx context.Context, epoch string, creator admission.Crea
 	sctx = metadata.AppendToOutgoingContext(sctx, "authorization", "Bearer "+token)
 	stream, err := pb.NewZoneSyncClient(conn).Sync(sctx, grpc.WaitForReady(false))
 	if err != nil {
-		return streamErr(err)
+		return refused(err)
 	}
 	pos, err := readPosition(ctx, z.o.Store, leaseFromGlobal)
 	if err != nil {
@@ -191,13 +286,13 @@ func (z *Zone) connect(ctx context.Context, epoch string, creator admission.Crea
 	hello := &pb.Hello{Zone: z.o.Zone, Version: z.o.Version, Resume: pos.wire(), Epoch: epoch, Inventories: true}
 	if err := stream.Send(&pb.Envelope{Body: &pb.Envelope_Hello{Hello: hello}}); err != nil {
 		_, err = stream.Recv() // the server's reason, if it closed the stream
-		return streamErr(err)
+		return refused(err)
 	}
 	hctx, hcancel := context.WithTimeout(ctx, helloTimeout)
 	env, err := recvWithin(hctx, stream.Recv)
 	hcancel()
 	if err != nil {
-		return streamErr(err)
+		return refused(err)
 	}
 	w := env.GetWelcome()
 	if w == nil {
@@ -208,6 +303,7 @@ func (z *Zone) connect(ctx context.Context, epoch string, creator admission.Crea
 		heartbeat = time.Duration(w.GetHeartbeatMillis()) * time.Millisecond
 	}
 	z.stats.connected(w.GetInstance(), z.o.Version)
+	z.setState(linkState{kind: stateConnected})
 	z.o.Log.Info("connected to the global", "instance", w.GetInstance(),
 		"resume_sent", w.GetResume().GetRevision(), "resume_received", pos.Revision)
 	zs := &zoneSide{zone: z.o.Zone, cache: z.o.Cache, out: zoneOut{env: z.o.Env, exportDefault: z.o.ExportDefault}}

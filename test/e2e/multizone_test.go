@@ -469,35 +469,3 @@ func seedUnnamed(t *testing.T, dir, zone string, n int) {
 		}
 	}
 }
-
-// TestMultizone_RefusesWrongIdentity: a token for east used as west, an
-// expired token, a garbage token and a global whose certificate does not
-// match the pin are refused, each with a log line that says why.
-func TestMultizone_RefusesWrongIdentity(t *testing.T) {
-	url := pgtest.URL(t)
-	g := startGlobal(t, "global", url, "")
-	garbage := filepath.Join(t.TempDir(), "garbage.token")
-	if err := os.WriteFile(garbage, []byte("garbage"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name, zone, token, want string
-		proc                    func() *proc
-	}{
-		{name: "east-as-west", zone: "west", token: g.cliToken(t, "east"),
-			want: `the zone token is for zone \"east\", but this control plane is zone \"west\"`},
-		{name: "expired", zone: "east", token: g.zoneToken(t, "east", time.Now().Add(-2*time.Hour), time.Hour, ""),
-			want: "token expired"},
-		{name: "garbage", zone: "east", token: garbage, want: "the zone token is malformed"},
-		{name: "wrong-pin", zone: "east", token: g.zoneToken(t, "east", time.Now(), time.Hour, "sha256:"+strings.Repeat("0", 64)),
-			want: "does not match the pin in the zone token"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			z := startZone(t, tc.name, tc.zone, g.syncAddr, tc.token, t.TempDir())
-			waitFor(t, 20*time.Second, "a log line saying "+tc.want, func() bool { return strings.Contains(z.log.String(), tc.want) })
-		})
-	}
-	if !strings.Contains(g.log.String(), "refused a zone's sync stream: bad zone token") {
-		t.Error("the global did not log the expired token's refusal")
-	}
-}
