@@ -40,7 +40,7 @@ var layers = []struct {
 	{"what the parts share: admission of writes, the controller runner, authentication", []string{"internal/admission", "internal/reconcile", "internal/auth"}},
 	{"parts: election, controllers, DNS, REST, GUI", []string{
 		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice", "internal/kubeservices",
-		"internal/dnsserver", "internal/apiserver", "internal/gui", "internal/zonesync",
+		"internal/dnsserver", "internal/apiserver", "internal/gui", "internal/zonesync", "internal/xds",
 	}},
 	{"wiring", []string{"internal/server"}},
 	{"the command line", []string{"internal/cli"}},

@@ -188,7 +188,41 @@ type DataplaneSpec struct {
 type DataplaneNetworking struct {
 	Address string    `json:"address"`
 	Inbound []Inbound `json:"inbound,omitempty"`
+	// TransparentProxying is Kuma's field of the same name; meshnames reads
+	// its reachableBackends only.
+	TransparentProxying *TransparentProxying `json:"transparentProxying,omitempty"`
 }
+
+// TransparentProxying holds what a transparent proxy captures.
+type TransparentProxying struct {
+	// ReachableBackends, when set, limits the services the proxy is sent
+	// (listeners, clusters, endpoints) to those it names: a proxy that
+	// calls three services does not pay for ten thousand.
+	ReachableBackends *ReachableBackends `json:"reachableBackends,omitempty"`
+}
+
+// ReachableBackends lists the services a proxy may call.
+type ReachableBackends struct {
+	Refs []BackendRef `json:"refs,omitempty"`
+}
+
+// BackendRef names services of one kind: by name (and namespace), or by
+// labels; Port, when set, limits the ref to that port of the service.
+type BackendRef struct {
+	Kind      Kind              `json:"kind"`
+	Name      string            `json:"name,omitempty"`
+	Namespace string            `json:"namespace,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Port      int               `json:"port,omitempty"`
+}
+
+// Inbound states (Kuma's Dataplane inbound state). An inbound without a
+// state is Ready.
+const (
+	InboundReady    = "Ready"
+	InboundNotReady = "NotReady"
+	InboundIgnored  = "Ignored"
+)
 
 // Inbound is one service endpoint of a proxy.
 type Inbound struct {
@@ -202,7 +236,14 @@ type Inbound struct {
 	// seed 004). Kuma 3.x inbounds have none: their service is selected by
 	// the Dataplane's labels (MeshService selector.dataplaneLabels).
 	Tags map[string]string `json:"tags,omitempty"`
+	// State says whether the inbound takes traffic: Ready (the default),
+	// NotReady (its endpoint is withheld from proxies) or Ignored (it is
+	// no endpoint of any service).
+	State string `json:"state,omitempty"`
 }
+
+// Ready reports whether the inbound takes traffic.
+func (in *Inbound) Ready() bool { return in.State == "" || in.State == InboundReady }
 
 func (s *DataplaneSpec) Default() {}
 func (s *DataplaneSpec) CloneSpec() Spec {
@@ -213,6 +254,17 @@ func (s *DataplaneSpec) CloneSpec() Spec {
 			in.Tags = maps.Clone(in.Tags)
 			c.Networking.Inbound[i] = in
 		}
+	}
+	if tp := s.Networking.TransparentProxying; tp != nil {
+		ctp := &TransparentProxying{}
+		if rb := tp.ReachableBackends; rb != nil {
+			crb := &ReachableBackends{Refs: slices.Clone(rb.Refs)}
+			for i := range crb.Refs {
+				crb.Refs[i].Labels = maps.Clone(crb.Refs[i].Labels)
+			}
+			ctp.ReachableBackends = crb
+		}
+		c.Networking.TransparentProxying = ctp
 	}
 	return c
 }

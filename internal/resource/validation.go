@@ -302,8 +302,56 @@ func (s *DataplaneSpec) Validate(p validate.Path) validate.Errors {
 			ports[in.Port] = i
 		}
 		checkTags(&errs, pp.Field("tags"), in.Tags)
+		switch in.State {
+		case "", InboundReady, InboundNotReady, InboundIgnored:
+		default:
+			errs.Addf(pp.Field("state"), "must be %s, %s or %s, got %q", InboundReady, InboundNotReady, InboundIgnored, in.State)
+		}
+	}
+	if tp := s.Networking.TransparentProxying; tp != nil && tp.ReachableBackends != nil {
+		checkBackendRefs(&errs, np.Field("transparentProxying").Field("reachableBackends").Field("refs"), tp.ReachableBackends.Refs)
 	}
 	return errs
+}
+
+// MaxBackendRefs bounds a Dataplane's reachableBackends.
+const MaxBackendRefs = 1024
+
+// checkBackendRefs checks reachableBackends refs: a service kind, a name
+// or labels (not both), and a port when given.
+func checkBackendRefs(errs *validate.Errors, p validate.Path, refs []BackendRef) {
+	if !checkCount(errs, p, len(refs), MaxBackendRefs) {
+		return
+	}
+	for i, r := range refs {
+		rp := p.Index(i)
+		switch r.Kind {
+		case MeshService, MeshExternalService, MeshMultiZoneService:
+		default:
+			errs.Addf(rp.Field("kind"), "must be %s, %s or %s, got %q", MeshService, MeshExternalService, MeshMultiZoneService, r.Kind)
+		}
+		switch {
+		case r.Name == "" && len(r.Labels) == 0:
+			errs.Add(rp, "must have a name or labels")
+		case r.Name != "" && len(r.Labels) > 0:
+			errs.Add(rp, "must have a name or labels, not both")
+		case r.Name != "":
+			errs.Check(rp.Field("name"), validate.DNS1123Subdomain(r.Name))
+		}
+		if r.Namespace != "" {
+			errs.Check(rp.Field("namespace"), validate.DNS1123Label(r.Namespace))
+		}
+		if r.Port != 0 {
+			errs.Check(rp.Field("port"), validate.Port(r.Port))
+		}
+		if checkCount(errs, rp.Field("labels"), len(r.Labels), MaxLabels) {
+			for _, k := range sortedKeys(r.Labels) {
+				if msg := validate.LabelKey(k); msg != "" {
+					errs.Add(rp.Field("labels").Key(k), "key: "+msg)
+				}
+			}
+		}
+	}
 }
 
 // checkTags checks an inbound's tags: label keys, Kuma's tag values, the

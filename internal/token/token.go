@@ -58,14 +58,19 @@ const (
 	// RoleZone is a zone control plane's identity towards its global: it
 	// may use the sync endpoint as its own zone and nothing else.
 	RoleZone Role = "zone"
+	// RoleDataplane is a proxy's identity towards the xDS control plane:
+	// it may fetch the configuration of one Dataplane (Meshes holds its
+	// mesh, Subject its name) and nothing else.
+	RoleDataplane Role = "dataplane"
 )
 
 // Roles lists every role, most powerful first.
 func Roles() []Role {
-	return []Role{RoleAdmin, RoleOperator, RoleServiceOwner, RoleReadOnly, RoleZone}
+	return []Role{RoleAdmin, RoleOperator, RoleServiceOwner, RoleReadOnly, RoleZone, RoleDataplane}
 }
 
-// UserRoles lists the roles of user tokens (every role but zone).
+// UserRoles lists the roles of user tokens (every role but zone and
+// dataplane).
 func UserRoles() []Role {
 	return []Role{RoleAdmin, RoleOperator, RoleServiceOwner, RoleReadOnly}
 }
@@ -201,6 +206,12 @@ func (c Claims) Validate() validate.Errors {
 			errs.Addf("syncPin", `must be "sha256:" and 64 lower case hex digits, got %q`, c.SyncPin)
 		}
 	} else {
+		if c.Role == RoleDataplane {
+			if len(c.Meshes) != 1 {
+				errs.Add("meshes", "must name exactly one mesh for a dataplane token: the mesh of its Dataplane")
+			}
+			errs.Check("subject", validate.DNS1123Subdomain(c.Subject))
+		}
 		if c.Zone != "" {
 			errs.Addf("zone", "must be empty for a %s token: only zone tokens name a zone", c.Role)
 		}

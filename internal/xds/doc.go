@@ -1,0 +1,49 @@
+// Package xds is meshnames' xDS control plane: it serves Envoy's v3
+// Aggregated Discovery Service (state of the world and delta) so that
+// proxies (Envoy, and proxyless gRPC clients) route the names and virtual
+// IPs the rest of meshnames decides.
+//
+// # What a proxy gets
+//
+// A proxy is the Dataplane its node id names (`<mesh>.<name>`). For every
+// port of every service of its mesh it may reach (every one, or those its
+// Dataplane lists in transparentProxying.reachableBackends) it gets:
+//
+//   - a Cluster and a ClusterLoadAssignment named <name>_msvc_<port>
+//     (MeshService), <name>_mzsvc_<port> (MeshMultiZoneService) or
+//     <name>_<port> (MeshExternalService, seed 003); service names are
+//     DNS-1035 labels, so the underscore keeps them apart;
+//   - an outbound Listener named outbound:<cluster>, on every VIP of the
+//     service (the first as its address, the others as additional
+//     addresses), not bound (transparent-proxy style): a TCP proxy for tcp
+//     ports, an HTTP connection manager with one route for http, http2 and
+//     grpc;
+//   - for proxyless gRPC, an API listener named <hostname>:<port> for every
+//     name the service holds, so that a grpc-go client dialing
+//     xds:///<hostname>:<port> reaches it.
+//
+// Endpoints are the address and port of every Ready inbound of a local
+// Dataplane that the service selects.
+//
+// # How it is built
+//
+// Builder follows the cache (every instance, leader or not) and keeps one
+// table per mesh: every resource, marshaled once into an Any with a
+// version that is a hash of its content, so that every instance gives the
+// same resource the same version. A change re-renders only the services
+// it touches, bumps the mesh's generation and logs the names that changed.
+// Streams are woken (never blocked) and send what changed since the
+// generation they last sent: O(changes) per proxy, without a timer.
+//
+// The ADS server is written here over go-control-plane's API types rather
+// than on its server and caches: its SnapshotCache keeps a snapshot per
+// node and hashes marshaled resources per snapshot, its LinearCache serves
+// one resource set per type to every node (no per-proxy selection for
+// wildcard subscriptions), and its server hands the cache a new watch on
+// every ACK, which makes each ACK a full diff of the proxy's resources.
+//
+// It imports cache, resource, token and reconcile of this module. A
+// Server is safe for concurrent use; each stream runs on its own two
+// goroutines (receive, send) and reads the mesh tables under their locks,
+// never holding one while it sends.
+package xds

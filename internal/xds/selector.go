@@ -1,0 +1,72 @@
+package xds
+
+import (
+	"slices"
+
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+// selector is a proxy's reachableBackends: which services it is sent.
+// A nil selector selects every service of the mesh.
+type selector struct {
+	refs []resource.BackendRef
+}
+
+// selectorOf reads the selection of a Dataplane (nil: everything).
+func selectorOf(dp *resource.Object) *selector {
+	if dp == nil {
+		return nil
+	}
+	tp := dp.Spec.(*resource.DataplaneSpec).Networking.TransparentProxying
+	if tp == nil || tp.ReachableBackends == nil {
+		return nil
+	}
+	return &selector{refs: slices.Clone(tp.ReachableBackends.Refs)}
+}
+
+func (s *selector) equal(o *selector) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	return slices.EqualFunc(s.refs, o.refs, func(a, b resource.BackendRef) bool {
+		return a.Kind == b.Kind && a.Name == b.Name && a.Namespace == b.Namespace && a.Port == b.Port && mapsEqual(a.Labels, b.Labels)
+	})
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// selects reports whether the proxy may reach the resource e, whose
+// owner's labels are labels.
+func (s *selector) selects(e *entry, labels map[string]string) bool {
+	if s == nil {
+		return true
+	}
+	for _, r := range s.refs {
+		if r.Kind != e.owner.Kind || (r.Port != 0 && r.Port != e.port) {
+			continue
+		}
+		if r.Name != "" {
+			if r.Name != e.owner.Name && r.Name != labels[resource.LabelDisplayName] {
+				continue
+			}
+			if r.Namespace != "" && labels[resource.LabelNamespace] != r.Namespace {
+				continue
+			}
+			return true
+		}
+		if tagsMatch(r.Labels, labels) {
+			return true
+		}
+	}
+	return false
+}
