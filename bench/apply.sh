@@ -52,7 +52,7 @@ PY
 run() {
   local name=$1; shift
   local ports port dns; ports=$(python3 bench/freeports.py 2); read -r port dns <<< "$ports"
-  "$bin" serve --api-addr "127.0.0.1:$port" --dns-addr "127.0.0.1:$dns" "$@" > "$work/$name.log" 2>&1 &
+  "$bin" serve --api-addr "127.0.0.1:$port" --dns-addr "127.0.0.1:$dns" --xds-addr 127.0.0.1:0 "$@" > "$work/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 300); do
     curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break

@@ -242,6 +242,7 @@ func BenchmarkKubeLiveHeap(b *testing.B) {
 		cfg := config.Default()
 		cfg.Env, cfg.Kubernetes.Kubeconfig, cfg.Zone = config.EnvKubernetes, c.MeshnamesKubeconfig, "east"
 		cfg.DNS.Addr = fmt.Sprintf("127.0.0.1:%d", freePort(b))
+		cfg.XDS.Addr = "127.0.0.1:0"
 		api := servertest.Start(b, cfg, servertest.Options{})
 		hc := newClient()
 		deadline := time.Now().Add(15 * time.Minute)

@@ -144,7 +144,7 @@ func startServerEnv(tb testing.TB, env []string, args ...string) *serverProc {
 	api := fmt.Sprintf("127.0.0.1:%d", freePort(tb))
 	dns := fmt.Sprintf("127.0.0.1:%d", freePort(tb))
 	p := &serverProc{tb: tb, log: newLogFile(tb), api: "http://" + api, done: make(chan struct{})}
-	p.cmd = exec.Command(meshnamesBinary(tb), append([]string{"serve", "--api-addr", api, "--dns-addr", dns}, args...)...)
+	p.cmd = exec.Command(meshnamesBinary(tb), append([]string{"serve", "--api-addr", api, "--dns-addr", dns, "--xds-addr", "127.0.0.1:0"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log.f, p.log.f
 	if env != nil {
 		p.cmd.Env = append(os.Environ(), env...)

@@ -121,7 +121,7 @@ for N in "${sizes[@]}"; do
   api_port=${ports[${#servers[@]}]}
 
   start meshnames "$bin/meshnames" serve --data-dir "$d/data" --api-addr "127.0.0.1:$api_port" \
-    --dns-addr "127.0.0.1:${port[meshnames]}" --skip-default-generators --log-level warn
+    --dns-addr "127.0.0.1:${port[meshnames]}" --xds-addr 127.0.0.1:0 --skip-default-generators --log-level warn
   printf 'mesh.local:%s {\n    file %s mesh.local\n}\n' "${port[coredns-file]}" "$d/mesh.local.zone" > "$d/Corefile.file"
   start coredns-file "$bin/coredns" -conf "$d/Corefile.file"
   if [ "$SKIP_HOSTS" != 1 ]; then

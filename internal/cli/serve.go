@@ -35,6 +35,7 @@ var configFlags = []struct {
 	{"api-insecure", "api.insecure", "allow a non-loopback --api-addr without TLS (tokens then cross the network in clear)", true},
 	{"api-loopback-admin", "api.auth.loopbackAdmin", "requests without a token on a loopback API address are admin (default true; --api-loopback-admin=false requires tokens there too)", true},
 	{"dns-addr", "dns.addr", "address of the DNS server (UDP and TCP)", false},
+	{"xds-addr", "xds.addr", "address of the xDS control plane (Envoy v3 ADS over gRPC; off loopback it needs --api-tls-cert and --api-tls-key); empty serves none", false},
 	{"log-level", "log.level", "debug, info, warn or error", false},
 	{"log-format", "log.format", "text or json", false},
 	{"skip-default-generators", "defaults.skipHostnameGenerators", "do not create the default HostnameGenerators", true},

@@ -50,6 +50,7 @@ type Config struct {
 	Services ServicesConfig `json:"services"`
 	Leader   LeaderConfig   `json:"leader"`
 	Sync     SyncConfig     `json:"sync"`
+	XDS      XDSConfig      `json:"xds"`
 	Audit    AuditConfig    `json:"audit"`
 	History  HistoryConfig  `json:"history"`
 
@@ -195,6 +196,17 @@ type APIAuthConfig struct {
 	RefreshInterval Duration `json:"refreshInterval"`
 }
 
+// XDSConfig configures the xDS control plane (Envoy v3 ADS) that zone and
+// standalone control planes serve to proxies; a global serves none.
+type XDSConfig struct {
+	// Addr is where ADS is served (gRPC); empty serves none. Off loopback
+	// it needs the API's TLS certificate (api.tls), which it serves too.
+	Addr string `json:"addr"`
+	// MaxStreamsPerClient bounds the ADS streams one client address may
+	// hold open.
+	MaxStreamsPerClient int `json:"maxStreamsPerClient"`
+}
+
 // DNSConfig configures the DNS server.
 type DNSConfig struct {
 	Addr string `json:"addr"`
@@ -281,6 +293,7 @@ func Default() Config {
 		},
 		Log:  LogConfig{Level: "info", Format: "text"},
 		Sync: SyncConfig{Addr: "127.0.0.1:5685", Heartbeat: Duration(5 * time.Second)},
+		XDS:  XDSConfig{Addr: "127.0.0.1:5678", MaxStreamsPerClient: 1024},
 
 		Env:        EnvUniversal,
 		Kubernetes: KubernetesConfig{SystemNamespace: "meshnames-system"},
@@ -321,6 +334,15 @@ func (c *Config) Validate() validate.Errors {
 	}
 	checkAddr(&errs, "api.addr", c.API.Addr)
 	checkAddr(&errs, "dns.addr", c.DNS.Addr)
+	if c.XDS.Addr != "" {
+		checkAddr(&errs, "xds.addr", c.XDS.Addr)
+		if c.API.TLS.Cert == "" && !LoopbackAddr(c.XDS.Addr) && c.Mode != ModeGlobal {
+			errs.Addf("xds.addr", "%s is not a loopback address: off loopback ADS needs TLS (--api-tls-cert and --api-tls-key, which it serves too) so that dataplane tokens do not cross the network in clear", c.XDS.Addr)
+		}
+	}
+	if c.XDS.MaxStreamsPerClient < 1 {
+		errs.Addf("xds.maxStreamsPerClient", "must be at least 1, got %d", c.XDS.MaxStreamsPerClient)
+	}
 	if c.API.ShutdownTimeout <= 0 {
 		errs.Add("api.shutdownTimeout", "must be positive")
 	}

@@ -85,6 +85,7 @@ func newEnv(t *testing.T, docs string) *env {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DNS.Addr = "127.0.0.1:0"
+	cfg.XDS.Addr = "127.0.0.1:0"
 	e := &env{t: t, api: servertest.Start(t, cfg, servertest.Options{})}
 	e.waitReady()
 	for _, doc := range strings.Split(docs, "\n---\n") {

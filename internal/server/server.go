@@ -58,6 +58,9 @@ type Server struct {
 	// SyncListening, when set, is called with a global's sync address once
 	// it accepts connections.
 	SyncListening func(syncAddr string)
+	// XDSListening, when set, is called with the xDS address once it
+	// accepts connections.
+	XDSListening func(xdsAddr string)
 
 	elector leader.Elector // set by Run
 	sync    *syncParts     // set by Run
@@ -156,6 +159,7 @@ func (s *Server) Run(ctx context.Context) error {
 		o := s.serviceOptions()
 		apiOpts.ServiceTags = &o
 	}
+	proxies := s.newXDS(c, keys, apiTLS, reg)
 	webGUI, err := s.newGUI(st, c, dnsSrv, tableOpts, apiOpts, reg)
 	if err != nil {
 		return err
@@ -204,6 +208,10 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.sync.run(gctx) })
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
+	if proxies != nil {
+		g.Go(func() error { return proxies.builder.Run(gctx) })
+		g.Go(func() error { return proxies.server.Run(gctx) })
+	}
 	g.Go(func() error { return webGUI.Run(gctx) })
 	g.Go(func() error {
 		var flush func() error

@@ -98,6 +98,7 @@ type proc struct {
 	log  *syncBuffer
 	api  string // http://127.0.0.1:port
 	dns  string // 127.0.0.1:port (UDP and TCP)
+	xds  string // 127.0.0.1:port (ADS, gRPC)
 	done chan struct{}
 	err  error
 }
@@ -107,13 +108,14 @@ func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	api := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	dnsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	xdsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	if !slices.Contains(args, "--data-dir") {
 		// The first start writes admin.token into the data directory, also
 		// on PostgreSQL: keep it out of the working directory.
 		args = append(args, "--data-dir", t.TempDir())
 	}
-	args = append([]string{"serve", "--api-addr", api, "--dns-addr", dnsAddr, "--log-level", "debug"}, args...)
-	p := &proc{t: t, name: name, log: &syncBuffer{}, api: "http://" + api, dns: dnsAddr, done: make(chan struct{})}
+	args = append([]string{"serve", "--api-addr", api, "--dns-addr", dnsAddr, "--xds-addr", xdsAddr, "--log-level", "debug"}, args...)
+	p := &proc{t: t, name: name, log: &syncBuffer{}, api: "http://" + api, dns: dnsAddr, xds: xdsAddr, done: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {

@@ -64,7 +64,7 @@ func TestPostgres_UnreachableDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	url := "postgres://nobody@127.0.0.1:" + itoa(freePort(t)) + "/nothing?sslmode=disable&connect_timeout=2"
-	_, stderr, err := run(t, ctx, nil, "serve", "--store", url, "--api-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0")
+	_, stderr, err := run(t, ctx, nil, "serve", "--store", url, "--api-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--xds-addr", "127.0.0.1:0")
 	if err == nil {
 		t.Fatalf("serve with an unreachable database exited 0")
 	}

@@ -140,6 +140,7 @@ type walker struct {
 	t          *testing.T
 	dir        string
 	api, dns   string // free ports
+	xds        string // free port
 	env        []string
 	server     *exec.Cmd
 	serverLog  *syncBuffer
@@ -149,6 +150,7 @@ type walker struct {
 // toRun points a command at the walk's ports.
 func (w *walker) toRun(cmd string) string {
 	cmd = strings.ReplaceAll(cmd, "127.0.0.1:5681", "127.0.0.1:"+w.api)
+	cmd = strings.ReplaceAll(cmd, "127.0.0.1:5678", "127.0.0.1:"+w.xds)
 	return strings.ReplaceAll(cmd, "-p 5653", "-p "+w.dns)
 }
 
@@ -157,6 +159,7 @@ func (w *walker) toRun(cmd string) string {
 func (w *walker) shown(out string) []string {
 	out = strings.ReplaceAll(out, "127.0.0.1:"+w.api, "127.0.0.1:5681")
 	out = strings.ReplaceAll(out, "127.0.0.1:"+w.dns, "127.0.0.1:5653")
+	out = strings.ReplaceAll(out, "127.0.0.1:"+w.xds, "127.0.0.1:5678")
 	out = strings.ReplaceAll(out, w.dir, "/tmp/walk")
 	out = strings.TrimSuffix(out, "\n")
 	if out == "" {
@@ -266,7 +269,7 @@ func TestWalkthrough_README(t *testing.T) {
 	lines := strings.Split(string(data), "\n")
 	blocks := parseWalkthrough(t, lines)
 
-	w := &walker{t: t, dir: t.TempDir(), api: itoa(freePort(t)), dns: itoa(freePort(t))}
+	w := &walker{t: t, dir: t.TempDir(), api: itoa(freePort(t)), dns: itoa(freePort(t)), xds: itoa(freePort(t))}
 	if err := os.Symlink(binary, filepath.Join(w.dir, "meshnames")); err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +290,7 @@ func TestWalkthrough_README(t *testing.T) {
 	w.env = []string{
 		"PATH=" + path, "HOME=" + w.dir, "LANG=C.UTF-8", "TERM=dumb",
 		"MESHNAMES_API_ADDR=127.0.0.1:" + w.api, "MESHNAMES_DNS_ADDR=127.0.0.1:" + w.dns,
+		"MESHNAMES_XDS_ADDR=127.0.0.1:" + w.xds,
 		"MESHNAMES_SERVER=http://127.0.0.1:" + w.api,
 	}
 

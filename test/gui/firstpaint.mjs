@@ -23,7 +23,7 @@ const runs = 5;
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'meshnames-firstpaint-'));
 const api = `http://127.0.0.1:${await freePort()}`;
-const proc = spawn(binary, ['serve', '--api-addr', api.slice(7), '--dns-addr', `127.0.0.1:${await freePort()}`, '--data-dir', path.join(dir, 'data')],
+const proc = spawn(binary, ['serve', '--api-addr', api.slice(7), '--dns-addr', `127.0.0.1:${await freePort()}`, '--xds-addr', '127.0.0.1:0', '--data-dir', path.join(dir, 'data')],
   { stdio: ['ignore', 'ignore', 'inherit'] });
 const stop = () => { proc.kill('SIGTERM'); fs.rmSync(dir, { recursive: true, force: true }); };
 process.on('exit', stop);

@@ -46,7 +46,7 @@ async function startServer(...args) {
   const api = `127.0.0.1:${await freePort()}`;
   const dns = `127.0.0.1:${await freePort()}`;
   const log = [];
-  const proc = spawn(binary, ['serve', '--api-addr', api, '--dns-addr', dns, '--data-dir', path.join(dir, 'data'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(binary, ['serve', '--api-addr', api, '--dns-addr', dns, '--xds-addr', '127.0.0.1:0', '--data-dir', path.join(dir, 'data'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   proc.stdout.on('data', (d) => log.push(d.toString()));
   proc.stderr.on('data', (d) => log.push(d.toString()));
   const srv = { proc, api: `http://${api}`, log, dir };

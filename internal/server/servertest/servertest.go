@@ -35,6 +35,7 @@ func Start(tb testing.TB, cfg config.Config, o Options) string {
 	tb.Helper()
 	cfg.API.Addr = "127.0.0.1:0"
 	cfg.DNS.Addr = "127.0.0.1:0"
+	cfg.XDS.Addr = "127.0.0.1:0"
 	if cfg.Store.URL == "" {
 		cfg.Store.DataDir = o.DataDir
 		if cfg.Store.DataDir == "" {

@@ -1,0 +1,44 @@
+package server
+
+import (
+	"crypto/tls"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/leader"
+	"github.com/meshnames/meshnames/internal/token"
+	"github.com/meshnames/meshnames/internal/xds"
+)
+
+// xdsParts are the xDS control plane: the builder of the per-mesh
+// resources and the ADS server. Every zone and standalone instance runs
+// them, leader or not; a global runs none.
+type xdsParts struct {
+	builder *xds.Builder
+	server  *xds.Server
+}
+
+// newXDS builds the xDS parts, or nil when none are served.
+func (s *Server) newXDS(c *cache.Cache, keys *token.Keys, apiTLS *tls.Config, reg prometheus.Registerer) *xdsParts {
+	xc := s.cfg.XDS
+	if s.cfg.Mode == config.ModeGlobal || xc.Addr == "" {
+		return nil
+	}
+	b := xds.NewBuilder(c, s.cfg.Zone)
+	loopback := s.cfg.API.Auth.LoopbackAdmin && config.LoopbackAddr(xc.Addr)
+	if loopback {
+		s.log.Info("xDS listens on loopback: streams from this host without a dataplane token are accepted (api.auth.loopbackAdmin)")
+	}
+	srv := xds.New(xds.Options{
+		Addr: xc.Addr, Builder: b, TLS: apiTLS, MaxStreamsPerPeer: xc.MaxStreamsPerClient,
+		Auth: &xds.Authenticator{Keys: keys, LoopbackTokenless: loopback, Exists: func(p xds.Proxy) bool {
+			_, ok := c.Peek(p.Key())
+			return ok
+		}},
+		Instance: leader.NewHolderID(xc.Addr), Log: s.log.With("component", "xds"), Registerer: reg,
+		Listening: s.XDSListening,
+	})
+	return &xdsParts{builder: b, server: srv}
+}
