@@ -6,7 +6,9 @@
 // encoding/json stops at the first error, matches field names without regard
 // to case and reports unknown fields without a path, which is not what users
 // of a control plane need to fix a file. Struct fields are matched by their
-// exact json tag name. Types that need their own rule implement Decoder.
+// exact json tag name; a string field tagged `decode:"nonempty"` refuses an
+// empty string (it may be left out). Types that need their own rule
+// implement Decoder.
 //
 // Lines (lines.go) finds the line of a field path in a YAML or JSON document
 // (through go.yaml.in/yaml/v3, which keeps positions), so that a problem is
@@ -265,12 +267,16 @@ func into(v any, rv reflect.Value, p validate.Path, errs *validate.Errors) {
 		}
 		fields := fieldsOf(rv.Type())
 		for _, k := range sortedKeys(m) {
-			idx, ok := fields[k]
+			f, ok := fields[k]
 			if !ok {
 				errs.Add(unknownFieldPath(p, k), "unknown field")
 				continue
 			}
-			into(m[k], rv.FieldByIndex(idx), p.Field(k), errs)
+			if f.nonEmpty && m[k] == "" {
+				errs.Add(p.Field(k), "must not be empty: leave the field out to give it no value")
+				continue
+			}
+			into(m[k], rv.FieldByIndex(f.index), p.Field(k), errs)
 		}
 	case reflect.Map:
 		m, ok := v.(map[string]any)
@@ -420,27 +426,38 @@ func scalarString(v any) any {
 	return v
 }
 
-// fieldsOf maps json tag names to field index paths. Fields without a json
-// tag or tagged "-" are not decodable, except that the fields of an embedded
+// field is a decodable struct field: its index path, and whether an
+// empty string given for it is refused (tag `decode:"nonempty"`). Such a
+// field is optional, and an empty value written out is refused rather
+// than read as the field left out: a port `name: ""` is a name that breaks
+// the naming rule, not an unnamed port, and with omitempty it would not
+// even survive a round trip.
+type field struct {
+	index    []int
+	nonEmpty bool
+}
+
+// fieldsOf maps json tag names to fields. Fields without a json tag or
+// tagged "-" are not decodable, except that the fields of an embedded
 // struct without a json name are promoted, as encoding/json does, so that
 // what json.Marshal writes for such a struct decodes back. A field of the
 // outer struct wins over a promoted one of the same name.
 //
 // The result is computed once per type and shared; callers must not modify it.
-func fieldsOf(t reflect.Type) map[string][]int {
+func fieldsOf(t reflect.Type) map[string]field {
 	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string][]int)
+		return m.(map[string]field)
 	}
 	m, _ := fieldCache.LoadOrStore(t, computeFields(t))
-	return m.(map[string][]int)
+	return m.(map[string]field)
 }
 
 // fieldCache maps a struct type to its fieldsOf result; decoding is hot
 // (every API write) and the set of types is small and fixed.
 var fieldCache sync.Map
 
-func computeFields(t reflect.Type) map[string][]int {
-	m := make(map[string][]int, t.NumField())
+func computeFields(t reflect.Type) map[string]field {
+	m := make(map[string]field, t.NumField())
 	var embedded []reflect.StructField
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -453,15 +470,15 @@ func computeFields(t reflect.Type) map[string][]int {
 		if !f.IsExported() || name == "" || name == "-" {
 			continue
 		}
-		m[name] = []int{i}
+		m[name] = field{index: []int{i}, nonEmpty: f.Tag.Get("decode") == "nonempty"}
 	}
 	for _, f := range embedded {
 		if tag := f.Tag.Get("json"); tag == "-" {
 			continue
 		}
-		for name, idx := range computeFields(f.Type) {
+		for name, pf := range computeFields(f.Type) {
 			if _, taken := m[name]; !taken {
-				m[name] = append([]int{f.Index[0]}, idx...)
+				m[name] = field{index: append([]int{f.Index[0]}, pf.index...), nonEmpty: pf.nonEmpty}
 			}
 		}
 	}

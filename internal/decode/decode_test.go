@@ -12,7 +12,7 @@ import (
 )
 
 type port struct {
-	Name string `json:"name,omitempty"`
+	Name string `json:"name,omitempty" decode:"nonempty"`
 	Port int    `json:"port"`
 }
 
@@ -324,5 +324,30 @@ func TestValue_MapOfStringsAcceptsBooleansOnly(t *testing.T) {
 	wantErrs := []string{`labels["bad"]: must be a string, got a list`, `labels["version"]: must be a string, got number 1.1 (quote it if it is meant as text)`}
 	if d := cmp.Diff(wantErrs, fields(errs)); d != "" {
 		t.Errorf("error fields (-want +got):\n%s\n%v", d, errs)
+	}
+}
+
+func TestValue_NonEmptyRefusesAnEmptyString(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		want []string
+	}{
+		{"Left out", `{"ports": [{"port": 80}]}`, nil},
+		{"Given", `{"ports": [{"name": "http", "port": 80}]}`, nil},
+		{"Empty", `{"ports": [{"name": "", "port": 80}, {"name": "", "port": 0}]}`, []string{
+			"spec.ports[0].name: must not be empty: leave the field out to give it no value",
+			"spec.ports[1].name: must not be empty: leave the field out to give it no value",
+		}},
+		{"Null is left out", `{"ref": {"name": null, "port": 1}}`, nil},
+		{"Other fields empty", `{"ports": [{"port": 80}], "any": ""}`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got spec
+			if d := cmp.Diff(tt.want, fields(JSON([]byte(tt.doc), &got, "spec"))); d != "" {
+				t.Errorf("errors (-want +got):\n%s", d)
+			}
+		})
 	}
 }

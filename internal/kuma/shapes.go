@@ -101,7 +101,7 @@ type Inbound struct {
 	Port           int    `json:"port"`
 	ServicePort    int    `json:"servicePort,omitempty"`
 	ServiceAddress string `json:"serviceAddress,omitempty"`
-	Name           string `json:"name,omitempty"`
+	Name           string `json:"name,omitempty" decode:"nonempty"`
 	Tags           any    `json:"tags,omitempty"` // Kuma 2.x: refused
 }
 

@@ -144,7 +144,10 @@ func (p *plainJSON) port() Port {
 		switch string(key) {
 		case "name":
 			p.once(&seen[0])
-			port.Name = p.str()
+			// An empty name is refused by the strict decoder.
+			if port.Name = p.str(); port.Name == "" {
+				p.ok = false
+			}
 		case "port":
 			p.once(&seen[1])
 			port.Port = p.int()

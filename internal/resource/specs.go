@@ -228,7 +228,7 @@ const (
 type Inbound struct {
 	// Name names the port of the MeshService synthesised from it (Kuma
 	// 2.9+); without it the port has no name and no SRV record.
-	Name           string `json:"name,omitempty"`
+	Name           string `json:"name,omitempty" decode:"nonempty"`
 	Port           int    `json:"port"`
 	ServicePort    int    `json:"servicePort,omitempty"`
 	ServiceAddress string `json:"serviceAddress,omitempty"`
@@ -305,7 +305,7 @@ type DataplaneTagSelector struct {
 
 // Port is one port of a service.
 type Port struct {
-	Name        string       `json:"name,omitempty"`
+	Name        string       `json:"name,omitempty" decode:"nonempty"`
 	Port        int          `json:"port"`
 	TargetPort  *IntOrString `json:"targetPort,omitempty"`
 	AppProtocol string       `json:"appProtocol,omitempty"`

@@ -769,6 +769,11 @@ func TestDecode_Errors(t *testing.T) {
 		{"SpecIsAString", "type: Zone\nname: z\nspec: x\n", []v{{"spec", "must be an object"}}},
 		{"SeedInlineNumber", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 443}\ndestination:\n  type: Regular\n  tls:\n    caCert:\n      inline: 123\n"), []v{{"spec.destination.tls.caCert.inline", "must be a string, got number 123"}}},
 		{"EveryProblemAtOnce", msvc("ports:\n- port: eighty\n  bogus: 1\n") + "extra: x\n", []v{{"extra", ""}, {"spec.ports[0].bogus", ""}, {"spec.ports[0].port", ""}}},
+		// A port name is a DNS-1123 label; an empty one is not a port left
+		// unnamed (leave the name out for that), for every kind with ports.
+		{"PortNameEmpty", msvc("ports:\n- port: 80\n  name: ''\n"), []v{{"spec.ports[0].name", "must not be empty"}}},
+		{"MultiZonePortNameEmpty", mzsvc("selector: {meshService: {matchLabels: {app: a}}}\nports:\n- port: 80\n  name: \"\"\n"), []v{{"spec.ports[0].name", "must not be empty"}}},
+		{"InboundNameEmpty", dp("networking:\n  address: 10.0.0.1\n  inbound:\n  - {port: 80, name: '', tags: {kuma.io/service: a}}\n"), []v{{"spec.networking.inbound[0].name", "must not be empty"}}},
 		{"UnknownKind", "type: VirtualOutbound\nname: x\nspec: {}\n", []v{{"type", `unknown kind "VirtualOutbound": must be one of`}}},
 		{"MissingType", "name: x\nspec: {}\n", []v{{"type", "required"}}},
 		{"TypeNotAString", "type: 5\nname: x\n", []v{{"type", "must be a string"}}},
