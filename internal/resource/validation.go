@@ -511,19 +511,17 @@ func (s *MeshExternalServiceSpec) Validate(p validate.Path) validate.Errors {
 			errs.Add(dp.Field("endpoints"), "must have at least one entry when destination.type is Regular")
 		}
 	}
-	// The contents of a section are checked unless the type forbids the
-	// section (the user will remove it, so its details are noise). An
-	// unknown type forbids nothing.
-	known := slices.Contains(destinationTypes, dest.Type)
-	checkEndpoints := !known || dest.Type == DestinationRegular
-	checkExtension := !known || dest.Type == DestinationExtension
+	// The contents of a section are checked even where the type forbids
+	// the section: the user may fix the document by changing the type
+	// rather than by removing the section, and every problem is reported
+	// at once.
 	ep := dp.Field("endpoints")
-	if checkEndpoints && checkCount(&errs, ep, len(dest.Endpoints), MaxEndpoints) {
+	if checkCount(&errs, ep, len(dest.Endpoints), MaxEndpoints) {
 		for i, e := range dest.Endpoints {
 			checkEndpoint(&errs, ep.Index(i), e)
 		}
 	}
-	if x := dest.Extension; x != nil && checkExtension {
+	if x := dest.Extension; x != nil {
 		xp := dp.Field("extension")
 		if x.Type == "" {
 			errs.Add(xp.Field("type"), "must not be empty: the name of the plugin")
@@ -536,7 +534,7 @@ func (s *MeshExternalServiceSpec) Validate(p validate.Path) validate.Errors {
 			}
 		}
 	}
-	if dest.TLS != nil && checkEndpoints {
+	if dest.TLS != nil {
 		checkTLS(&errs, dp.Field("tls"), dest.TLS)
 	}
 	return errs
