@@ -163,12 +163,16 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, req request) {
 		writeError(w, invalid(decodeErrs))
 		return
 	}
-	errs := validate.Merge(decodeErrs, matchPath(obj, req))
-	if len(errs) == 0 {
-		errs = s.opts.Admission.Check(obj, s.writer(r), admission.PutOptions{})
+	// Every problem of the document in one answer: what did not decode
+	// (an unknown field, a wrong type) together with the rules the rest
+	// breaks, except those under a field that did not decode. A document
+	// of another kind than the path's is not checked further.
+	errs := matchPath(obj, req)
+	if obj.Kind == req.d.Kind {
+		errs.Append(s.opts.Admission.Check(obj, s.writer(r), admission.PutOptions{}))
 	}
-	if len(errs) > 0 {
-		writeError(w, invalid(validate.Merge(decodeErrs, errs)))
+	if errs = validate.Merge(decodeErrs, errs); len(errs) > 0 {
+		writeError(w, invalid(errs))
 		return
 	}
 	out, err := s.opts.Admission.Put(r.Context(), obj, s.writer(r), admission.PutOptions{IfMatch: ifMatch, Admitted: true})
