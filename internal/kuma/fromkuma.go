@@ -221,20 +221,32 @@ func (f *from) externalService(s *MeshExternalServiceSpec) *resource.MeshExterna
 		if s.TLS != nil {
 			f.refuse(sp.Field("tls"), "must not be set together with spec.extension: in meshnames (the external services design record) an extension decides where traffic goes, so tls would be ignored")
 		}
+		// What the refused sections hold is translated only for its
+		// problems, so that they are reported with the rest.
+		f.endpoints(s.Endpoints, sp)
+		if s.TLS != nil {
+			f.tls(s.TLS, sp.Field("tls"))
+		}
 		return out
 	}
 	d.Type = resource.DestinationRegular
 	if len(s.Endpoints) == 0 {
 		f.refuse(sp.Field("endpoints"), "must have at least one entry, unless spec.extension is set: meshnames keeps no external service without a destination")
 	}
-	for i, e := range s.Endpoints {
+	d.Endpoints = f.endpoints(s.Endpoints, sp)
+	if s.TLS != nil {
+		d.TLS = f.tls(s.TLS, sp.Field("tls"))
+	}
+	return out
+}
+
+func (f *from) endpoints(es []Endpoint, sp validate.Path) []resource.ExternalEndpoint {
+	var out []resource.ExternalEndpoint
+	for i, e := range es {
 		if e.Priority != nil {
 			f.refuse(sp.Field("endpoints").Index(i).Field("priority"), "meshnames keeps no endpoint priorities (the external services design record has none): remove it")
 		}
-		d.Endpoints = append(d.Endpoints, resource.ExternalEndpoint{Address: e.Address, Port: e.Port})
-	}
-	if s.TLS != nil {
-		d.TLS = f.tls(s.TLS, sp.Field("tls"))
+		out = append(out, resource.ExternalEndpoint{Address: e.Address, Port: e.Port})
 	}
 	return out
 }

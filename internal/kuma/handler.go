@@ -290,6 +290,9 @@ func (a *adapter) put(w http.ResponseWriter, r *http.Request, kind resource.Kind
 	}
 	obj, errs := FromKuma(kind, body)
 	if len(errs) > 0 {
+		if obj != nil {
+			errs = withNative(errs, a.violations(r, kind, path, obj))
+		}
 		writeError(w, invalid(errs))
 		return
 	}
@@ -339,6 +342,62 @@ func (a *adapter) put(w http.ResponseWriter, r *http.Request, kind resource.Kind
 		return
 	}
 	writeError(w, &Error{Status: http.StatusConflict, Title: "Conflict", Detail: path + " is being modified concurrently; try again"})
+}
+
+// violations returns the rules of the native write path that obj, a
+// document translated as far as it could be, breaks, at their paths in
+// the Kuma document of kind: the native dry run (POST /_apply?dryRun=true)
+// admits it as the PUT to path would and writes nothing. None when the
+// dry run cannot answer (the caller may not even read).
+func (a *adapter) violations(r *http.Request, kind resource.Kind, path string, obj *resource.Object) validate.Errors {
+	c := *obj
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	c.Name = cmp.Or(c.Name, seg[len(seg)-1])
+	if resource.MustLookup(kind).MeshScoped && len(seg) == 4 {
+		c.Mesh = cmp.Or(c.Mesh, seg[1])
+	}
+	body, err := json.Marshal(api.ApplyRequest{Items: []*resource.Object{&c}})
+	if err != nil {
+		return nil
+	}
+	res := a.call(r, http.MethodPost, "/_apply", url.Values{"dryRun": {"true"}}, body)
+	var report api.ApplyReport
+	if res.status != http.StatusOK || json.Unmarshal(res.body, &report) != nil || len(report.Items) != 1 {
+		return nil
+	}
+	causes := report.Items[0].Causes
+	for i := range causes {
+		causes[i].Field = KumaPath(kind, causes[i].Field)
+	}
+	return causes
+}
+
+// withNative returns the translation's problems followed by the native
+// rules broken that concern no field the translation refused, nothing
+// under one and nothing above one: what the refused field's absence from
+// the translation causes (a required section missing) is not reported
+// beside the refusal.
+func withNative(translation, native validate.Errors) validate.Errors {
+	out := translation
+	for _, n := range native {
+		related := false
+		for _, t := range translation {
+			if t.Field == "" || within(n.Field, t.Field) || within(t.Field, n.Field) {
+				related = true
+				break
+			}
+		}
+		if !related {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// within reports whether the field path p is at or under the path q.
+func within(p, q string) bool {
+	rest, ok := strings.CutPrefix(p, q)
+	return ok && (rest == "" || rest[0] == '.' || rest[0] == '[')
 }
 
 // wouldLose is the refusal of a write that would remove native-only fields.
