@@ -164,7 +164,11 @@ func (w *docWalker) step(s *docStep) []string {
 	case strings.HasPrefix(s.cmd, "go build "):
 		return s.want // the test built the binary; ./meshnames is it
 	case serveCmd.MatchString(s.cmd):
-		out, _ := w.serve(s.cmd, s.want)
+		out, started := w.serve(s.cmd, s.want)
+		if !started && len(s.want) > 0 && s.want[len(s.want)-1] == elision {
+			// The page shows a server that keeps running.
+			out = append(out, "(exited)")
+		}
 		return out
 	case readCmd.MatchString(s.cmd):
 		return w.read(s.cmd, s.want)
