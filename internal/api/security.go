@@ -6,11 +6,15 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
-// TokenRequest is the body of POST /tokens (a user token) and POST
-// /tokens/zone (a zone token: Zone set, the rest empty).
+// TokenRequest is the body of POST /tokens (a user token), POST
+// /tokens/zone (a zone token: Zone set, the rest empty) and POST
+// /tokens/dataplane (a dataplane token: Mesh and Name set).
 type TokenRequest struct {
-	// Name is the subject of a user token: who holds it.
+	// Name is the subject of a user token (who holds it), or the
+	// Dataplane a dataplane token is for.
 	Name string `json:"name,omitempty"`
+	// Mesh is the mesh of the Dataplane a dataplane token is for.
+	Mesh string `json:"mesh,omitempty"`
 	// Role of a user token: admin, operator, service-owner or read-only.
 	Role string `json:"role,omitempty"`
 	// Meshes limits a user token to these meshes; empty means all.

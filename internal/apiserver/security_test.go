@@ -95,6 +95,9 @@ func (e *secureEnv) sign(c token.Claims) string {
 	if c.Role == token.RoleZone && c.Zone == "" {
 		c.Zone = "east"
 	}
+	if c.Role == token.RoleDataplane && len(c.Meshes) == 0 {
+		c.Meshes = []string{"m1"}
+	}
 	if c.ExpiresAt.IsZero() {
 		c.ExpiresAt = time.Now().Add(time.Hour)
 	}
@@ -417,7 +420,7 @@ func TestAttacks_OnTheAPI(t *testing.T) {
 			}
 		}
 	}
-	for _, path := range []string{"/tokens", "/tokens/zone", "/tokens/_rotate-key"} {
+	for _, path := range []string{"/tokens", "/tokens/zone", "/tokens/dataplane", "/tokens/_rotate-key"} {
 		if r := e.as(e.tokens[token.RoleReadOnly], "POST", path, "{}"); r.code != 403 {
 			t.Errorf("read-only POST %s = %d, want 403", path, r.code)
 		}
@@ -688,6 +691,43 @@ func TestTokensAPI_ZoneTokensOnlyOnGlobal(t *testing.T) {
 	} {
 		if r := g.as(g.tokens[token.RoleAdmin], "POST", "/tokens/zone", body); r.code != 400 || !slices.Contains(r.causeFields(), field) {
 			t.Errorf("POST /tokens/zone %s = %d %s; want 400 naming %s", body, r.code, r.body, field)
+		}
+	}
+}
+
+// TestTokensAPI_DataplaneTokens: POST /tokens/dataplane issues a proxy's
+// token for one Dataplane of one mesh, which the REST API refuses.
+func TestTokensAPI_DataplaneTokens(t *testing.T) {
+	e := newSecureEnv(t, secureOptions{})
+	r := e.as(e.tokens[token.RoleAdmin], "POST", "/tokens/dataplane", `{"mesh":"m1","name":"web-1.east"}`)
+	if r.code != 201 {
+		t.Fatalf("POST /tokens/dataplane = %d %s", r.code, r.body)
+	}
+	var dp api.TokenResponse
+	_ = json.Unmarshal(r.body, &dp)
+	c, err := e.keys.Verify(dp.Token, time.Now())
+	if err != nil || c.Role != token.RoleDataplane || c.Subject != "web-1.east" || !slices.Equal(c.Meshes, []string{"m1"}) ||
+		c.ExpiresAt.Sub(c.IssuedAt) != DefaultDataplaneTokenValidity {
+		t.Errorf("dataplane token claims %+v, %v", c, err)
+	}
+	if r := e.as(dp.Token, "GET", "/meshes/m1/dataplanes", ""); r.code != 403 || !strings.Contains(r.error().Detail, "xDS") {
+		t.Errorf("the dataplane token on the REST API = %d %s", r.code, r.body)
+	}
+	if r := e.as(e.tokens[token.RoleOperator], "POST", "/tokens/dataplane", `{"mesh":"m1","name":"web-1"}`); r.code != 403 {
+		t.Errorf("an operator issuing a dataplane token = %d, want 403 (tokens are admin's)", r.code)
+	}
+	for body, field := range map[string]string{
+		`{"mesh":"m1"}`:                               "name",
+		`{"name":"web"}`:                              "mesh",
+		`{"mesh":"M1","name":"web"}`:                  "mesh",
+		`{"mesh":"m1","name":"web_1"}`:                "name",
+		`{"mesh":"m1","name":"web","role":"admin"}`:   "role",
+		`{"mesh":"m1","name":"web","meshes":["m2"]}`:  "meshes",
+		`{"mesh":"m1","name":"web","zone":"east"}`:    "zone",
+		`{"mesh":"m1","name":"web","validFor":"-1h"}`: "validFor",
+	} {
+		if r := e.as(e.tokens[token.RoleAdmin], "POST", "/tokens/dataplane", body); r.code != 400 || !slices.Contains(r.causeFields(), field) {
+			t.Errorf("POST /tokens/dataplane %s = %d %s; want 400 naming %s", body, r.code, r.body, field)
 		}
 	}
 }

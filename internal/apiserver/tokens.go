@@ -28,6 +28,9 @@ import (
 const (
 	DefaultUserTokenValidity = 24 * time.Hour
 	DefaultZoneTokenValidity = 8760 * time.Hour
+	// DefaultDataplaneTokenValidity is how long a dataplane token lasts
+	// unless the request says.
+	DefaultDataplaneTokenValidity = 8760 * time.Hour
 )
 
 // security serves /tokens..., /audit and /history; the guard has
@@ -52,7 +55,7 @@ func (s *Server) security(w http.ResponseWriter, r *http.Request, seg []string) 
 		case http.MethodGet:
 			s.listTokens(w, r)
 		case http.MethodPost:
-			s.issueToken(w, r, false)
+			s.issueToken(w, r, userToken)
 		default:
 			w.Header().Set("Allow", "GET, POST")
 			writeError(w, newError(http.StatusMethodNotAllowed, "Method not allowed", r.Method+" is not supported here; use GET or POST"))
@@ -60,9 +63,14 @@ func (s *Server) security(w http.ResponseWriter, r *http.Request, seg []string) 
 		return "/tokens"
 	case len(seg) == 2 && seg[1] == "zone":
 		if allow(w, r, http.MethodPost) {
-			s.issueToken(w, r, true)
+			s.issueToken(w, r, zoneToken)
 		}
 		return "/tokens/zone"
+	case len(seg) == 2 && seg[1] == "dataplane":
+		if allow(w, r, http.MethodPost) {
+			s.issueToken(w, r, dataplaneToken)
+		}
+		return "/tokens/dataplane"
 	case len(seg) == 2 && seg[1] == "_rotate-key":
 		if allow(w, r, http.MethodPost) {
 			s.rotateKey(w, r)
@@ -124,18 +132,27 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) *Error {
 	return nil
 }
 
-func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, zone bool) {
+// The kinds of token the API issues, each at its own path.
+type tokenKind int
+
+const (
+	userToken      tokenKind = iota // POST /tokens
+	zoneToken                       // POST /tokens/zone
+	dataplaneToken                  // POST /tokens/dataplane
+)
+
+func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, kind tokenKind) {
 	var req api.TokenRequest
 	if e := decodeJSON(w, r, &req); e != nil {
 		writeError(w, e)
 		return
 	}
-	c, errs := s.tokenClaims(req, zone)
+	c, errs := s.tokenClaims(req, kind)
 	if len(errs) > 0 {
 		writeError(w, &Error{Status: http.StatusBadRequest, Title: "Invalid request", Detail: "the request breaks the rules listed in causes", Causes: errs})
 		return
 	}
-	if zone {
+	if kind == zoneToken {
 		if s.opts.Admission.Mode() != "global" {
 			writeError(w, newError(http.StatusConflict, "Conflict",
 				fmt.Sprintf("zone tokens are issued by the global control plane (--mode global); this one runs in %s mode", s.opts.Admission.Mode())))
@@ -184,11 +201,25 @@ func tokenSummary(c token.Claims) string {
 
 // tokenClaims checks a token request, every problem with its field, and
 // returns the claims to sign.
-func (s *Server) tokenClaims(req api.TokenRequest, zone bool) (token.Claims, validate.Errors) {
+func (s *Server) tokenClaims(req api.TokenRequest, kind tokenKind) (token.Claims, validate.Errors) {
 	var errs validate.Errors
 	c := token.Claims{IssuedAt: time.Now()}
 	validity := DefaultUserTokenValidity
-	if zone {
+	switch kind {
+	case dataplaneToken:
+		validity = DefaultDataplaneTokenValidity
+		errs.Check("mesh", validate.DNS1123Subdomain(req.Mesh))
+		errs.Check("name", validate.DNS1123Subdomain(req.Name))
+		for _, f := range []struct{ name, v string }{{"role", req.Role}, {"zone", req.Zone}} {
+			if f.v != "" {
+				errs.Addf(validate.Path(f.name), "must be empty for a dataplane token")
+			}
+		}
+		if len(req.Meshes) > 0 {
+			errs.Add("meshes", "must be empty for a dataplane token: mesh names its one mesh")
+		}
+		c.Subject, c.Role, c.Meshes = req.Name, token.RoleDataplane, []string{req.Mesh}
+	case zoneToken:
 		validity = DefaultZoneTokenValidity
 		errs.Check("zone", validate.DNS1123Label(req.Zone))
 		for _, f := range []struct{ name, v string }{{"name", req.Name}, {"role", req.Role}} {
@@ -200,7 +231,7 @@ func (s *Server) tokenClaims(req api.TokenRequest, zone bool) (token.Claims, val
 			errs.Add("meshes", "must be empty for a zone token: a zone syncs every mesh")
 		}
 		c.Subject, c.Role, c.Zone = "zone/"+req.Zone, token.RoleZone, req.Zone
-	} else {
+	default:
 		switch {
 		case req.Name == "":
 			errs.Add("name", "must name who holds the token, such as alice")

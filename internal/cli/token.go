@@ -146,6 +146,38 @@ global) issues zone tokens. The token alone goes to standard output.`,
 	zoneCmd.Flags().StringVar(&zoneValidFor, "valid-for", "8760h", "how long the token is valid (at most 87600h)")
 	_ = zoneCmd.MarkFlagRequired("zone")
 
+	var dpMesh, dpName, dpValidFor string
+	dpCmd := &cobra.Command{
+		Use:   "dataplane",
+		Short: "Issue a proxy's token for the xDS control plane",
+		Long: `Issue the token a proxy presents to the xDS control plane (ADS, port 5678):
+it names one Dataplane of one mesh, and a stream that presents it may fetch
+that Dataplane's configuration and nothing else. Its node id must be
+<mesh>.<name>. The proxy sends it as the gRPC header authorization: Bearer
+<token>, or as the node metadata key token (grpc-go's bootstrap file). The
+token alone goes to standard output.`,
+		Example: `  meshnames token dataplane --mesh default --name web-1 > web-1.token`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			t, err := c.IssueDataplaneToken(cmd.Context(), dpMesh, dpName, dpValidFor)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(env.Out, t.Token)
+			fmt.Fprintf(env.Err, "Issued token %s for dataplane %s of mesh %s, valid until %s.\n", t.Info.ID, t.Info.Subject, dpMesh, t.Info.ExpiresAt.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	dpCmd.Flags().StringVarP(&dpMesh, "mesh", "m", "default", "the mesh of the Dataplane")
+	dpCmd.Flags().StringVar(&dpName, "name", "", "the Dataplane the token is for")
+	dpCmd.Flags().StringVar(&dpValidFor, "valid-for", "8760h", "how long the token is valid (at most 87600h)")
+	dpCmd.Flags().StringVar(&dpValidFor, "ttl", "8760h", "the same as --valid-for (kumactl's spelling)")
+	_ = dpCmd.MarkFlagRequired("name")
+
 	var output string
 	list := &cobra.Command{
 		Use:   "list",
@@ -228,7 +260,7 @@ stay valid until they expire.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(user, zoneCmd, list, revoke, rotate)
+	cmd.AddCommand(user, zoneCmd, dpCmd, list, revoke, rotate)
 	return cmd
 }
 

@@ -180,3 +180,27 @@ TIME                  EVENT     ZONE  MESH     KIND         NAME   REASON
 		t.Errorf("empty history: %q, %v", out, err)
 	}
 }
+
+// TestTokenDataplane issues a proxy's token: the token alone on standard
+// output, what it is for on standard error, listed with its role; a bad
+// name is refused naming the field.
+func TestTokenDataplane(t *testing.T) {
+	url := servertest.Start(t, config.Default(), servertest.Options{NoControllers: true})
+	out, stderr, err := runWith(url, nil, "token", "dataplane", "--mesh", "default", "--name", "web-1", "--ttl", "2h")
+	if err != nil {
+		t.Fatalf("token dataplane: %v", err)
+	}
+	if tok := strings.TrimSpace(out); strings.Count(tok, ".") != 2 || strings.Contains(tok, " ") {
+		t.Fatalf("token dataplane printed %q; want the token alone", out)
+	}
+	if !strings.Contains(stderr, "for dataplane web-1 of mesh default, valid until") {
+		t.Errorf("token dataplane stderr %q", stderr)
+	}
+	if out, _, err := runWith(url, nil, "token", "list"); err != nil || !strings.Contains(out, "dataplane") || !strings.Contains(out, "web-1") {
+		t.Errorf("token list: %q, %v", out, err)
+	}
+	_, _, err = runWith(url, nil, "token", "dataplane", "--name", "Web_1")
+	if err == nil || !strings.Contains(err.Error(), "name") {
+		t.Errorf("token dataplane with a bad name: %v; want an error naming the field", err)
+	}
+}

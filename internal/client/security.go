@@ -53,6 +53,16 @@ func (c *Client) IssueZoneToken(ctx context.Context, zone, validFor string) (*ap
 	return &out, nil
 }
 
+// IssueDataplaneToken issues the token of a proxy: the Dataplane name of
+// mesh (POST /tokens/dataplane).
+func (c *Client) IssueDataplaneToken(ctx context.Context, mesh, name, validFor string) (*api.TokenResponse, error) {
+	var out api.TokenResponse
+	if err := c.call(ctx, http.MethodPost, "/tokens/dataplane", api.TokenRequest{Mesh: mesh, Name: name, ValidFor: validFor}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Tokens lists the tokens issued (GET /tokens).
 func (c *Client) Tokens(ctx context.Context) ([]api.TokenInfo, error) {
 	var out api.TokenList
