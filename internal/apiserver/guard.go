@@ -177,6 +177,12 @@ func classify(r *http.Request) (auth.Action, string) {
 			a.Class = auth.Other
 		}
 		return a, "/meshes/{mesh}/" + seg[2]
+	case len(seg) == 5 && seg[0] == "meshes" && seg[2] == "dataplanes" && seg[4] == "_xds":
+		a.Kind, a.Mesh = resource.Dataplane, seg[1]
+		if write {
+			a.Class = auth.Other
+		}
+		return a, "/meshes/{mesh}/dataplanes/{name}/_xds"
 	case len(seg) == 5 && seg[4] == "_hostnames":
 		if req, ok := parsePath(seg[:4]); ok {
 			a.Kind, a.Mesh = req.d.Kind, req.mesh

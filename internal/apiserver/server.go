@@ -72,6 +72,10 @@ type Options struct {
 	// Preview, when set, says what hostnames and VIPs services would gain
 	// or lose if objs (admitted) were written, for dry runs.
 	Preview func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error)
+	// XDS, when set, inspects what the proxy of a Dataplane gets, for GET
+	// /meshes/{mesh}/dataplanes/{name}/_xds; it fails with ErrNotFound
+	// for a Dataplane that does not exist.
+	XDS func(mesh, name string) (api.XDSInspection, error)
 	// Leader, when set, reports the leadership for GET /_leader.
 	Leader func(ctx context.Context) (api.LeaderStatus, error)
 	// GUI, when set, serves the web GUI under /gui/; GET / then redirects
@@ -260,6 +264,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 			s.zoneInsight(w, r, seg[1])
 		}
 		return "/zones/{name}/_insight"
+	}
+	if len(seg) == 5 && seg[0] == "meshes" && seg[2] == "dataplanes" && seg[4] == "_xds" {
+		if allow(w, r, http.MethodGet) {
+			s.xdsInspection(w, seg[1], seg[3])
+		}
+		return "/meshes/{mesh}/dataplanes/{name}/_xds"
 	}
 	if len(seg) == 5 && seg[4] == "_hostnames" {
 		req, ok := parsePath(seg[:4])

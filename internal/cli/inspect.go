@@ -58,7 +58,7 @@ order, including the generators that do not select it and why.`,
 	}
 	hostnames.Flags().StringVarP(&mesh, "mesh", "m", defaultMesh, "mesh to inspect")
 	hostnames.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
-	cmd.AddCommand(hostnames)
+	cmd.AddCommand(hostnames, newInspectXDSCmd(env, newClient))
 
 	var dnsMesh, dnsOutput string
 	dnsCmd := &cobra.Command{

@@ -437,6 +437,20 @@ func (c *Client) Hostnames(ctx context.Context, d *resource.Descriptor, mesh, na
 	return report.Items, nil
 }
 
+// XDS inspects what the proxy of a Dataplane gets from the xDS control
+// plane, and its streams on the instance that answers.
+func (c *Client) XDS(ctx context.Context, mesh, name string) (*api.XDSInspection, error) {
+	r, err := c.do(ctx, http.MethodGet, "/meshes/"+url.PathEscape(mesh)+"/dataplanes/"+url.PathEscape(name)+"/_xds", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var in api.XDSInspection
+	if err := json.Unmarshal(r.body, &in); err != nil {
+		return nil, fmt.Errorf("decode xDS inspection: %w", err)
+	}
+	return &in, nil
+}
+
 // DNS returns the names the server's DNS answers in mesh, and those it
 // does not answer with the reason.
 func (c *Client) DNS(ctx context.Context, mesh string) (*api.DNSListing, error) {

@@ -160,6 +160,9 @@ func (s *Server) Run(ctx context.Context) error {
 		apiOpts.ServiceTags = &o
 	}
 	proxies := s.newXDS(c, keys, apiTLS, reg)
+	if proxies != nil {
+		apiOpts.XDS = proxies.inspect
+	}
 	webGUI, err := s.newGUI(st, c, dnsSrv, tableOpts, apiOpts, reg)
 	if err != nil {
 		return err

@@ -2,12 +2,16 @@ package server
 
 import (
 	"crypto/tls"
+	"errors"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/leader"
+	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/token"
 	"github.com/meshnames/meshnames/internal/xds"
 )
@@ -41,4 +45,13 @@ func (s *Server) newXDS(c *cache.Cache, keys *token.Keys, apiTLS *tls.Config, re
 		Listening: s.XDSListening,
 	})
 	return &xdsParts{builder: b, server: srv}
+}
+
+// inspect is the API's view of a proxy.
+func (x *xdsParts) inspect(mesh, name string) (api.XDSInspection, error) {
+	in, err := x.server.Inspect(xds.Proxy{Mesh: mesh, Name: name})
+	if errors.Is(err, xds.ErrNoDataplane) {
+		return in, fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	}
+	return in, err
 }

@@ -75,6 +75,8 @@ type Service struct {
 	Hostnames []string
 	// Endpoints by service port.
 	Endpoints map[int][]Endpoint
+	// NoEndpoints says why a port without endpoints has none.
+	NoEndpoints string
 }
 
 // Port is one port of a service.
@@ -101,6 +103,8 @@ type Resource struct {
 	Msg  proto.Message
 	Port int
 	API  bool
+	// Note says what the resource lacks and why, for inspection.
+	Note string
 }
 
 // ClusterName is the name of the cluster (and of its load assignment)
@@ -136,7 +140,7 @@ func Render(s *Service) []Resource {
 		name := ClusterName(s.Key, p.Port)
 		out = append(out,
 			Resource{Type: ClusterType, Name: name, Msg: cluster(name, p.Protocol), Port: p.Port},
-			Resource{Type: EndpointType, Name: name, Msg: loadAssignment(name, s.Endpoints[p.Port]), Port: p.Port})
+			Resource{Type: EndpointType, Name: name, Msg: loadAssignment(name, s.Endpoints[p.Port]), Port: p.Port, Note: emptyNote(name, s, p.Port)})
 		if len(s.VIPs) > 0 {
 			out = append(out, Resource{Type: ListenerType, Name: OutboundName(name), Msg: outbound(name, s.VIPs, p), Port: p.Port})
 		}
@@ -146,6 +150,13 @@ func Render(s *Service) []Resource {
 		}
 	}
 	return out
+}
+
+func emptyNote(cluster string, s *Service, port int) string {
+	if len(s.Endpoints[port]) > 0 || s.NoEndpoints == "" {
+		return ""
+	}
+	return "cluster " + cluster + " has no endpoints: " + s.NoEndpoints
 }
 
 func cluster(name, protocol string) *clusterv3.Cluster {

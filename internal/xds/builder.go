@@ -181,8 +181,10 @@ func (b *Builder) service(o *resource.Object) *Service {
 		}
 		if b.local(o) {
 			s.Endpoints = b.ix.endpoints(b.cache, o, spec, b.zone)
+			s.NoEndpoints = "no Ready inbound of a Dataplane the service selects serves this port"
 		} else {
 			b.ix.serviceGone(o.Key())
+			s.NoEndpoints = "the service is in zone " + o.Labels[resource.LabelZone] + ", and proxies here reach other zones' services through ZoneIngress, which this control plane does not serve yet"
 		}
 	}
 	return s

@@ -21,6 +21,7 @@ type entry struct {
 	port    int
 	api     bool
 	gen     uint64 // the mesh generation of its last change
+	note    string // why the resource lacks something (inspection)
 }
 
 // change is one name of a type that changed (or went) at gen.
@@ -85,9 +86,10 @@ func (t *meshTable) put(k resource.Key, labels map[string]string, rs []Resource)
 		next.names[r.Type] = append(next.names[r.Type], r.Name)
 		old := t.res[r.Type][r.Name]
 		if old != nil && old.version == v && old.owner == k && old.port == r.Port && old.api == r.API {
+			old.note = r.Note
 			continue
 		}
-		t.res[r.Type][r.Name] = &entry{name: r.Name, version: v, any: a, owner: k, port: r.Port, api: r.API, gen: gen}
+		t.res[r.Type][r.Name] = &entry{name: r.Name, version: v, any: a, owner: k, port: r.Port, api: r.API, gen: gen, note: r.Note}
 		t.logChange(r.Type, gen, r.Name)
 		changed = true
 	}

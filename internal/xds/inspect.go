@@ -1,0 +1,120 @@
+package xds
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshnames/meshnames/internal/api"
+)
+
+// ErrNoDataplane is returned by Inspect for a Dataplane that does not
+// exist.
+var ErrNoDataplane = errors.New("no such dataplane")
+
+// Inspect returns what the proxy p gets (every resource of its view:
+// outbound and API listeners, clusters, endpoints) and its streams on
+// this instance.
+func (s *Server) Inspect(p Proxy) (api.XDSInspection, error) {
+	dp, ok := s.o.Builder.cache.Peek(p.Key())
+	if !ok {
+		return api.XDSInspection{}, fmt.Errorf("%w: %s", ErrNoDataplane, p)
+	}
+	out := api.XDSInspection{Mesh: p.Mesh, Dataplane: p.Name, Instance: s.o.Instance, Streams: []api.XDSStream{}}
+	s.mu.Lock()
+	streams := make([]*stream, 0, len(s.streams[p]))
+	for st := range s.streams[p] {
+		streams = append(streams, st)
+	}
+	s.mu.Unlock()
+	sort.Slice(streams, func(i, j int) bool { return streams[i].id < streams[j].id })
+	for _, st := range streams {
+		out.Streams = append(out.Streams, st.state())
+	}
+
+	sel := selectorOf(dp)
+	view := [numTypes][]*entry{}
+	if t := s.o.Builder.table(p.Mesh, false); t != nil {
+		t.mu.RLock()
+		for typ := range numTypes {
+			for _, e := range t.res[typ] {
+				if o := t.owners[e.owner]; o != nil && sel.selects(e, o.labels) {
+					view[typ] = append(view[typ], e)
+					if e.note != "" {
+						out.Notes = append(out.Notes, e.note)
+					}
+				}
+			}
+			slices.SortFunc(view[typ], func(a, b *entry) int { return compareStrings(a.name, b.name) })
+		}
+		t.mu.RUnlock()
+	}
+	slices.Sort(out.Notes)
+	dump := &adminv3.ConfigDump{}
+	clusters := &adminv3.ClustersConfigDump{}
+	for _, e := range view[ClusterType] {
+		clusters.DynamicActiveClusters = append(clusters.DynamicActiveClusters, &adminv3.ClustersConfigDump_DynamicCluster{VersionInfo: e.version, Cluster: e.any})
+	}
+	endpoints := &adminv3.EndpointsConfigDump{}
+	for _, e := range view[EndpointType] {
+		endpoints.DynamicEndpointConfigs = append(endpoints.DynamicEndpointConfigs, &adminv3.EndpointsConfigDump_DynamicEndpointConfig{VersionInfo: e.version, EndpointConfig: e.any})
+	}
+	listeners := &adminv3.ListenersConfigDump{}
+	for _, e := range view[ListenerType] {
+		listeners.DynamicListeners = append(listeners.DynamicListeners, &adminv3.ListenersConfigDump_DynamicListener{
+			Name: e.name, ActiveState: &adminv3.ListenersConfigDump_DynamicListenerState{VersionInfo: e.version, Listener: e.any},
+		})
+	}
+	for _, m := range []proto.Message{clusters, endpoints, listeners} {
+		a, err := anypb.New(m)
+		if err != nil {
+			return out, err
+		}
+		dump.Configs = append(dump.Configs, a)
+	}
+	b, err := protojson.MarshalOptions{Multiline: false}.Marshal(dump)
+	if err != nil {
+		return out, err
+	}
+	out.Config = b
+	return out, nil
+}
+
+// state is the inspection of a stream.
+func (s *stream) state() api.XDSStream {
+	proto := "sotw"
+	if s.delta {
+		proto = "delta"
+	}
+	out := api.XDSStream{Protocol: proto, Peer: s.peer, ConnectedAt: s.since, Types: []api.XDSTypeState{}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for typ, st := range s.types {
+		if st == nil {
+			continue
+		}
+		ts := api.XDSTypeState{
+			Type: Type(typ).String(), Wildcard: st.wildcard, SentVersion: st.version, SentAt: st.sentAt,
+			Responses: st.sentCount, Pending: st.pending, AckedVersion: st.acked, AckedAt: st.ackedAt,
+		}
+		if st.nonce > 0 {
+			ts.SentNonce = strconv.Itoa(st.nonce)
+		}
+		for n := range st.names {
+			ts.Names = append(ts.Names, n)
+		}
+		slices.Sort(ts.Names)
+		if n := st.nack; n != nil {
+			ts.Nack = &api.XDSNack{Version: n.Version, Nonce: n.Nonce, Message: n.Message, At: n.At}
+		}
+		out.Types = append(out.Types, ts)
+	}
+	return out
+}
