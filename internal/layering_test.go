@@ -77,6 +77,7 @@ var testOnly = []string{
 	"internal/porttest",
 	"test/...",
 	"bench/...",
+	"examples/...", // programs that show users how to use meshnames; tests run them
 }
 
 // notInBinary are packages of other modules that only tests use.

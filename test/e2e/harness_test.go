@@ -33,6 +33,10 @@ import (
 
 var binary string
 
+// grpcecho is examples/grpcecho, built in TestMain: the proxyless gRPC
+// server and xDS client of the xDS tests and the README.
+var grpcecho string
+
 func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "dig" {
 		// The README walkthrough runs this binary as dig when dig is
@@ -53,6 +57,13 @@ func TestMain(m *testing.M) {
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building meshnames:", err)
+		os.Exit(1)
+	}
+	grpcecho = filepath.Join(dir, "grpcecho")
+	build = exec.Command("go", "build", "-o", grpcecho, "github.com/meshnames/meshnames/examples/grpcecho")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building grpcecho:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
