@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/porttest"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -145,4 +147,8 @@ func (e *env) dataplane(name, service string, ports ...int) {
 
 func grpcPort(name string) resource.Port {
 	return resource.Port{Port: 8080, Name: "grpc", TargetPort: &resource.IntOrString{String: name, IsName: true}, AppProtocol: resource.ProtocolGRPC}
+}
+
+func protoMarshal(m any) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m.(proto.Message))
 }
