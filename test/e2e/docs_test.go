@@ -34,10 +34,14 @@ type docPage struct {
 // docPages are the pages with transcripts, in the order of docs/README.md.
 var docPages = []docPage{
 	{path: "README.md", section: "## Five minutes with meshnames"},
+	{path: "docs/resources.md", serve: true},
 	{path: "docs/hostnames.md", serve: true},
 	{path: "docs/dns.md", serve: true},
+	{path: "docs/universal.md", serve: true},
 	{path: "docs/external-services.md", serve: true},
 	{path: "docs/security.md", serve: true, normalize: []normalizer{{regexp.MustCompile(`\b[0-9a-f]{16}\b`), "<token-id>"}}},
+	{path: "docs/configuration.md"},
+	{path: "docs/multizone-services.md", serve: true},
 	{path: "docs/multizone.md", normalize: []normalizer{
 		// A stream's revisions and byte counts depend on when heartbeats and
 		// inventories fell.
