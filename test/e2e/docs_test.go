@@ -47,6 +47,7 @@ var docPages = []docPage{
 		// inventories fell.
 		{regexp.MustCompile(`(line +\S+ ago)( +\d+){3} +\d+/\d+ +\d+B/\d+B`), "$1 <counters>"},
 	}},
+	{path: "docs/kubernetes.md", kube: true, normalize: []normalizer{{regexp.MustCompile(`\b10\.96\.\d+\.\d+\b`), "<cluster-ip>"}}},
 	{path: "docs/kuma.md", serve: true, normalize: []normalizer{{regexp.MustCompile(`"hostname":"[^"]*"`), `"hostname":"<host>"`}}},
 }
 

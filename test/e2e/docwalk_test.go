@@ -97,6 +97,12 @@ func newDocWalker(t *testing.T, p docPage, blocks []*docBlock) *docWalker {
 		"MESHNAMES_SERVER=http://127.0.0.1:" + itoa(w.ports[defaultAPIPort]),
 	}
 	if p.kube {
+		if _, err := exec.LookPath("kubectl"); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("kubectl is not installed; %s uses it", p.path)
+			}
+			t.Skipf("kubectl is not installed; %s uses it", p.path)
+		}
 		c := kube(t)
 		kc, err := os.ReadFile(c.Kubeconfig)
 		if err != nil {
