@@ -36,10 +36,11 @@ var layers = []struct {
 		"internal/store/sqlstore", "internal/cache", "internal/client", "internal/kuma", "internal/token", "internal/audit", "internal/history",
 		"internal/crd",
 	}},
+	{"manifests of a whole installation", []string{"internal/install"}},
 	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres", "internal/store/kube", "internal/store/pebble"}},
 	{"what the parts share: admission of writes, the controller runner, authentication", []string{"internal/admission", "internal/reconcile", "internal/auth"}},
 	{"parts: election, controllers, DNS, REST, GUI", []string{
-		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice", "internal/kubeservices",
+		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice", "internal/kubeservices", "internal/kubemcs",
 		"internal/dnsserver", "internal/apiserver", "internal/gui", "internal/zonesync", "internal/xds",
 	}},
 	{"wiring", []string{"internal/server"}},

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshnames/meshnames/internal/crd"
+	"github.com/meshnames/meshnames/internal/install"
 )
 
 func newInstallCmd(env Env) *cobra.Command {
@@ -38,6 +39,67 @@ the rest of an installation.`,
 		_, err = env.Out.Write(out)
 		return err
 	}
-	cmd.AddCommand(crds)
+	cmd.AddCommand(crds, newInstallControlPlaneCmd(env), newInstallMCSCmd(env))
 	return cmd
+}
+
+func newInstallControlPlaneCmd(env Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "control-plane",
+		Short: "Print everything a cluster needs to run meshnames",
+		Long: `Print every manifest of a meshnames control plane in Kubernetes mode: the
+system namespace (Pod Security "restricted"), the CRDs and admission policy
+of "meshnames install crds", the service account meshnames runs as with the
+least RBAC it needs, a Deployment running "meshnames serve --env kubernetes"
+(its replicas elect a leader with the Lease meshnames-leader), the Services
+meshnames-api (5681), meshnames-dns (53, UDP and TCP) and meshnames-xds
+(5678), and a PodDisruptionBudget.
+
+meshnames publishes no container image: --image names one that holds the
+meshnames binary as its entrypoint. Without --api-tls-secret the REST API
+serves plain HTTP inside the cluster. docs/kubernetes.md explains each
+object and how to send the mesh domains from CoreDNS to meshnames-dns.`,
+		Example: `  meshnames install control-plane --image registry.example/meshnames:` + Version + ` | kubectl apply -f -
+  meshnames install control-plane --replicas 3 --namespace mesh-system --zone east > meshnames.yaml`,
+		Args: cobra.NoArgs,
+	}
+	o := install.Options{Version: Version}
+	f := cmd.Flags()
+	f.StringVar(&o.Namespace, "namespace", crd.DefaultSystemNamespace, "the control plane's namespace (its kubernetes.systemNamespace)")
+	f.IntVar(&o.Replicas, "replicas", 2, "instances of the control plane; more than one elect a leader")
+	f.StringVar(&o.Image, "image", "meshnames:"+Version, "container image holding the meshnames binary as its entrypoint")
+	f.StringVar(&o.Zone, "zone", "default", "the zone name of the control plane")
+	f.StringVar(&o.APITLSSecret, "api-tls-secret", "", "Secret (type kubernetes.io/tls, in --namespace) whose certificate the REST API serves; none: plain HTTP")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		out, err := install.Manifests(o)
+		if err != nil {
+			return err
+		}
+		_, err = env.Out.Write(out)
+		return err
+	}
+	return cmd
+}
+
+func newInstallMCSCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "mcs-crds",
+		Short: "Print the CRDs of the Multi-Cluster Services API",
+		Long: `Print the CustomResourceDefinitions of the Multi-Cluster Services API
+(KEP-1645, API group multicluster.x-k8s.io, version v1alpha1): ServiceExport
+and ServiceImport, for a cluster that has no MCS implementation installing
+them. When they are served, meshnames exports the MeshService of every
+Service a ServiceExport names and writes ServiceImports for the services of
+other zones (docs/kubernetes.md).`,
+		Example: `  meshnames install mcs-crds | kubectl apply -f -`,
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			out, err := crd.MCSManifests()
+			if err != nil {
+				return err
+			}
+			_, err = env.Out.Write(out)
+			return err
+		},
+	}
 }

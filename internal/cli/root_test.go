@@ -11,10 +11,12 @@ import (
 // notClients are the commands that talk to no server, so have no --server.
 // A new command that is a client gets --server by being in New's clients.
 var notClients = map[string]bool{
-	"meshnames serve":        true,
-	"meshnames config show":  true,
-	"meshnames install crds": true,
-	"meshnames help":         true,
+	"meshnames serve":                 true,
+	"meshnames config show":           true,
+	"meshnames install crds":          true,
+	"meshnames install control-plane": true,
+	"meshnames install mcs-crds":      true,
+	"meshnames help":                  true,
 }
 
 // TestNew_ServerFlagOnClientCommandsOnly checks every runnable command:

@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -374,4 +375,28 @@ func (c *Client) List(ctx context.Context, r Resource, ns string, o ListOptions,
 		}
 		cont = page.Metadata.Continue
 	}
+}
+
+// Serves reports whether the API server serves collection r, from its
+// discovery document of r's group and version: false when it does not
+// know the group (an API whose CRDs are not installed).
+func (c *Client) Serves(ctx context.Context, r Resource) (bool, error) {
+	var list struct {
+		Resources []struct {
+			Name string `json:"name"`
+		} `json:"resources"`
+	}
+	err := c.Get(ctx, Resource{Group: r.Group, Version: r.Version}, "", "", &list)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, it := range list.Resources {
+		if it.Name == r.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -13,7 +13,7 @@
 //
 // Every MeshService it writes goes through admission first, as every
 // writer's does. It runs only on the leader. It imports admission,
-// resource, store, cache, reconcile, validate and kubeapi. Controller.Run's loop is single-threaded; the
+// resource, store, cache, reconcile, validate, crd and kubeapi. Controller.Run's loop is single-threaded; the
 // watches feed it through locked views.
 package kubeservices
 
@@ -34,6 +34,7 @@ import (
 
 	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/crd"
 	"github.com/meshnames/meshnames/internal/kubeapi"
 	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -110,6 +111,7 @@ type views struct {
 	namespaces map[string]Namespace
 	slices     map[nsName]slice           // by EndpointSlice
 	bySvc      map[nsName]map[nsName]bool // Service -> its EndpointSlices
+	exports    map[nsName]bool            // ServiceExports (MCS API), when served
 	synced     map[string]bool            // resource -> listed once
 	queue      *reconcile.Queue[nsName]
 	log        *slog.Logger
@@ -118,6 +120,58 @@ type views struct {
 type serviceHandler struct{ v *views }
 type namespaceHandler struct{ v *views }
 type sliceHandler struct{ v *views }
+type exportHandler struct{ v *views }
+
+// Replace and Event of exportHandler keep the names of the ServiceExports
+// (the MCS API): a ServiceExport exports its Service's MeshService.
+func (h exportHandler) Replace(items []json.RawMessage, _ string) {
+	v := h.v
+	next := map[nsName]bool{}
+	for _, raw := range items {
+		var o namespaceObject
+		if err := json.Unmarshal(raw, &o); err != nil {
+			continue
+		}
+		next[nsName{o.Metadata.Namespace, o.Metadata.Name}] = true
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k := range next {
+		if !v.exports[k] {
+			v.queue.Add(k)
+		}
+	}
+	for k := range v.exports {
+		if !next[k] {
+			v.queue.Add(k)
+		}
+	}
+	v.exports = next
+	v.synced["serviceexports"] = true
+}
+
+func (h exportHandler) Event(ev kubeapi.Event) {
+	v := h.v
+	if ev.Type == kubeapi.Bookmark {
+		return
+	}
+	var o namespaceObject
+	if err := json.Unmarshal(ev.Object, &o); err != nil {
+		return
+	}
+	k := nsName{o.Metadata.Namespace, o.Metadata.Name}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	had := v.exports[k]
+	if ev.Type == kubeapi.Deleted {
+		delete(v.exports, k)
+	} else {
+		v.exports[k] = true
+	}
+	if had != v.exports[k] {
+		v.queue.Add(k)
+	}
+}
 
 func (h serviceHandler) Replace(items []json.RawMessage, _ string) {
 	v := h.v
@@ -323,20 +377,31 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	v := &views{
 		services: map[nsName]Service{}, namespaces: map[string]Namespace{},
-		slices: map[nsName]slice{}, bySvc: map[nsName]map[nsName]bool{}, synced: map[string]bool{},
+		slices: map[nsName]slice{}, bySvc: map[nsName]map[nsName]bool{}, exports: map[nsName]bool{}, synced: map[string]bool{},
 		queue: svcQueue, log: c.o.Log,
 	}
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
-	for _, w := range []struct {
+	follow := []struct {
 		r kubeapi.Resource
 		h kubeapi.Handler
-	}{{kubeapi.Namespaces, namespaceHandler{v}}, {kubeapi.Services, serviceHandler{v}}, {kubeapi.EndpointSlices, sliceHandler{v}}} {
+	}{{kubeapi.Namespaces, namespaceHandler{v}}, {kubeapi.Services, serviceHandler{v}}, {kubeapi.EndpointSlices, sliceHandler{v}}}
+	// The MCS API is optional: without it (kubemcs says so in the log)
+	// no ServiceExport exports anything.
+	if ok, err := c.o.Client.Serves(ctx, crd.ServiceExports); err != nil {
+		c.o.Log.Warn("kubernetes: cannot tell whether the MCS API is served; ServiceExports are not read", "err", err)
+	} else if ok {
+		follow = append(follow, struct {
+			r kubeapi.Resource
+			h kubeapi.Handler
+		}{crd.ServiceExports, exportHandler{v}})
+	}
+	for _, w := range follow {
 		wg.Go(func() { c.o.Client.Follow(wctx, w.r, "", kubeapi.ListOptions{}, "", w.h, c.o.Log) })
 	}
 	start := time.Now()
-	if !c.waitViews(ctx, v) {
+	if !c.waitViews(ctx, v, len(follow)) {
 		return nil
 	}
 	st := &state{owned: map[nsName][]resource.Key{}, ownerOf: map[resource.Key]nsName{}, byName: map[string]resource.Key{},
@@ -379,10 +444,10 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // waitViews waits until every watch has listed once.
-func (c *Controller) waitViews(ctx context.Context, v *views) bool {
+func (c *Controller) waitViews(ctx context.Context, v *views, n int) bool {
 	for {
 		v.mu.Lock()
-		done := len(v.synced) == 3
+		done := len(v.synced) == n
 		v.mu.Unlock()
 		if done {
 			return true
@@ -499,6 +564,7 @@ func (c *Controller) process(ctx context.Context, st *state, v *views, q *reconc
 func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsName, p *plan) {
 	v.mu.Lock()
 	svc, ok := v.services[k]
+	svc.Exported = v.exports[k]
 	var in Input
 	if ok {
 		in = Input{Service: svc, ExportDefault: c.o.ExportDefault, SystemNamespace: c.o.SystemNamespace,

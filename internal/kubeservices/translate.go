@@ -37,6 +37,9 @@ type Service struct {
 	ClusterIPs []string
 	Selector   map[string]string
 	Ports      []ServicePort
+	// Exported: a ServiceExport of the same name exists (the MCS API),
+	// which exports the MeshService whatever the annotation says.
+	Exported bool
 }
 
 // ServicePort is one port of a Service.
@@ -281,8 +284,12 @@ func translatePorts(svc Service) ([]resource.Port, []string) {
 	return ports, problems
 }
 
-// exportMode reads the kuma.io/export-mode annotation (seed 002).
+// exportMode reads the kuma.io/export-mode annotation (seed 002); a
+// ServiceExport exports the service whatever it says.
 func exportMode(svc Service, def string) (*resource.Export, string) {
+	if svc.Exported {
+		return &resource.Export{Mode: resource.ExportAll}, ""
+	}
 	v, ok := svc.Annotations[resource.LabelExportMode]
 	if !ok {
 		return &resource.Export{Mode: def}, ""

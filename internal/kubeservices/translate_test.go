@@ -38,12 +38,15 @@ func TestTranslate_Golden(t *testing.T) {
 			meshes := []string{"default"}
 			var slicesRaw, podsRaw [][]byte
 			wantIdx := -1
+			exported := false // a ServiceExport of the Service exists
 			for i, f := range ar.Files {
 				switch f.Name {
 				case "meshes":
 					meshes = strings.Fields(string(f.Data))
 				case "exportDefault":
 					in.ExportDefault = strings.TrimSpace(string(f.Data))
+				case "serviceexport":
+					exported = true
 				case "service.yaml":
 					svc, err := DecodeService(toJSON(t, f.Data))
 					if err != nil {
@@ -70,6 +73,7 @@ func TestTranslate_Golden(t *testing.T) {
 					t.Fatalf("unknown section %q", f.Name)
 				}
 			}
+			in.Service.Exported = exported
 			in.MeshExists = func(m string) bool { return slices.Contains(meshes, m) }
 			pods := map[string]*Pod{}
 			for _, raw := range podsRaw {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/kubemcs"
 	"github.com/meshnames/meshnames/internal/kubeservices"
 	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -16,8 +18,8 @@ import (
 )
 
 // kubeControllers returns the leader's work that only env kubernetes has:
-// MeshServices from Services, and the conditions of invalid custom
-// resources.
+// MeshServices from Services, the conditions of invalid custom resources,
+// and the MCS API's ServiceExports and ServiceImports.
 func (s *Server) kubeControllers(st store.Store, c *cache.Cache, cores []reconcile.Core, kick func(), reg prometheus.Registerer) []func(context.Context) error {
 	ks, ok := st.(*kubestore.Store)
 	if !ok {
@@ -37,7 +39,16 @@ func (s *Server) kubeControllers(st store.Store, c *cache.Cache, cores []reconci
 		Client: ks.Client(), Store: st, Cache: c, Admission: adm, VIPs: addresses, Kick: kick, ExportDefault: s.cfg.Services.ExportDefault,
 		SystemNamespace: ks.SystemNamespace(), Log: s.log.With("component", "kubeservices"), Registerer: reg,
 	})
-	return []func(context.Context) error{services.Run, ks.ReportInvalid}
+	run := []func(context.Context) error{services.Run, ks.ReportInvalid}
+	if s.cfg.Mode != config.ModeGlobal {
+		// A zone's ServiceExports and ServiceImports: a global has no
+		// Services of its own to export.
+		run = append(run, kubemcs.New(kubemcs.Options{
+			Client: ks.Client(), Store: st, Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone,
+			SkipGenerators: s.cfg.Defaults.SkipHostnameGenerators, Log: s.log.With("component", "kubemcs"),
+		}).Run)
+	}
+	return run
 }
 
 // displayName returns the display names of the Kubernetes store's

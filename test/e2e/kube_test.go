@@ -22,7 +22,7 @@ import (
 // the first of them and stopped by TestMain; each has the cluster to itself
 // (kubetest.Cluster.Fresh) and its own namespace (namespaces cannot be
 // deleted without a controller-manager). meshnames runs as the user bound
-// to docs/kubernetes-rbac.yaml.
+// to the roles of meshnames install control-plane.
 var (
 	kubeOnce    sync.Once
 	kubeShared  *kubetest.Cluster

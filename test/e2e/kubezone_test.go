@@ -15,7 +15,7 @@ import (
 )
 
 // startKubeZone runs zone of g in env kubernetes on c, as the meshnames
-// user of docs/kubernetes-rbac.yaml.
+// user bound to the roles of meshnames install control-plane.
 func startKubeZone(t *testing.T, c *kubetest.Cluster, name, zone string, g *global, tokenFile string) *proc {
 	t.Helper()
 	p := start(t, name, "--env", "kubernetes", "--kubeconfig", c.MeshnamesKubeconfig, "--mode", "zone", "--zone", zone,

@@ -9,7 +9,7 @@
 // Without the binaries the tests are skipped, except under CI=true, where
 // they fail.
 //
-// Only tests import it. It imports kubeapi and crd.
+// Only tests import it. It imports kubeapi, crd and install.
 package kubetest
 
 import (
@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/meshnames/meshnames/internal/crd"
+	"github.com/meshnames/meshnames/internal/install"
 	"github.com/meshnames/meshnames/internal/kubeapi"
 	"github.com/meshnames/meshnames/internal/porttest"
 )
@@ -153,14 +154,7 @@ func Start(ctx context.Context) (*Cluster, error) {
 	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	c.MeshnamesKubeconfig = filepath.Join(dir, "meshnames.kubeconfig")
 	for path, token := range map[string]string{c.Kubeconfig: AdminToken, c.MeshnamesKubeconfig: MeshnamesToken} {
-		kc := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: t, cluster: {server: %q, certificate-authority: %q}}]
-users: [{name: u, user: {token: %q}}]
-contexts: [{name: t, context: {cluster: t, user: u}}]
-current-context: t
-`, c.Host, ca, token)
-		if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+		if err := c.writeKubeconfig(path, token); err != nil {
 			return nil, err
 		}
 	}
@@ -171,6 +165,18 @@ current-context: t
 	c.Client = cl
 	ok = true
 	return c, nil
+}
+
+// writeKubeconfig writes a kubeconfig of the cluster that sends token.
+func (c *Cluster) writeKubeconfig(path, token string) error {
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: t, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: u, user: {token: %q}}]
+contexts: [{name: t, context: {cluster: t, user: u}}]
+current-context: t
+`, c.Host, filepath.Join(c.Dir, "certs", "apiserver.crt"), token)
+	return os.WriteFile(path, []byte(kc), 0o600)
 }
 
 func (c *Cluster) run(name string, args ...string) error {
@@ -328,15 +334,16 @@ func (c *Cluster) Setup(ctx context.Context) error {
 	if err := c.Apply(ctx, crds); err != nil {
 		return err
 	}
-	rbac, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "kubernetes-rbac.yaml"))
+	rbac, err := install.RBACManifests(crd.DefaultSystemNamespace)
 	if err != nil {
-		return fmt.Errorf("the RBAC manifest of the docs: %w", err)
+		return err
 	}
 	if err := c.Apply(ctx, rbac); err != nil {
 		return err
 	}
-	// The docs bind the ClusterRole to the ServiceAccount meshnames runs
-	// as; the test API server authenticates a user instead.
+	// The installation binds the ClusterRole to the ServiceAccount
+	// meshnames runs as; most tests run it as a user bound to the same
+	// roles, with a token the API server was started with.
 	binding := fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {name: meshnames-test-user}
@@ -350,19 +357,6 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: meshnames}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: %s}]
 `, MeshnamesUser, crd.DefaultSystemNamespace, MeshnamesUser)
 	return c.Apply(ctx, []byte(binding))
-}
-
-// repoRoot finds the repository from the working directory of a test.
-func repoRoot() string {
-	dir, _ := os.Getwd()
-	for d := dir; d != "/"; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			if _, err := os.Stat(filepath.Join(d, "docs")); err == nil {
-				return d
-			}
-		}
-	}
-	return dir
 }
 
 // known maps the kinds Apply understands to their collections.
@@ -379,6 +373,8 @@ var known = map[string]kubeapi.Resource{
 	"Service":                          kubeapi.Services,
 	"EndpointSlice":                    kubeapi.EndpointSlices,
 	"Pod":                              kubeapi.Pods,
+	"ServiceExport":                    crd.ServiceExports,
+	"ServiceImport":                    crd.ServiceImports,
 }
 
 // Resource returns the collection of kind (built in, or one of

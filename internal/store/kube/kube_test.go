@@ -21,7 +21,7 @@ var cluster *kubetest.Cluster
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m, &cluster)) }
 
-// meshnamesClient is a client with only the RBAC of docs/kubernetes-rbac.yaml.
+// meshnamesClient is a client with only the RBAC of meshnames install control-plane.
 func meshnamesClient(t testing.TB) *kubeapi.Client {
 	t.Helper()
 	cfg, err := kubeapi.Config(cluster.MeshnamesKubeconfig)
