@@ -77,6 +77,10 @@ var (
 	// ErrUnavailable wraps failures to reach the backing database; the
 	// operation may succeed later.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrDiskFull means the store's disk has no room for the write; the
+	// store wraps it with ErrUnavailable, as writes succeed again once
+	// there is room.
+	ErrDiskFull = errors.New("disk full")
 	// ErrDependencyFailed means an operation named in Op.DependsOn failed,
 	// so the operation that depends on it was not written.
 	ErrDependencyFailed = errors.New("an operation it depends on failed")

@@ -141,7 +141,7 @@ func copySQLite(src, dst string, log *slog.Logger) (m Migration, err error) {
 		return m, fmt.Errorf("read meta: %w", err)
 	}
 
-	pdb, err := openDB(dst, log, nil, true)
+	pdb, err := openDB(dst, log, nil, true, nil)
 	if err != nil {
 		return m, err
 	}

@@ -55,15 +55,27 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // Store is the pebble store.
 type Store struct {
+	// db is nil only while reopen could not open it again (disk.go).
 	db       *pebble.DB
 	dir      string // the data directory, absolute
+	fs       vfs.FS // pebble's file system (walFS)
+	log      *slog.Logger
 	lock     *os.File
 	now      func() time.Time
 	notifier store.Notifier
 	recent   backend.Recent
 
-	// life guards db against Close: reads hold it shared, Close takes it.
+	// life guards db against Close and reopen: reads hold it shared,
+	// they take it.
 	life sync.RWMutex
+
+	// disk refuses writes while the disk is full; recoverLoop, until
+	// stopRecover is closed, ends the refusal (disk.go).
+	disk        *diskGuard
+	stopRecover chan struct{}
+	recoverDone chan struct{}
+	// inflight counts the groups syncLoop has yet to answer.
+	inflight inflight
 
 	// queue holds the Apply calls the writer takes up in groups.
 	queue *backend.Queue
@@ -145,11 +157,19 @@ func open(dir string, o *options) (*Store, error) {
 	if err := migrateSQLite(dir, o.log); err != nil {
 		return nil, err
 	}
-	db, err := openDB(filepath.Join(dir, Dir), o.log, o.fs, false)
+	fs := o.fs
+	if fs == nil {
+		fs = vfs.Default
+	}
+	disk := newDiskGuard(fs, filepath.Join(dir, Dir))
+	fs = walFS{FS: fs, g: disk}
+	db, err := openDB(filepath.Join(dir, Dir), o.log, fs, false, disk.noted)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dir: dir, now: o.now, queue: backend.NewQueue(), writerDone: make(chan struct{})}
+	s := &Store{db: db, dir: dir, fs: fs, log: o.log, now: o.now, queue: backend.NewQueue(), writerDone: make(chan struct{}),
+		disk: disk, stopRecover: make(chan struct{}), recoverDone: make(chan struct{})}
+	s.inflight.cond = sync.NewCond(&s.inflight.mu)
 	if err := s.load(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -161,12 +181,17 @@ func open(dir string, o *options) (*Store, error) {
 		close(s.syncs)
 	}()
 	go s.syncLoop()
+	go func() {
+		s.recoverLoop(s.stopRecover)
+		close(s.recoverDone)
+	}()
 	return s, nil
 }
 
 // openDB opens the pebble database in path on fs (nil for the operating
-// system's); fresh says it must not exist yet.
-func openDB(path string, log *slog.Logger, fs vfs.FS, fresh bool) (*pebble.DB, error) {
+// system's); fresh says it must not exist yet. failed, when not nil, is
+// told of every error of pebble's background work (flushes, compactions).
+func openDB(path string, log *slog.Logger, fs vfs.FS, fresh bool, failed func(error)) (*pebble.DB, error) {
 	cache := pebble.NewCache(CacheBytes)
 	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
@@ -181,6 +206,9 @@ func openDB(path string, log *slog.Logger, fs vfs.FS, fresh bool) (*pebble.DB, e
 		L0CompactionThreshold: l0CompactionThreshold,
 		L0StopWritesThreshold: 3 * l0CompactionThreshold,
 		FS:                    fs,
+	}
+	if failed != nil {
+		opts.EventListener = &pebble.EventListener{BackgroundError: failed}
 	}
 	for i := range opts.Levels {
 		// Most point reads are of keys that do not exist (a create
@@ -274,9 +302,14 @@ func (s *Store) Close() error {
 	}
 
 	<-s.writerDone
+	close(s.stopRecover)
+	<-s.recoverDone  // a reopen in progress finishes first
 	s.writeMu.Lock() // a Compact in progress finishes first
 	s.life.Lock()
-	err := s.db.Close()
+	var err error
+	if s.db != nil {
+		err = s.db.Close()
+	}
 	s.life.Unlock()
 	s.writeMu.Unlock()
 	err = errors.Join(err, s.lock.Close()) // releases the flock
@@ -294,7 +327,17 @@ func (s *Store) isClosed() bool { return s.queue.Closed() }
 // server calls it when it returns idle memory to the system, see
 // store.MemoryFlusher). pebble keeps the memtable's arena for reuse: see
 // the package doc's Memory.
+//
+// It runs while the writer waits, once every group applied is synced: a
+// flush starts a new log, which pebble v1.1.5 does by panicking when the
+// old one failed a sync (disk.go). On a store refusing writes it does
+// nothing.
 func (s *Store) FlushMemory() error {
+	s.writeMu.Lock() // before life, as Close and Backup take them
+	defer s.writeMu.Unlock()
+	if s.disk.refuse() != nil || s.synced.wait(s.revision) != nil {
+		return nil // the store refuses writes: nothing to flush that could be
+	}
 	err := s.read(func() error {
 		if err := s.db.Flush(); err != nil {
 			return dbErr(fmt.Errorf("flush: %w", err))
@@ -302,10 +345,7 @@ func (s *Store) FlushMemory() error {
 		return nil
 	})
 	if err == nil {
-		// Not under read: writeMu is taken before life (Close, Backup).
-		s.writeMu.Lock()
 		s.fresh.forget() // in table files now, and their memory is idle
-		s.writeMu.Unlock()
 	}
 	return err
 }
@@ -318,13 +358,19 @@ func (s *Store) read(f func() error) error {
 	if s.isClosed() {
 		return store.ErrClosed
 	}
+	if s.db == nil {
+		return fmt.Errorf("%w: the database is being reopened after a failed write", store.ErrUnavailable)
+	}
 	return f()
 }
 
 // dbErr classifies an error of the database.
 func dbErr(err error) error {
-	if errors.Is(err, store.ErrClosed) || errors.Is(err, errCorrupt) {
+	switch {
+	case errors.Is(err, store.ErrClosed) || errors.Is(err, errCorrupt) || errors.Is(err, store.ErrUnavailable):
 		return err
+	case isNoSpace(err):
+		return diskFull(err)
 	}
 	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 }

@@ -386,6 +386,14 @@ func (s *Store) compactWith(f func(*pebble.Batch, *pebble.Snapshot) (int, error)
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	// Not on a store refusing writes: pebble must not take a record in a
+	// log that failed (disk.go).
+	if err := s.synced.failure(); err != nil {
+		return 0, err
+	}
+	if err := s.disk.refuse(); err != nil {
+		return 0, err
+	}
 	var n int
 	err := s.snapshot(func(snap *pebble.Snapshot) error {
 		b := s.db.NewBatch()
@@ -395,7 +403,10 @@ func (s *Store) compactWith(f func(*pebble.Batch, *pebble.Snapshot) (int, error)
 			return err
 		}
 		if err := b.Commit(pebble.Sync); err != nil {
-			return dbErr(err)
+			err = dbErr(err)
+			s.synced.fail(err)
+			s.disk.wake()
+			return err
 		}
 		return nil
 	})

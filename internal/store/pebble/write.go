@@ -77,6 +77,7 @@ func (s *Store) Apply(ctx context.Context, ops ...store.Op) ([]store.Result, err
 func (s *Store) commit(group []*backend.Request) {
 	s.writeMu.Lock()
 	p := s.writeGroup(group)
+	s.inflight.add() // under writeMu, which reopen holds while it waits for none
 	s.writeMu.Unlock()
 	s.syncs <- p
 }
@@ -113,6 +114,7 @@ func (s *Store) syncLoop() {
 			err = s.synced.failure()
 		} else if p.b != nil {
 			s.synced.fail(err)
+			s.disk.wake()
 		}
 		if err == nil && p.b != nil {
 			s.synced.set(p.revision)
@@ -128,6 +130,7 @@ func (s *Store) syncLoop() {
 			}
 			r.Done(p.outcomes[i])
 		}
+		s.inflight.done()
 	}
 }
 
@@ -158,6 +161,15 @@ func (r *syncedRevision) fail(err error) {
 	if r.failed == nil {
 		r.failed = err
 	}
+	r.mu.Unlock()
+	r.cond.Broadcast()
+}
+
+// reset forgets a failure: the database was reopened at rev.
+func (r *syncedRevision) reset(rev int64) {
+	r.mu.Lock()
+	r.last.Store(rev)
+	r.failed = nil
 	r.mu.Unlock()
 	r.cond.Broadcast()
 }
@@ -309,6 +321,9 @@ const maxDeferredBytes = 1 << 20
 func (s *Store) writeGroup(group []*backend.Request) *applied {
 	p := &applied{group: group}
 	if p.err = s.synced.failure(); p.err != nil {
+		return p
+	}
+	if p.err = s.disk.refuse(); p.err != nil {
 		return p
 	}
 	w := &writeTx{s: s, b: s.db.NewBatch(), now: s.now().UnixNano(), clock: time.Now().UnixNano(),
