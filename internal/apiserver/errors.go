@@ -50,6 +50,9 @@ func fromError(err error) *Error {
 		return newError(http.StatusConflict, "Conflict", err.Error())
 	case errors.Is(err, store.ErrTooLarge):
 		return newError(http.StatusRequestEntityTooLarge, "Resource too large", err.Error())
+	case errors.Is(err, store.ErrDiskFull):
+		return newError(http.StatusInsufficientStorage, "Store disk full",
+			"the disk of the control plane's store is full: writes are refused until it has room again, then resume by themselves; reads and DNS go on")
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrClosed):
 		return newError(http.StatusServiceUnavailable, "Store unavailable", "the control plane cannot reach its store; try again later")
 	}
@@ -60,8 +63,11 @@ func fromError(err error) *Error {
 }
 
 func writeError(w http.ResponseWriter, e *Error) {
-	if e.Status == http.StatusServiceUnavailable {
+	switch e.Status {
+	case http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")
+	case http.StatusInsufficientStorage:
+		w.Header().Set("Retry-After", "5")
 	}
 	writeJSON(w, e.Status, e.WithKumaFields())
 }

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/meshnames/meshnames/internal/store"
@@ -183,6 +184,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 				return `SELECT pg_notify($1, $2)`, []any{Channel, l.payload(revision)}
 			},
 			Pipeline: newPipe,
+			DiskFull: diskFull,
 		},
 		Read:     db,
 		Write:    db,
@@ -230,4 +232,15 @@ func poll(ctx context.Context, interval time.Duration, n *store.Notifier) {
 			n.Notify()
 		}
 	}
+}
+
+// sqlstateDiskFull is PostgreSQL's disk_full (class 53, insufficient
+// resources): the server could not extend a file of the database.
+const sqlstateDiskFull = "53100"
+
+// diskFull says whether err is PostgreSQL refusing a write for want of
+// disk space (sqlstore.Dialect.DiskFull).
+func diskFull(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == sqlstateDiskFull
 }

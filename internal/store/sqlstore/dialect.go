@@ -46,6 +46,10 @@ type Dialect struct {
 	// lease row it read until commit (PostgreSQL: " FOR SHARE"), so that a
 	// takeover of the lease waits for the fenced write to commit.
 	LockShared string
+	// DiskFull, when set, says whether an error of the database means its
+	// disk is full (PostgreSQL's SQLSTATE 53100 disk_full): dbErr then
+	// wraps store.ErrDiskFull as well.
+	DiskFull func(error) bool
 }
 
 // rebind rewrites query for the dialect. sqlstore's SQL holds no ? inside

@@ -175,6 +175,8 @@ func (s *Store) dbErr(ctx context.Context, err error) error {
 		return store.ErrClosed
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return err
+	case s.d.DiskFull != nil && s.d.DiskFull(err):
+		return fmt.Errorf("%w: %w: %w", store.ErrUnavailable, store.ErrDiskFull, err)
 	default:
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
