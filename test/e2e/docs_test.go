@@ -40,6 +40,10 @@ var docPages = []docPage{
 	{path: "docs/universal.md", serve: true},
 	{path: "docs/external-services.md", serve: true},
 	{path: "docs/security.md", serve: true, normalize: []normalizer{{regexp.MustCompile(`\b[0-9a-f]{16}\b`), "<token-id>"}}},
+	{path: "docs/cli.md", serve: true, normalize: []normalizer{
+		{regexp.MustCompile(`\d+ bytes, (\w+) store at revision \d+`), "<size>, $1 store at <revision>"},
+		{regexp.MustCompile(`\S+/127\.0\.0\.1:(\d+)/\d+/[0-9a-f]+`), "<host>/127.0.0.1:$1/<pid>/<id>"}, // an instance: host, API, pid, start
+	}},
 	{path: "docs/configuration.md"},
 	{path: "docs/multizone-services.md", serve: true},
 	{path: "docs/multizone.md", normalize: []normalizer{
