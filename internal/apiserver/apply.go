@@ -11,13 +11,6 @@ import (
 	"github.com/meshnames/meshnames/internal/validate"
 )
 
-// Bounds of one POST /_apply: as much as `meshnames apply` reads from one
-// file.
-const (
-	MaxApplyItems = 100_000
-	MaxApplyBytes = 64 << 20
-)
-
 // apply answers POST /_apply?dryRun=true: it admits every item as a PUT
 // would, through the same admission layer, and reports for each what its
 // write would do or why it cannot be made, writing nothing. Meshes defined
@@ -31,7 +24,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 			Causes: validate.Errors{{Field: "dryRun", Message: "must be true: POST /_apply only checks; write each resource with PUT"}}})
 		return
 	}
-	body, e := readBodyLimit(w, r, MaxApplyBytes)
+	body, e := readBodyLimit(w, r, s.opts.Limits.MaxApplyBytes, "api.limits.maxApplyBytes")
 	if e != nil {
 		writeError(w, e)
 		return
@@ -41,9 +34,9 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusBadRequest, "Invalid body", "the body must be JSON {\"items\": [resources]}: "+err.Error()))
 		return
 	}
-	if len(req.Items) > MaxApplyItems {
-		writeError(w, &Error{Status: http.StatusBadRequest, Title: "Invalid body",
-			Causes: validate.Errors{{Field: "items", Message: fmt.Sprintf("must hold at most %d resources, got %d", MaxApplyItems, len(req.Items))}}})
+	if n, limit := len(req.Items), s.opts.Limits.MaxApplyDocuments; n > limit {
+		writeError(w, newError(http.StatusRequestEntityTooLarge, "Too many documents",
+			fmt.Sprintf("the request holds %d documents, over the limit of %d (api.limits.maxApplyDocuments): apply them in parts", n, limit)))
 		return
 	}
 	defined := map[string]bool{}

@@ -153,7 +153,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, req request) {
 		writeError(w, e)
 		return
 	}
-	body, e := readBody(w, r)
+	body, e := s.readBody(w, r)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -306,12 +306,12 @@ func parseIfMatch(r *http.Request) (int64, *Error) {
 var yamlTypes = map[string]bool{"application/yaml": true, "application/x-yaml": true, "text/yaml": true, "text/x-yaml": true}
 
 // readBody enforces the content type and the size limit.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
-	return readBodyLimit(w, r, MaxBodyBytes)
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
+	return readBodyLimit(w, r, s.opts.Limits.MaxBodyBytes, "api.limits.maxBodyBytes")
 }
 
-// readBodyLimit is readBody with a limit of its own.
-func readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Error) {
+// readBodyLimit is readBody with a limit of its own, named by setting.
+func readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64, setting string) ([]byte, *Error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !yamlTypes[mt]) {
@@ -320,21 +320,24 @@ func readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte,
 		}
 	}
 	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
+		return nil, TooLarge(limit, setting)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, tooLarge(limit)
+			return nil, TooLarge(limit, setting)
 		}
 		return nil, newError(http.StatusBadRequest, "Invalid body", "cannot read the request body: "+err.Error())
 	}
 	return body, nil
 }
 
-func tooLarge(limit int64) *Error {
-	return newError(http.StatusRequestEntityTooLarge, "Body too large", fmt.Sprintf("the request body exceeds %d bytes", limit))
+// TooLarge is the answer to a body over limit bytes, naming the setting
+// that sets it (shared with the Kuma adapter).
+func TooLarge(limit int64, setting string) *Error {
+	return newError(http.StatusRequestEntityTooLarge, "Body too large",
+		fmt.Sprintf("the request body exceeds the limit of %d bytes (%s)", limit, setting))
 }
 
 // acceptsYAML reports whether r asks for YAML.

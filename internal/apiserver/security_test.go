@@ -45,6 +45,7 @@ type secureOptions struct {
 	burst         int
 	syncPin       func() (string, error)
 	kuma          bool // serve the Kuma adapter in front, as the server does
+	limits        Limits
 	// gui and guiPrompt are Options.GUI and Options.GUIPrompt.
 	gui       http.Handler
 	guiPrompt func(w http.ResponseWriter, r *http.Request, status int, reason string)
@@ -75,10 +76,10 @@ func newSecureEnv(t *testing.T, o secureOptions) *secureEnv {
 	guard := auth.NewGuard(auth.Options{Keys: keys, LoopbackAdmin: o.loopbackAdmin, Rate: o.rate, Burst: o.burst, Log: log, Registerer: reg})
 	srv := New(Options{Cache: c, Admission: admission.New(admission.Options{Store: AuditingStore(st), Cache: c, Mode: o.mode, Zone: "east"}),
 		Store: st, Log: log, Registry: reg, Version: "test", Auth: guard, Keys: keys, SyncPin: o.syncPin,
-		GUI: o.gui, GUIPrompt: o.guiPrompt})
+		GUI: o.gui, GUIPrompt: o.guiPrompt, Limits: o.limits})
 	h := srv.Handler()
 	if o.kuma {
-		h = kuma.Mount(h)
+		h = kuma.Mount(h, srv.opts.Limits.MaxBodyBytes)
 	}
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
@@ -741,7 +742,7 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 	r := e.as(ro, "GET", "/meshes", "")
-	if r.code != 429 || r.header.Get("Retry-After") != "1" || !strings.Contains(r.error().Detail, "rate limit") {
+	if r.code != 429 || r.header.Get("Retry-After") != "1" || !strings.Contains(r.error().Detail, "over its rate limit of 1 requests per second (api.auth.rateLimit)") {
 		t.Errorf("request past the burst = %d %v %s; want 429 with Retry-After: 1", r.code, r.header.Get("Retry-After"), r.body)
 	}
 	// Another token has its own budget.

@@ -43,8 +43,23 @@ import (
 	"github.com/meshnames/meshnames/internal/token"
 )
 
-// MaxBodyBytes bounds a request body.
-const MaxBodyBytes = 1 << 20
+// Limits bound what one request may ask of the server; past each it
+// answers 413 naming the setting (config api.limits).
+type Limits struct {
+	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// MaxApplyBytes and MaxApplyDocuments bound one POST /_apply
+	// (defaults DefaultMaxApplyBytes, DefaultMaxApplyDocuments).
+	MaxApplyBytes     int64
+	MaxApplyDocuments int
+}
+
+// The defaults of Limits, those of config api.limits.
+const (
+	DefaultMaxBodyBytes      = 1 << 20
+	DefaultMaxApplyBytes     = 64 << 20
+	DefaultMaxApplyDocuments = 100_000
+)
 
 // Options configures a Server.
 type Options struct {
@@ -58,6 +73,8 @@ type Options struct {
 	Version  string
 	// Ready reports why the server is not ready, or nil.
 	Ready func() error
+	// Limits bound a request; zero fields take their defaults.
+	Limits Limits
 	// WriteWait bounds how long a write waits for the cache to reflect it.
 	WriteWait time.Duration
 	// DNS lists what this instance's DNS server answers in a mesh; nil
@@ -122,6 +139,15 @@ func New(o Options) *Server {
 	}
 	if o.Ready == nil {
 		o.Ready = func() error { return nil }
+	}
+	if o.Limits.MaxBodyBytes <= 0 {
+		o.Limits.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.Limits.MaxApplyBytes <= 0 {
+		o.Limits.MaxApplyBytes = DefaultMaxApplyBytes
+	}
+	if o.Limits.MaxApplyDocuments <= 0 {
+		o.Limits.MaxApplyDocuments = DefaultMaxApplyDocuments
 	}
 	recorder, _ := o.Store.(store.Recorder)
 	s := &Server{

@@ -235,7 +235,7 @@ func TestErrors(t *testing.T) {
 		{name: "stale-if-match-delete", method: "DELETE", path: "/meshes/default/meshservices/redis", headers: []string{"If-Match", `"9"`}, code: 409},
 		{name: "delete-mesh-with-resources", method: "DELETE", path: "/meshes/default", code: 409},
 		{name: "body-too-large", method: "PUT", path: "/meshes/default/meshservices/big", contentType: "application/yaml",
-			body: "type: MeshService\nspec: {}\n#" + strings.Repeat("x", MaxBodyBytes), code: 413},
+			body: "type: MeshService\nspec: {}\n#" + strings.Repeat("x", DefaultMaxBodyBytes), code: 413},
 		{name: "unsupported-content-type", method: "PUT", path: "/meshes/default/meshservices/redis", contentType: "text/plain", body: redis, code: 415},
 		{name: "form-content-type", method: "PUT", path: "/meshes/default/meshservices/redis", contentType: "application/x-www-form-urlencoded", body: redis, code: 415},
 	}

@@ -119,8 +119,8 @@ func auditEntry(ctx context.Context, verb, name, reason string, code int) api.Au
 	return e
 }
 
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) *Error {
-	body, e := readBody(w, r)
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *Error {
+	body, e := s.readBody(w, r)
 	if e != nil {
 		return e
 	}
@@ -143,7 +143,7 @@ const (
 
 func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, kind tokenKind) {
 	var req api.TokenRequest
-	if e := decodeJSON(w, r, &req); e != nil {
+	if e := s.decodeJSON(w, r, &req); e != nil {
 		writeError(w, e)
 		return
 	}

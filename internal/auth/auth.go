@@ -159,7 +159,7 @@ func (g *Guard) Check(r *http.Request, a Action) (Identity, *Refusal) {
 		if ok, wait := g.perToken.Allow("token/" + id.TokenID); !ok {
 			g.limited.Inc()
 			return id, &Refusal{Status: http.StatusTooManyRequests, Reason: "rate_limited",
-				Detail:     fmt.Sprintf("token %s is over its rate limit of %g requests per second; retry after %s", id.TokenID, g.o.Rate, roundUp(wait)),
+				Detail:     fmt.Sprintf("token %s is over its rate limit of %g requests per second (api.auth.rateLimit); retry after %s", id.TokenID, g.o.Rate, roundUp(wait)),
 				RetryAfter: wait}
 		}
 	}

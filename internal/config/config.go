@@ -172,7 +172,32 @@ type APIConfig struct {
 	// the network in clear.
 	Insecure bool          `json:"insecure"`
 	Auth     APIAuthConfig `json:"auth"`
+	// Limits bound what one request may ask of the server.
+	Limits APILimitsConfig `json:"limits"`
 }
+
+// APILimitsConfig bounds what one request may ask of the API, so that no
+// client can make the server hold more than that in memory (413 past
+// each, naming the setting).
+type APILimitsConfig struct {
+	// MaxBodyBytes bounds the body of a request (a resource's PUT, the
+	// Kuma adapter's): 1 MiB holds the largest resource the store keeps.
+	MaxBodyBytes int `json:"maxBodyBytes"`
+	// MaxApplyBytes and MaxApplyDocuments bound one POST /_apply, which
+	// `meshnames apply` sends with every document of its file.
+	MaxApplyBytes     int `json:"maxApplyBytes"`
+	MaxApplyDocuments int `json:"maxApplyDocuments"`
+}
+
+// The limits' defaults and bounds.
+const (
+	DefaultMaxBodyBytes      = 1 << 20
+	DefaultMaxApplyBytes     = 64 << 20
+	DefaultMaxApplyDocuments = 100_000
+	minBodyBytes             = 4 << 10
+	maxBodyBytes             = 1 << 30
+	maxApplyDocuments        = 1_000_000
+)
 
 // APITLSConfig names the API's certificate and key (PEM files).
 type APITLSConfig struct {
@@ -273,7 +298,8 @@ func Default() Config {
 			TombstoneRetention: Duration(24 * time.Hour),
 		},
 		API: APIConfig{Addr: "127.0.0.1:5681", ShutdownTimeout: Duration(10 * time.Second),
-			Auth: APIAuthConfig{LoopbackAdmin: true, RateLimit: 1000, RateBurst: 2000, RefreshInterval: Duration(250 * time.Millisecond)}},
+			Auth:   APIAuthConfig{LoopbackAdmin: true, RateLimit: 1000, RateBurst: 2000, RefreshInterval: Duration(250 * time.Millisecond)},
+			Limits: APILimitsConfig{MaxBodyBytes: DefaultMaxBodyBytes, MaxApplyBytes: DefaultMaxApplyBytes, MaxApplyDocuments: DefaultMaxApplyDocuments}},
 		Audit:   AuditConfig{Retention: Duration(90 * 24 * time.Hour)},
 		History: HistoryConfig{Retention: Duration(365 * 24 * time.Hour)},
 		DNS: DNSConfig{
@@ -436,6 +462,15 @@ func (c *Config) validateSecurity(errs *validate.Errors) {
 	}
 	if a.Auth.RateLimit > 0 && a.Auth.RateBurst < 1 {
 		errs.Addf("api.auth.rateBurst", "must be at least 1 when api.auth.rateLimit is set, got %d", a.Auth.RateBurst)
+	}
+	if l := a.Limits.MaxBodyBytes; l < minBodyBytes || l > maxBodyBytes {
+		errs.Addf("api.limits.maxBodyBytes", "must be between %d and %d, got %d", minBodyBytes, maxBodyBytes, l)
+	}
+	if l := a.Limits.MaxApplyBytes; l < a.Limits.MaxBodyBytes || l > maxBodyBytes {
+		errs.Addf("api.limits.maxApplyBytes", "must be between api.limits.maxBodyBytes (%d) and %d, got %d", a.Limits.MaxBodyBytes, maxBodyBytes, l)
+	}
+	if l := a.Limits.MaxApplyDocuments; l < 1 || l > maxApplyDocuments {
+		errs.Addf("api.limits.maxApplyDocuments", "must be between 1 and %d, got %d", maxApplyDocuments, l)
 	}
 	if r := a.Auth.RefreshInterval; r < Duration(10*time.Millisecond) || r > Duration(time.Second) {
 		errs.Addf("api.auth.refreshInterval", "must be between 10ms and 1s (a revocation must hold on every instance within a second), got %s", r)

@@ -135,6 +135,13 @@ func TestValidate(t *testing.T) {
 		{name: "bad-rate", mutate: func(c *Config) { c.API.Auth.RateLimit, c.API.Auth.RateBurst = -1, 0 }, fields: []string{"api.auth.rateLimit"}},
 		{name: "rate-without-burst", mutate: func(c *Config) { c.API.Auth.RateBurst = 0 }, fields: []string{"api.auth.rateBurst"}},
 		{name: "no-rate-limit", mutate: func(c *Config) { c.API.Auth.RateLimit, c.API.Auth.RateBurst = 0, 0 }},
+		{name: "tiny-body", mutate: func(c *Config) { c.API.Limits.MaxBodyBytes = 100 }, fields: []string{"api.limits.maxBodyBytes"}},
+		{name: "huge-body", mutate: func(c *Config) { c.API.Limits.MaxBodyBytes, c.API.Limits.MaxApplyBytes = 2<<30, 2<<30 }, fields: []string{"api.limits.maxBodyBytes", "api.limits.maxApplyBytes"}},
+		{name: "apply-below-body", mutate: func(c *Config) { c.API.Limits.MaxApplyBytes = c.API.Limits.MaxBodyBytes - 1 }, fields: []string{"api.limits.maxApplyBytes"}},
+		{name: "no-documents", mutate: func(c *Config) { c.API.Limits.MaxApplyDocuments = 0 }, fields: []string{"api.limits.maxApplyDocuments"}},
+		{name: "small-limits", mutate: func(c *Config) {
+			c.API.Limits = APILimitsConfig{MaxBodyBytes: 4096, MaxApplyBytes: 4096, MaxApplyDocuments: 1}
+		}},
 		{name: "slow-refresh", mutate: func(c *Config) { c.API.Auth.RefreshInterval = Duration(2 * time.Second) }, fields: []string{"api.auth.refreshInterval"}},
 		{name: "short-audit", mutate: func(c *Config) { c.Audit.Retention, c.History.Retention = Duration(time.Minute), 0 }, fields: []string{"audit.retention", "history.retention"}},
 		{name: "zone-needs-global", mutate: func(c *Config) { c.Mode = ModeZone }, fields: []string{"sync.globalAddress", "sync.zoneTokenFile"}},

@@ -22,13 +22,13 @@ import (
 // Prefix is where the adapter is mounted on the API port.
 const Prefix = "/kuma"
 
-// maxBody bounds a request body, as the native API does.
-const maxBody = 1 << 20
-
 // Mount returns native with the adapter at Prefix: requests under Prefix
 // are translated, every other request goes to native unchanged.
-func Mount(native http.Handler) http.Handler {
-	a := &adapter{native: native}
+//
+// maxBody bounds a request body, as api.limits.maxBodyBytes bounds the
+// native API's.
+func Mount(native http.Handler, maxBody int64) http.Handler {
+	a := &adapter{native: native, maxBody: maxBody}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == Prefix || strings.HasPrefix(r.URL.Path, Prefix+"/") {
 			a.ServeHTTP(w, r)
@@ -42,7 +42,8 @@ func Mount(native http.Handler) http.Handler {
 // native handler (the same authentication, admission and writes as every
 // other client) and translates the answers back.
 type adapter struct {
-	native http.Handler
+	native  http.Handler
+	maxBody int64
 }
 
 func (a *adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -278,11 +279,11 @@ const writeAttempts = 5
 // the native PUT names the version read (If-Match), so that such a field
 // added in between is not lost either.
 func (a *adapter) put(w http.ResponseWriter, r *http.Request, kind resource.Kind, path string) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, &Error{Status: http.StatusRequestEntityTooLarge, Title: "Body too large", Detail: fmt.Sprintf("the request body exceeds %d bytes", maxBody)})
+			writeError(w, &Error{Status: http.StatusRequestEntityTooLarge, Title: "Body too large", Detail: fmt.Sprintf("the request body exceeds the limit of %d bytes (api.limits.maxBodyBytes)", a.maxBody)})
 			return
 		}
 		writeError(w, &Error{Status: http.StatusBadRequest, Title: "Invalid body", Detail: "cannot read the request body: " + err.Error()})

@@ -73,7 +73,7 @@ func newEnvWith(t testing.TB, mode string, tune func(*apiserver.Options), objs .
 		tune(&opts)
 	}
 	api := apiserver.New(opts)
-	srv := httptest.NewServer(Mount(api.Handler()))
+	srv := httptest.NewServer(Mount(api.Handler(), apiserver.DefaultMaxBodyBytes))
 	t.Cleanup(srv.Close)
 	return &env{t: t, url: srv.URL, st: st}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/apiserver"
 	"github.com/meshnames/meshnames/internal/audit"
 	"github.com/meshnames/meshnames/internal/auth"
 	"github.com/meshnames/meshnames/internal/config"
@@ -144,4 +145,9 @@ func compactRecordsLoop(ctx context.Context, st store.Store, cfg config.Config, 
 			}
 		}
 	}
+}
+
+// apiLimits converts the configured limits of a request.
+func apiLimits(l config.APILimitsConfig) apiserver.Limits {
+	return apiserver.Limits{MaxBodyBytes: int64(l.MaxBodyBytes), MaxApplyBytes: int64(l.MaxApplyBytes), MaxApplyDocuments: l.MaxApplyDocuments}
 }

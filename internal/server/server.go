@@ -133,7 +133,7 @@ func (s *Server) Run(ctx context.Context) error {
 		// it creates for the controllers they store with its status.
 		Cache: c, Admission: admission.New(admission.Options{Store: apiserver.AuditingStore(st), Cache: c, Mode: s.cfg.Mode, Zone: s.cfg.Zone,
 			DisplayName: displayName(st), Creator: ctl.creator()}),
-		Store: st, NoBackup: noBackup(s.cfg),
+		Store: st, NoBackup: noBackup(s.cfg), Limits: apiLimits(s.cfg.API.Limits),
 		Log: s.log.With("component", "api"), Registry: reg, Version: s.version,
 		Ready: func() error {
 			if err := ready(c); err != nil {
@@ -176,7 +176,7 @@ func (s *Server) Run(ctx context.Context) error {
 	api := apiserver.New(apiOpts)
 	httpSrv := &http.Server{
 		TLSConfig:         apiTLS,
-		Handler:           kuma.Mount(api.Handler()), // Kuma 3.x shapes at /kuma, translated to the native API
+		Handler:           kuma.Mount(api.Handler(), apiOpts.Limits.MaxBodyBytes), // Kuma 3.x shapes at /kuma, translated to the native API
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
