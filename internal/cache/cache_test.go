@@ -60,6 +60,18 @@ func newCache(t *testing.T) (*Cache, *faultyStore, *prometheus.Registry) {
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
+	// The cache lists the (empty) store first: a test's writes then reach
+	// it through the change feed, with their encodings, whether or not
+	// the machine is slow to run the cache's goroutine. (Written before
+	// that list, they arrived listed and without encodings, which
+	// TestCache_FreezeRoundTrip saw fail under load.)
+	deadline := time.Now().Add(10 * time.Second)
+	for synced, _ := c.Status(); !synced; synced, _ = c.Status() {
+		if time.Now().After(deadline) {
+			t.Fatal("the cache did not load the empty store within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	return c, fs, reg
 }
 
