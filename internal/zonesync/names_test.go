@@ -28,6 +28,10 @@ func TestHashedName(t *testing.T) {
 		{"dotted", resource.Dataplane, "default", "web.prod", "east", "", "web.prod-"},
 		{"cut-at-dash", resource.MeshService, "default", strings.Repeat("a", 47) + "-b", "east", "", strings.Repeat("a", 47) + "-"},
 		{"long-subdomain", resource.Dataplane, "default", dotted, "east", "", strings.Repeat("b", 40) + "." + label + "." + label + "."},
+		// The whole cut lands 52 bytes into the fourth label, which then
+		// is the last and must be cut in its turn.
+		{"cut-inside-an-earlier-label", resource.Dataplane, "default", strings.Repeat("g", 60) + "." + strings.Repeat("h", 60) + "." + label + "." + label + ".ii", "east", "",
+			strings.Repeat("g", 60) + "." + strings.Repeat("h", 60) + "." + label + "." + strings.Repeat("c", 48) + "-"},
 		{"cut-at-dot", resource.Dataplane, "default", label + "." + label + "." + label + "." + strings.Repeat("e", 45) + ".f", "east", "", label + "." + label + "." + label + "." + strings.Repeat("e", 45) + "-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
