@@ -141,10 +141,16 @@ func (a *Admitter) Zone() string { return a.o.Zone }
 // defaults, validates it, checks that w may write its kind here, and sets
 // the system labels. It returns every violation; obj must not be written
 // when there is one. It does not look at what is stored (Put does).
+//
+// The labels are set before the object is validated, so that what the
+// control plane derives is held to the rules that every control plane the
+// object reaches applies to it: what a zone admits, the global and the
+// other zones admit too.
 func (a *Admitter) Admit(obj *resource.Object, w Writer) validate.Errors {
 	if obj.Spec != nil {
 		obj.Spec.Default()
 	}
+	labelErrs := a.labels(obj, w)
 	check := obj
 	if display := a.displayName(obj); display != obj.Name {
 		c := *obj
@@ -152,7 +158,7 @@ func (a *Admitter) Admit(obj *resource.Object, w Writer) validate.Errors {
 		check = &c
 	}
 	errs := resource.Validate(check)
-	errs.Append(a.labels(obj, w))
+	errs.Append(labelErrs)
 	return errs
 }
 
@@ -210,7 +216,7 @@ func (a *Admitter) labels(obj *resource.Object, w Writer) validate.Errors {
 			errs.Addf("type", "%s resources are written on %s, not on a %s control plane", obj.Kind, owner, a.o.Mode)
 			return errs
 		}
-		want[resource.LabelDisplayName] = a.displayName(obj)
+		want[resource.LabelDisplayName] = resource.DisplayName(a.displayName(obj))
 		if a.o.Mode == resource.ModeGlobal {
 			want[resource.LabelOrigin] = resource.OriginGlobal
 			if v, ok := obj.Labels[resource.LabelZone]; ok {
@@ -255,7 +261,10 @@ func (a *Admitter) labels(obj *resource.Object, w Writer) validate.Errors {
 		if !ok {
 			continue
 		}
-		if got, set := obj.Labels[k]; set && got != v {
+		// A display name too long for a label is shortened
+		// (resource.DisplayName); the name itself, as Kuma writes it,
+		// is taken for the short form.
+		if got, set := obj.Labels[k]; set && got != v && !(k == resource.LabelDisplayName && got == a.displayName(obj)) {
 			errs.Add(labels.Key(k), fmt.Sprintf("is set by the control plane and must be %q here (or left out), got %q", v, got))
 			continue
 		}
@@ -296,7 +305,7 @@ func (a *Admitter) Owns(cur *resource.Object, w Writer) error {
 // checkMesh reports a mesh-scoped object whose mesh does not exist.
 func (a *Admitter) checkMesh(obj *resource.Object) validate.Errors {
 	var errs validate.Errors
-	if !resource.MustLookup(obj.Kind).MeshScoped || validate.DNS1123Subdomain(obj.Mesh) != "" {
+	if !resource.MustLookup(obj.Kind).MeshScoped || resource.MeshName(obj.Mesh) != "" {
 		return nil
 	}
 	if _, ok := a.o.Cache.Get(resource.Key{Kind: resource.Mesh, Name: obj.Mesh}); !ok {

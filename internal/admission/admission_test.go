@@ -118,6 +118,49 @@ func TestAdmit_DisplayName(t *testing.T) {
 	}
 }
 
+// TestAdmit_LongDisplayName: a Dataplane named with a valid 250-byte
+// subdomain is admitted with its display name shortened as
+// resource.DisplayName says, so that the label is valid where the
+// Dataplane is synced; the full name, as Kuma writes the label, is taken
+// for it; another value is still refused.
+func TestAdmit_LongDisplayName(t *testing.T) {
+	name := strings.Repeat("a", 61) + "." + strings.Repeat("b", 62) + "." + strings.Repeat("c", 62) + "." + strings.Repeat("d", 62)
+	dp := func(labels map[string]string) *resource.Object {
+		return &resource.Object{Kind: resource.Dataplane, Mesh: "m", Name: name, Labels: labels,
+			Spec: &resource.DataplaneSpec{Networking: resource.DataplaneNetworking{Address: "10.0.0.1"}}}
+	}
+	zone := New(Options{Mode: resource.ModeZone, Zone: "east"})
+	for _, labels := range []map[string]string{nil, {resource.LabelDisplayName: name}, {resource.LabelDisplayName: resource.DisplayName(name)}} {
+		obj := dp(labels)
+		if errs := zone.Admit(obj, Writer{Source: User}); len(errs) > 0 {
+			t.Fatalf("Admit with labels %v: %v", labels, errs)
+		}
+		if got := obj.Labels[resource.LabelDisplayName]; got != resource.DisplayName(name) || len(got) > 63 {
+			t.Errorf("display name label = %q, want %q", got, resource.DisplayName(name))
+		}
+	}
+	errs := zone.Admit(dp(map[string]string{resource.LabelDisplayName: "other"}), Writer{Source: User})
+	if len(errs) != 1 || errs[0].Field != `labels["kuma.io/display-name"]` {
+		t.Errorf("Admit of a forged display name: %v, want one violation of it", errs)
+	}
+}
+
+// TestAdmit_DerivedLabelsAreValidated: the labels the control plane
+// sets are checked like those a user gives, since every control plane
+// the resource reaches checks them: a resource of a mesh whose name is
+// too long for the kuma.io/mesh label is refused where it is written.
+func TestAdmit_DerivedLabelsAreValidated(t *testing.T) {
+	mesh := strings.Repeat("m", 40) + "." + strings.Repeat("n", 40)
+	errs := New(Options{Mode: resource.ModeZone, Zone: "east"}).Admit(svc(resource.MeshService, mesh, "web", nil), Writer{Source: User})
+	var fields []string
+	for _, e := range errs {
+		fields = append(fields, e.Field)
+	}
+	if d := cmp.Diff([]string{"mesh", `labels["kuma.io/mesh"]`}, fields); d != "" {
+		t.Errorf("violations (-want +got):\n%s\n%v", d, errs)
+	}
+}
+
 var cmpEmptyMap = cmp.FilterValues(func(a, b map[string]string) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore())
 
 func TestOwner(t *testing.T) {
@@ -290,6 +333,12 @@ func TestValidate_SystemLabelsDoNotCount(t *testing.T) {
 	}
 	if errs := resource.Validate(o); len(errs) > 0 {
 		t.Errorf("Validate after Admit = %v, want no violations", errs)
+	}
+	// A zone adds kuma.io/env to a service it sends without one, and the
+	// global admits it so.
+	o.Labels[resource.LabelEnv] = resource.EnvUniversal
+	if errs := resource.Validate(o); len(errs) > 0 {
+		t.Errorf("Validate with kuma.io/env added = %v, want no violations", errs)
 	}
 }
 

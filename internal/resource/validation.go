@@ -38,20 +38,25 @@ func Validate(o *Object) validate.Errors {
 		errs.Addf("type", "unknown kind %q: must be one of %v", o.Kind, KindNames())
 		return errs
 	}
-	if d.ServiceKind {
+	switch {
+	case d.ServiceKind:
 		// Service names become DNS labels in generated hostnames.
 		errs.Check("name", validate.DNS1035Label(o.Name))
-	} else {
+	case o.Kind == Mesh:
+		errs.Check("name", MeshName(o.Name))
+	default:
 		errs.Check("name", validate.DNS1123Subdomain(o.Name))
 	}
 	if d.MeshScoped {
-		errs.Check("mesh", validate.DNS1123Subdomain(o.Mesh))
+		errs.Check("mesh", MeshName(o.Mesh))
 	} else if o.Mesh != "" {
 		errs.Addf("mesh", "must be empty: %s is not mesh-scoped", o.Kind)
 	}
-	// The labels the control plane sets (internal/admission) do not count against the
-	// limit, so that a document read back from the API can be applied again.
-	checkLabelsLimit(&errs, "labels", o.Labels, MaxLabels+len(SystemLabelKeys))
+	// The labels the control plane sets (internal/admission, zone sync)
+	// do not count against the limit, so that a document read back from
+	// the API can be applied again, and a zone's resource is valid on the
+	// global as it is in the zone.
+	checkLabelsLimit(&errs, "labels", o.Labels, MaxLabels+len(uncountedLabelKeys))
 	if user := countUserLabels(o.Labels); user > MaxLabels {
 		errs.Addf("labels", "must have at most %d entries, got %d (the labels the control plane sets do not count)", MaxLabels, user)
 	}
@@ -64,6 +69,20 @@ func Validate(o *Object) validate.Errors {
 }
 
 // ---- shared rules ----
+
+// MeshName checks the name of a mesh: a DNS-1123 subdomain of at most 63
+// characters, because every resource of the mesh carries it in its
+// kuma.io/mesh label (and a Kubernetes store reads the mesh from there),
+// and a label value holds no more.
+func MeshName(s string) string {
+	if msg := validate.DNS1123Subdomain(s); msg != "" {
+		return msg
+	}
+	if len(s) > maxLabel {
+		return fmt.Sprintf("must be no more than %d characters: every resource of a mesh carries its name in the %s label, which holds no more", maxLabel, LabelMesh)
+	}
+	return ""
+}
 
 // checkCount reports a list of n entries that is longer than limit, and
 // says whether the entries should still be checked one by one.

@@ -83,7 +83,8 @@ func (z zoneOut) tombstone(k resource.Key) (resource.Key, bool) {
 // acceptFromZone turns what zone sent into the global's resource: a kind
 // that flows from zones, claiming no other zone, renamed <name>-<hash> and
 // attributed to zone whatever the payload says (origin zone, kuma.io/zone,
-// display name the zone's name for it).
+// display name the zone's name for it, shortened as resource.DisplayName
+// says when it is too long for a label).
 func acceptFromZone(obj *resource.Object, zone string) (*resource.Object, error) {
 	if !fromZone(obj.Kind) {
 		return nil, refuse("kind", "%s resources do not flow from zones to global", obj.Kind)
@@ -102,7 +103,7 @@ func acceptFromZone(obj *resource.Object, zone string) (*resource.Object, error)
 	obj.Name = globalKey(obj.Key(), zone, ns).Name
 	obj.Labels[resource.LabelOrigin] = resource.OriginZone
 	obj.Labels[resource.LabelZone] = zone
-	obj.Labels[resource.LabelDisplayName] = local
+	obj.Labels[resource.LabelDisplayName] = resource.DisplayName(local)
 	return obj, nil
 }
 
@@ -197,7 +198,7 @@ func (g globalOut) shared(obj *resource.Object) (out *resource.Object, del *reso
 	case resource.Mesh, resource.MeshService:
 		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal)
 	default:
-		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal, resource.LabelDisplayName, obj.Name)
+		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal, resource.LabelDisplayName, resource.DisplayName(obj.Name))
 	}
 	if obj.Kind != resource.Mesh {
 		o.Status = nil // each zone computes its own VIPs and hostnames

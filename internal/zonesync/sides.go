@@ -138,10 +138,10 @@ func (g *globalSide) resolve(k resource.Key) []resource.Key {
 		}
 	}
 	keys := g.cache.Keys(cache.Query{Kind: k.Kind, Mesh: k.Mesh,
-		Labels: map[string]string{resource.LabelZone: g.zone, resource.LabelDisplayName: k.Name}})
+		Labels: map[string]string{resource.LabelZone: g.zone, resource.LabelDisplayName: resource.DisplayName(k.Name)}})
 	if c := candidates[len(candidates)-1]; c.ns != "" {
 		keys = append(keys, g.cache.Keys(cache.Query{Kind: k.Kind, Mesh: k.Mesh,
-			Labels: map[string]string{resource.LabelZone: g.zone, resource.LabelDisplayName: c.local, resource.LabelNamespace: c.ns}})...)
+			Labels: map[string]string{resource.LabelZone: g.zone, resource.LabelDisplayName: resource.DisplayName(c.local), resource.LabelNamespace: c.ns}})...)
 	}
 	return keys
 }

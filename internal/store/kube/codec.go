@@ -196,7 +196,7 @@ func (d decoder) computeLabels(c crd.Kind, m kubeapi.ObjectMeta, obj *resource.O
 	l := obj.Labels
 	synced := d.synced(obj.Labels)
 	if !synced || l[resource.LabelDisplayName] == "" {
-		l[resource.LabelDisplayName] = m.Name
+		l[resource.LabelDisplayName] = resource.DisplayName(m.Name)
 	}
 	if c.Namespaced && (!synced || l[resource.LabelNamespace] == "") {
 		l[resource.LabelNamespace] = m.Namespace
