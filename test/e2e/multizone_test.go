@@ -359,6 +359,13 @@ func TestMultizone(t *testing.T) {
 	del(t, east.api, msPath("gone"))
 	waitNoAnswer(t, north, "gone.svc.east.mesh.local")
 
+	// What a zone accepts, the global and the other zones accept: a
+	// Dataplane named with the longest DNS subdomain of four labels, whose
+	// display name is too long for a label (shortened alike everywhere),
+	// and a MeshService named with the longest label. (South, whose pool
+	// is full by now, is left out.)
+	longest(t, g.proc, east, west, north)
+
 	// A partition of west's stream: it goes offline, changes wait, and
 	// healing resumes the stream without a full state.
 	before := insight(t, g.proc, "west")
@@ -432,6 +439,54 @@ func TestMultizone(t *testing.T) {
 		t.Errorf("get zones: %v\n%s%s", err, out, errOut)
 	}
 	t.Logf("meshnames get zones:\n%s", out)
+}
+
+// longest writes in zone a Dataplane with a 250-character name and an
+// exported MeshService with a 63-character name, and waits until the
+// global holds both under their synced names, with the shortened display
+// name on the Dataplane, and the others answer the service's synced name.
+func longest(t *testing.T, g, zone *proc, others ...*proc) {
+	t.Helper()
+	dpName := strings.Repeat("a", 61) + "." + strings.Repeat("b", 62) + "." + strings.Repeat("c", 62) + "." + strings.Repeat("d", 62)
+	svcName := "l" + strings.Repeat("o", 61) + "g"
+	dp := fmt.Sprintf(`{"type":"Dataplane","name":%q,"mesh":"default","spec":{"networking":{"address":"10.9.0.1","inbound":[{"port":8080,"tags":{"kuma.io/service":"long"}}]}}}`, dpName)
+	if code := put(t, zone.api, "/meshes/default/dataplanes/"+dpName, dp); code != http.StatusCreated {
+		t.Fatalf("PUT the 250-character Dataplane in %s = %d", zone.name, code)
+	}
+	if code := put(t, zone.api, msPath(svcName), service(svcName, 7000, "")); code != http.StatusCreated {
+		t.Fatalf("PUT the 63-character MeshService in %s = %d", zone.name, code)
+	}
+	zoneName := zone.name // each zone's process is named after its zone
+	dpPath := "/meshes/default/dataplanes/" + zonesync.HashedName(resource.Dataplane, "default", dpName, zoneName, "")
+	var got resource.Object
+	waitFor(t, 30*time.Second, "the global has "+zoneName+"'s 250-character Dataplane", func() bool {
+		return getObject(g.api+dpPath, &got) == nil
+	})
+	if d := got.Labels[resource.LabelDisplayName]; d != resource.DisplayName(dpName) || len(d) > 63 {
+		t.Errorf("the global's copy of the Dataplane has display name %q, want %q", d, resource.DisplayName(dpName))
+	}
+	waitFor(t, 30*time.Second, "the global has "+zoneName+"'s 63-character MeshService", func() bool {
+		return getObject(g.api+msPath(zonesync.HashedName(resource.MeshService, "default", svcName, zoneName, "")), &got) == nil
+	})
+	if d := got.Labels[resource.LabelDisplayName]; d != svcName {
+		t.Errorf("the global's copy of the MeshService has display name %q, want %q", d, svcName)
+	}
+	for _, o := range others {
+		waitAnswer(t, o, svcName+".svc."+zoneName+".mesh.local")
+	}
+}
+
+// getObject reads the resource at url into obj.
+func getObject(url string, obj *resource.Object) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(obj)
 }
 
 func seededName(i int) string { return fmt.Sprintf("seeded-%d", i) }
