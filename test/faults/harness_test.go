@@ -33,6 +33,20 @@ import (
 	"github.com/meshnames/meshnames/internal/porttest"
 )
 
+// longEnv selects the long variants.
+const longEnv = "MESHNAMES_FAULTS_LONG"
+
+// long says whether the long variants run.
+func long() bool { return os.Getenv(longEnv) != "" }
+
+// pick returns quick, or longer with MESHNAMES_FAULTS_LONG.
+func pick[T any](quick, longer T) T {
+	if long() {
+		return longer
+	}
+	return quick
+}
+
 var binary string
 
 func TestMain(m *testing.M) {
@@ -102,7 +116,8 @@ func serve(t *testing.T, name string, args ...string) *server {
 	if !slices.Contains(args, "--data-dir") {
 		args = append(args, "--data-dir", t.TempDir())
 	}
-	s.args = append([]string{"serve", "--api-addr", s.api, "--dns-addr", s.dns, "--log-level", "info"}, args...)
+	// No xDS: the faults here are the API's, the store's and the sync's.
+	s.args = append([]string{"serve", "--api-addr", s.api, "--dns-addr", s.dns, "--xds-addr", "", "--log-level", "info"}, args...)
 	s.api = "http://" + s.api
 	s.launch()
 	t.Cleanup(func() {
