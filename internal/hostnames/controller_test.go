@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,9 +25,9 @@ type env struct {
 }
 
 // newEnv runs the core in a runner over a real embedded store and cache.
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...sqlite.Option) *env {
 	t.Helper()
-	st, err := sqlite.Open(t.TempDir())
+	st, err := sqlite.Open(t.TempDir(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +191,46 @@ func TestController_InternalVIPCollidesWithMeshServiceHostname(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.eventually(mesKey, "mongo.svc.mesh.local=Available", "mongo-ro.ext.local=Available")
+}
+
+// TestController_AddressesInPrecedenceOrder pins the order of
+// status.addresses (docs/hostnames.md): the service's own names (the
+// InternalVIP values of a MeshExternalService) in the order of its spec,
+// then one address per generator in precedence order - created in this
+// zone before synced from global, then older, then by name - a name two
+// generators give listed once, under the first.
+func TestController_AddressesInPrecedenceOrder(t *testing.T) {
+	var tick atomic.Int64
+	clock := func() time.Time { return time.Unix(1_700_000_000+tick.Add(1), 0) } // each write a second later
+	e := newEnv(t, sqlite.WithClock(clock))
+	synced := generator("a-synced", resource.MeshExternalService, nil, "{{ .Name }}.synced.mesh.local")
+	if errs := admission.New(admission.Options{Mode: resource.ModeZone, Zone: "east"}).Admit(synced, admission.Writer{Source: admission.FromGlobal}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if _, err := store.Create(context.Background(), e.st, synced); err != nil { // the oldest
+		t.Fatal(err)
+	}
+	e.mustCreate(generator("c-local-old", resource.MeshExternalService, nil, "{{ .Name }}.old.mesh.local"))
+	e.mustCreate(generator("b-local-new", resource.MeshExternalService, nil, "{{ .Name }}.new.mesh.local"))
+	e.mustCreate(generator("a-local-newest", resource.MeshExternalService, nil, "{{ .Name }}.old.mesh.local"))
+	ext := externalService("api")
+	ext.Spec.(*resource.MeshExternalServiceSpec).Match = []resource.ExternalMatch{
+		{Type: resource.MatchInternalVIP, Value: "zeta.ext.local", Port: 443},
+		{Type: resource.MatchInternalVIP, Value: "alpha.ext.local", Port: 444},
+	}
+	e.mustCreate(ext)
+	k := key(resource.MeshExternalService, "api")
+	e.eventually(k, "zeta.ext.local=Available", "alpha.ext.local=Available",
+		"api.old.mesh.local=Available", "api.new.mesh.local=Available", "api.synced.mesh.local=Available")
+	var origins []string
+	for _, a := range e.get(k).Status.(resource.ServiceStatusOf).Service().Addresses {
+		origins = append(origins, a.Origin.Kind+"/"+a.Origin.Name)
+	}
+	want := []string{"MeshExternalService/api", "MeshExternalService/api",
+		"HostnameGenerator/c-local-old", "HostnameGenerator/b-local-new", "HostnameGenerator/a-synced"}
+	if d := cmp.Diff(want, origins); d != "" {
+		t.Errorf("origins (-want +got):\n%s", d)
+	}
 }
 
 func TestController_FollowsLabelAndGeneratorChanges(t *testing.T) {
