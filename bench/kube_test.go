@@ -80,9 +80,16 @@ func benchKube(b *testing.B, n int) {
 	namespaces := (n + perNS - 1) / perNS
 	seedStart := time.Now()
 	seedKube(b, c, n, perNS)
-	b.Logf("seeded %d Services in %d namespaces in %s", n, namespaces, time.Since(seedStart).Round(time.Millisecond))
+	seeded := time.Since(seedStart)
+	b.Logf("seeded %d Services in %d namespaces in %s", n, namespaces, seeded.Round(time.Millisecond))
+	b.ReportMetric(float64(n)/seeded.Seconds(), "apiserver-service-creates/s")
 
 	for range b.N {
+		// The API server's own rate for the writes meshnames makes to
+		// name n Services: n MeshServices created and their statuses
+		// written, by 16 clients, with nothing else running.
+		raw := rawMeshServiceWrites(b, c, n, perNS)
+		b.ReportMetric(raw.Seconds(), "s-apiserver-raw-writes")
 		// From no MeshService at all.
 		for i := range namespaces {
 			if err := c.Client.Delete(ctx, meshServices, fmt.Sprintf("ns-%03d", i), "", kubeapi.Preconditions{}); err != nil {
@@ -103,6 +110,7 @@ func benchKube(b *testing.B, n int) {
 		}
 		allNamed := time.Since(p.started)
 		b.ReportMetric(allNamed.Seconds(), "s-all-named")
+		b.ReportMetric(allNamed.Seconds()/raw.Seconds(), "x-apiserver-raw")
 		time.Sleep(10 * time.Second) // let the last echoes settle
 		r, err := rss(p.pid())
 		if err != nil {
@@ -127,6 +135,58 @@ func benchKube(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// rawMeshServiceWrites creates n MeshServices (perNS to a namespace, as
+// meshnames would name them, and shaped as its own: labels, a port, a
+// selector, an identity) and then writes each one's status (a VIP and a
+// hostname), with 16 clients, and returns how long that took; then it
+// deletes them. It is the floor meshnames' first naming stands on: two
+// writes per Service through the same API server, on the same machine.
+func rawMeshServiceWrites(b *testing.B, c *kubetest.Cluster, n, perNS int) time.Duration {
+	ctx := context.Background()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	start := time.Now()
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				ns, name := fmt.Sprintf("ns-%03d", i/perNS), fmt.Sprintf("raw-%05d", i)
+				ms := map[string]any{"apiVersion": "kuma.io/v1alpha1", "kind": "MeshService",
+					"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{
+						"kuma.io/mesh": "default", "kuma.io/managed-by": "raw-bench", "k8s.kuma.io/service-name": name,
+						"k8s.kuma.io/is-headless-service": "false", "kuma.io/env": "kubernetes"}},
+					"spec": map[string]any{"selector": map[string]any{"dataplaneLabels": map[string]any{"matchLabels": map[string]any{"app": "x", "k8s.kuma.io/namespace": ns}}},
+						"ports":      []any{map[string]any{"name": "http", "port": 80, "appProtocol": "http"}},
+						"identities": []any{map[string]any{"type": "ServiceTag", "value": name + "_" + ns + "_svc_80"}},
+						"export":     map[string]any{"mode": "All"}}}
+				if err := c.Client.Create(ctx, meshServices, ns, ms, nil); err != nil {
+					errs <- err
+					return
+				}
+				status := map[string]any{"status": map[string]any{
+					"vips":      []any{map[string]any{"ip": fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), "type": "Kubernetes"}},
+					"addresses": []any{map[string]any{"hostname": name + "." + ns + ".svc.mesh.local", "status": "Available", "origin": map[string]any{"kind": "HostnameGenerator", "name": "local-kube-mesh-service"}}}}}
+				if err := c.Client.Patch(ctx, meshServices, ns, name, "status", kubeapi.MergePatch, status, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("the API server took %s for %d MeshService creates and %d status writes (%.0f writes/s)", d.Round(time.Millisecond), n, n, float64(2*n)/d.Seconds())
+	return d
 }
 
 // seedKube creates n Services, perNS to a meshed namespace, with 16
