@@ -107,7 +107,7 @@ func (n nsName) String() string { return n.ns + "/" + n.name }
 // Services whose MeshServices may change.
 type views struct {
 	mu         sync.Mutex
-	services   map[nsName]Service
+	services   map[nsName]Packed
 	namespaces map[string]Namespace
 	slices     map[nsName]slice           // by EndpointSlice
 	bySvc      map[nsName]map[nsName]bool // Service -> its EndpointSlices
@@ -175,14 +175,14 @@ func (h exportHandler) Event(ev kubeapi.Event) {
 
 func (h serviceHandler) Replace(items []json.RawMessage, _ string) {
 	v := h.v
-	next := map[nsName]Service{}
+	next := map[nsName]Packed{}
 	for _, raw := range items {
 		s, err := DecodeService(raw)
 		if err != nil {
 			v.log.Warn("skipping a Service", "err", err)
 			continue
 		}
-		next[nsName{s.Namespace, s.Name}] = s
+		next[nsName{s.Namespace, s.Name}] = Pack(s)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -214,7 +214,7 @@ func (h serviceHandler) Event(ev kubeapi.Event) {
 	if ev.Type == kubeapi.Deleted {
 		delete(v.services, k)
 	} else {
-		v.services[k] = s
+		v.services[k] = Pack(s)
 	}
 	v.queue.Add(k)
 }
@@ -376,7 +376,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return nil
 	}
 	v := &views{
-		services: map[nsName]Service{}, namespaces: map[string]Namespace{},
+		services: map[nsName]Packed{}, namespaces: map[string]Namespace{},
 		slices: map[nsName]slice{}, bySvc: map[nsName]map[nsName]bool{}, exports: map[nsName]bool{}, synced: map[string]bool{},
 		queue: svcQueue, log: c.o.Log,
 	}
@@ -563,7 +563,15 @@ func (c *Controller) process(ctx context.Context, st *state, v *views, q *reconc
 // reconcile adds to p the writes that give Service k its MeshServices.
 func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsName, p *plan) {
 	v.mu.Lock()
-	svc, ok := v.services[k]
+	packed, ok := v.services[k]
+	var svc Service
+	if ok {
+		var err error
+		if svc, err = packed.Unpack(k.ns, k.name); err != nil {
+			c.o.Log.Error("kubernetes: a Service could not be read back", "err", err)
+			ok = false
+		}
+	}
 	svc.Exported = v.exports[k]
 	var in Input
 	if ok {

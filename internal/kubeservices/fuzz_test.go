@@ -3,11 +3,14 @@ package kubeservices
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
 // FuzzTranslate decodes arbitrary Services and EndpointSlices and
-// translates them: no panic, and every MeshService made is valid and
+// translates them: no panic, a Service packed and unpacked is the same, and every MeshService made is valid and
 // carries the Service's addresses.
 func FuzzTranslate(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"name":"web","namespace":"shop","labels":{"kuma.io/mesh":"default"}},"spec":{"clusterIP":"10.96.0.1","ports":[{"port":80,"targetPort":"http","appProtocol":"HTTP"}]}}`), []byte(`{}`))
@@ -18,6 +21,14 @@ func FuzzTranslate(f *testing.F) {
 		svc, err := DecodeService(svcJSON)
 		if err != nil {
 			return
+		}
+		// What the controller keeps between reconciles is the Service.
+		back, err := Pack(svc).Unpack(svc.Namespace, svc.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(svc, back, cmpopts.EquateEmpty()); d != "" {
+			t.Fatalf("Pack then Unpack changed the Service (-decoded +unpacked):\n%s", d)
 		}
 		in := Input{Service: svc, MeshExists: func(string) bool { return true }, ExportDefault: resource.ExportAll, SystemNamespace: "meshnames-system"}
 		if _, s, err := decodeSlice(sliceJSON); err == nil {

@@ -157,3 +157,49 @@ func decodePod(raw []byte) (*Pod, string, error) {
 	}
 	return p, o.Metadata.UID, nil
 }
+
+// Packed is a Service as the controller keeps it between reconciles:
+// compact JSON of the fields Translate reads, without its name and
+// namespace (the key holds them). Tens of thousands of Services held as
+// maps and slices cost about twice as much (BenchmarkKubeServiceView).
+type Packed []byte
+
+type packed struct {
+	Labels      map[string]string `json:"l,omitempty"`
+	Annotations map[string]string `json:"a,omitempty"`
+	Type        string            `json:"t,omitempty"`
+	ClusterIPs  []string          `json:"i,omitempty"`
+	Selector    map[string]string `json:"s,omitempty"`
+	Ports       []packedPort      `json:"p,omitempty"`
+}
+
+type packedPort struct {
+	Name        string                `json:"n,omitempty"`
+	Protocol    string                `json:"r,omitempty"`
+	Port        int                   `json:"p"`
+	TargetPort  *resource.IntOrString `json:"t,omitempty"`
+	AppProtocol string                `json:"a,omitempty"`
+}
+
+// Pack packs s.
+func Pack(s Service) Packed {
+	p := packed{Labels: s.Labels, Annotations: s.Annotations, Type: s.Type, ClusterIPs: s.ClusterIPs, Selector: s.Selector}
+	for _, sp := range s.Ports {
+		p.Ports = append(p.Ports, packedPort(sp))
+	}
+	b, _ := json.Marshal(p) // maps of strings and plain structs always marshal
+	return b
+}
+
+// Unpack returns the Service namespace/name packed in b.
+func (b Packed) Unpack(namespace, name string) (Service, error) {
+	var p packed
+	if err := json.Unmarshal(b, &p); err != nil {
+		return Service{}, fmt.Errorf("unpack Service %s/%s: %w", namespace, name, err)
+	}
+	s := Service{Namespace: namespace, Name: name, Labels: p.Labels, Annotations: p.Annotations, Type: p.Type, ClusterIPs: p.ClusterIPs, Selector: p.Selector}
+	for _, pp := range p.Ports {
+		s.Ports = append(s.Ports, ServicePort(pp))
+	}
+	return s, nil
+}
