@@ -277,3 +277,35 @@ func runDoc(t *testing.T, p docPage) {
 		t.Logf("%d command(s) of %s differ; the outputs above are what a user gets", mismatches, p.path)
 	}
 }
+
+// TestDocs_EveryTranscriptRuns holds docPages to the pages that have
+// transcripts: a page of docs/ with a "$ " block that no line of docPages
+// names would drift unseen.
+func TestDocs_EveryTranscriptRuns(t *testing.T) {
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, p := range docPages {
+		listed[p.path] = true
+	}
+	for _, path := range pages {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := filepath.ToSlash(filepath.Join("docs", filepath.Base(path)))
+		fenced := false
+		for i, l := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(l, "```") {
+				fenced = !fenced
+				continue
+			}
+			if fenced && strings.HasPrefix(l, "$ ") && !listed[page] {
+				t.Errorf("%s:%d has a transcript, but docPages has no line for %s", page, i+1, page)
+				break
+			}
+		}
+	}
+}
