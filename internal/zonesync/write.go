@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 )
@@ -172,7 +173,7 @@ func (l *link) putOps(ctx context.Context, revision int64, obj, cur *resource.Ob
 	}
 	var ops []store.Op
 	version := cur.Version
-	if !sameIntent(cur, obj) {
+	if !admission.SameIntent(cur, obj) {
 		o := obj.Clone()
 		o.Version = version
 		ops = append(ops, store.Op{Type: store.OpUpdate, Object: o, Handed: true, DiscardObject: true})
@@ -184,19 +185,6 @@ func (l *link) putOps(ctx context.Context, revision int64, obj, cur *resource.Ob
 		ops = append(ops, store.Op{Type: store.OpUpdateStatus, Object: o, DiscardObject: true})
 	}
 	return ops
-}
-
-// sameIntent reports whether a and b have the same labels and spec.
-func sameIntent(a, b *resource.Object) bool {
-	if len(a.Labels) != len(b.Labels) {
-		return false
-	}
-	for k, v := range a.Labels {
-		if w, ok := b.Labels[k]; !ok || w != v {
-			return false
-		}
-	}
-	return sameJSON(a.Spec, b.Spec)
 }
 
 func sameJSON(a, b any) bool {
