@@ -1,7 +1,7 @@
 // Package internal_test checks the rules of STYLE.md that the compiler does
 // not: the layering of the module's packages (which may import which), that
 // nothing made for tests reaches the binary, and that every package says in
-// a doc comment what it is.
+// a doc comment what it is and what it imports.
 //
 // Adding a package is one line: put it in its layer, or in testOnly.
 package internal_test
@@ -13,6 +13,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -233,4 +234,84 @@ func TestPackages_HaveDocComments(t *testing.T) {
 			t.Errorf("package %s has no doc comment", strings.TrimPrefix(p.ImportPath, module))
 		}
 	}
+}
+
+// importsClaim finds a package doc's sentence about its imports: "It
+// imports resource, store and cache only; ..." gives "resource, store and
+// cache only".
+var importsClaim = regexp.MustCompile(`\b(?:[Ii]t|and|[Tt]his package) imports ([^.;:(]*)`)
+
+// TestPackages_DocsNameTheirImports checks the sentence of each package's
+// doc comment that says what it imports against what its files import of
+// this module: every package named is imported, and every package imported
+// is named (as a path under internal/, or api/...). A package whose doc
+// makes no such claim fails, but those in noImportsClaim.
+func TestPackages_DocsNameTheirImports(t *testing.T) {
+	pkgs := goList(t, module+"...")
+	short := map[string]bool{} // every package of the module, as docs name it
+	for _, p := range pkgs {
+		short[shortName(p.ImportPath)] = true
+	}
+	checked := 0
+	for _, p := range pkgs {
+		path := strings.TrimPrefix(p.ImportPath, module)
+		doc := packageDoc(t, p)
+		m := importsClaim.FindStringSubmatch(strings.Join(strings.Fields(doc), " "))
+		if m == nil {
+			if !slices.Contains(noImportsClaim, path) && !in(path, testOnly) {
+				t.Errorf("the doc comment of %s does not say what it imports (\"It imports a, b and c.\")", path)
+			}
+			continue
+		}
+		checked++
+		named := map[string]bool{}
+		for _, w := range strings.FieldsFunc(m[1], func(r rune) bool { return r == ' ' || r == ',' || r == '(' || r == ')' }) {
+			if w = strings.TrimPrefix(w, "internal/"); short[w] {
+				named[w] = true
+			}
+		}
+		imported := map[string]bool{}
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, module) {
+				imported[shortName(imp)] = true
+			}
+		}
+		for n := range named {
+			if !imported[n] {
+				t.Errorf("the doc comment of %s says it imports %s, which it does not", path, n)
+			}
+		}
+		for n := range imported {
+			if !named[n] {
+				t.Errorf("%s imports %s, which its doc comment does not name (%q)", path, n, m[0])
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("checked only %d packages; is go list working?", checked)
+	}
+}
+
+// noImportsClaim are the packages whose doc need not list their imports:
+// the wiring and the command line import every part.
+var noImportsClaim = []string{"internal/server", "internal/cli", "cmd/meshnames"}
+
+// shortName is how package docs name a package of the module.
+func shortName(importPath string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(importPath, module), "internal/")
+}
+
+// packageDoc returns the doc comment of p, from whichever file has one.
+func packageDoc(t *testing.T, p pkg) string {
+	t.Helper()
+	for _, f := range slices.Concat(p.GoFiles, p.TestGoFiles, p.XTestGoFiles) {
+		ast, err := parser.ParseFile(token.NewFileSet(), filepath.Join(p.Dir, f), nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ast.Doc != nil && strings.TrimSpace(ast.Doc.Text()) != "" {
+			return ast.Doc.Text()
+		}
+	}
+	return ""
 }

@@ -17,7 +17,7 @@
 // /audit and /history.
 //
 // It imports admission, api, auth, audit, history, token, resource, store,
-// cache and validate; nothing imports it but server. Handlers are safe for
+// cache, hostname, meshservices and validate; nothing imports it but server. Handlers are safe for
 // concurrent use.
 package apiserver
 

@@ -11,7 +11,8 @@
 // known names without the asked type NODATA, both with an SOA. Other names
 // are forwarded to the configured upstreams or refused.
 //
-// It imports resource and cache only; it must not import the store.
+// It imports resource, cache and reconcile (its queue) only; it must not
+// import the store.
 package dnsserver
 
 import (

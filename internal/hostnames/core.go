@@ -13,7 +13,8 @@
 // the core owns and nothing else, together with what the other cores
 // decide of the same status. It keeps no copies of resources.
 //
-// It imports admission, resource, store, cache, hostname and reconcile.
+// It imports admission, api, history, resource, store, hostname and
+// reconcile.
 package hostnames
 
 import (

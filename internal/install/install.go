@@ -10,7 +10,7 @@
 // (internal/kubeapi/kubetest), so a missing rule fails them, and
 // docs/kubernetes.md says why each rule is there.
 //
-// It imports config and crd; it does no I/O. Output is deterministic:
+// It imports crd and validate; it does no I/O. Output is deterministic:
 // the same options give the same bytes.
 package install
 

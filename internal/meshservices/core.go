@@ -19,7 +19,8 @@
 // touches) and hands the plans' writes to the shared runner of
 // internal/reconcile. It reads the Dataplanes and MeshServices of a unit
 // from the cache when it plans, so that it keeps only their names. It runs
-// only on the leader and imports resource, store, cache and reconcile.
+// only on the leader and imports api, resource, store, cache, reconcile
+// and validate.
 package meshservices
 
 import (

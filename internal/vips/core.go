@@ -30,8 +30,8 @@
 // Core is the VIP planner for the shared runner of internal/reconcile: it
 // is told which services changed and decides their status.vips and the
 // VIPsAllocated condition, with the leases that must commit with them; it
-// reads no cache and no clock of its own. It imports resource, store,
-// ipam and reconcile.
+// reads no cache and no clock of its own. It imports history, resource,
+// store, ipam and reconcile.
 package vips
 
 import (

@@ -42,7 +42,7 @@
 // wildcard subscriptions), and its server hands the cache a new watch on
 // every ACK, which makes each ACK a full diff of the proxy's resources.
 //
-// It imports cache, resource, token and reconcile of this module. A
+// It imports api, cache, resource, token and reconcile of this module. A
 // Server is safe for concurrent use; each stream runs on its own two
 // goroutines (receive, send) and reads the mesh tables under their locks,
 // never holding one while it sends.

@@ -29,8 +29,8 @@
 // refusal is logged, counted (meshnames_zonesync_refused_total) and sent
 // back to the peer as a Rejection, and the stream goes on.
 //
-// It imports api/zonesync/v1, api, resource, store, cache, decode and
-// validate; only server imports it. Global and Zone are safe for
+// It imports api/zonesync/v1, admission, api, resource, store, cache,
+// decode and validate; only server imports it. Global and Zone are safe for
 // concurrent use; a link's sender, receiver and reader goroutines share
 // only what link guards with its mutexes.
 package zonesync

@@ -9,7 +9,7 @@
 // Without the binaries the tests are skipped, except under CI=true, where
 // they fail.
 //
-// Only tests import it. It imports kubeapi, crd and install.
+// Only tests import it. It imports kubeapi, crd, install and porttest.
 package kubetest
 
 import (

@@ -68,7 +68,8 @@
 // lease duration on its own clock, as client-go's leader election does, so
 // no two clocks are compared.
 //
-// It imports store, resource, validate, decode, crd and kubeapi. A Store is
+// It imports store, store/backend, resource, validate, decode, crd and
+// kubeapi. A Store is
 // safe for concurrent use; its watches run until Close.
 package kube
 

@@ -15,7 +15,7 @@
 // temporary dir/.backup-* and writes it as a tar of meshnames.db; Open
 // removes such a directory that a crash left.
 //
-// It imports store and store/sqlstore; it must not import anything above
+// It imports store, store/backend and store/sqlstore; it must not import anything above
 // store (cache, apiserver, server). A Store is safe for concurrent use; one
 // connection writes, a small pool reads.
 package sqlite

@@ -5,7 +5,8 @@
 // migration lock, read-transaction options, and how other processes are told
 // about a commit).
 //
-// It imports store and resource only; it must not import the backends, nor
+// It imports store, store/backend and resource only; it must not import the
+// backends, nor
 // anything above store (cache, apiserver, server).
 //
 // # Schema

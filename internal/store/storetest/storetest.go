@@ -3,7 +3,8 @@
 // postgres/postgres_test.go), so the backends cannot drift apart. It also
 // holds the benchmarks both backends run.
 //
-// It imports store and resource (and testing); production code must not
+// It imports store, store/backend and resource (and testing); production
+// code must not
 // import it. The suite's subtests run in parallel, each on its own fresh
 // storage, with a fake clock so that no test sleeps.
 package storetest
