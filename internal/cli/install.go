@@ -52,8 +52,10 @@ system namespace (Pod Security "restricted"), the CRDs and admission policy
 of "meshnames install crds", the service account meshnames runs as with the
 least RBAC it needs, a Deployment running "meshnames serve --env kubernetes"
 (its replicas elect a leader with the Lease meshnames-leader), the Services
-meshnames-api (5681), meshnames-dns (53, UDP and TCP) and meshnames-xds
-(5678), and a PodDisruptionBudget.
+meshnames-api (5681) and meshnames-dns (53, UDP and TCP), and a
+PodDisruptionBudget. With --api-tls-secret the REST API serves that
+certificate, and so does xDS (ADS) on 5678, behind the Service
+meshnames-xds: off loopback ADS needs TLS.
 
 meshnames publishes no container image: --image names one that holds the
 meshnames binary as its entrypoint. Without --api-tls-secret the REST API

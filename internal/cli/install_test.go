@@ -49,7 +49,11 @@ func TestInstallControlPlane_ServeTakesTheDeploymentsArgs(t *testing.T) {
 		if err := root.Execute(); err != nil {
 			t.Fatalf("serve %s: %v", strings.Join(args[1:], " "), err)
 		}
-		for _, want := range []string{"env: kubernetes", "addr: 0.0.0.0:5681", "addr: 0.0.0.0:5653"} {
+		wants := []string{"env: kubernetes", "addr: 0.0.0.0:5681", "addr: 0.0.0.0:5653"}
+		if extra != nil {
+			wants = append(wants, "addr: 0.0.0.0:5678", "cert: /etc/meshnames/api-tls/tls.crt")
+		}
+		for _, want := range wants {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%v: config show has no %q:\n%s", extra, want, out.String())
 			}

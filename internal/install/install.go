@@ -2,7 +2,7 @@
 // plane, what `meshnames install control-plane` prints: the system
 // namespace, the CRDs (from package crd), the service account and its
 // RBAC, a Deployment running `meshnames serve --env kubernetes`, the
-// Services in front of its API, DNS and xDS ports, and a
+// Services in front of its API, DNS and (with TLS) xDS ports, and a
 // PodDisruptionBudget.
 //
 // The RBAC rules are the least the Kubernetes mode needs, verb by verb:
@@ -141,7 +141,9 @@ func (o Options) Args() []string {
 		"--api-addr", "0.0.0.0:" + strconv.Itoa(APIPort), "--dns-addr", "0.0.0.0:" + strconv.Itoa(DNSPort),
 		"--data-dir", dataDir, "--log-format", "json"}
 	if o.APITLSSecret != "" {
-		args = append(args, "--api-tls-cert", "/etc/meshnames/api-tls/tls.crt", "--api-tls-key", "/etc/meshnames/api-tls/tls.key")
+		// ADS serves the API's certificate; off loopback it needs one.
+		args = append(args, "--api-tls-cert", "/etc/meshnames/api-tls/tls.crt", "--api-tls-key", "/etc/meshnames/api-tls/tls.key",
+			"--xds-addr", "0.0.0.0:"+strconv.Itoa(XDSPort))
 	} else {
 		args = append(args, "--api-insecure")
 	}
@@ -157,6 +159,10 @@ func (o Options) deployment() m {
 		mounts = append(mounts, m{{Key: "name", Value: "api-tls"}, {Key: "mountPath", Value: "/etc/meshnames/api-tls"}, {Key: "readOnly", Value: true}})
 		volumes = append(volumes, m{{Key: "name", Value: "api-tls"}, {Key: "secret", Value: m{{Key: "secretName", Value: o.APITLSSecret}}}})
 	}
+	ports := []m{port("api", APIPort, "TCP"), port("dns", DNSPort, "UDP"), port("dns-tcp", DNSPort, "TCP")}
+	if o.APITLSSecret != "" {
+		ports = append(ports, port("xds", XDSPort, "TCP"))
+	}
 	probe := func(path string, period int) m {
 		return m{
 			{Key: "httpGet", Value: m{{Key: "path", Value: path}, {Key: "port", Value: "api"}, {Key: "scheme", Value: scheme}}},
@@ -170,9 +176,7 @@ func (o Options) deployment() m {
 		// The Go runtime collects harder as the heap nears the memory
 		// limit instead of being killed past it (the limit in bytes).
 		{Key: "env", Value: []m{{{Key: "name", Value: "GOMEMLIMIT"}, {Key: "valueFrom", Value: m{{Key: "resourceFieldRef", Value: m{{Key: "resource", Value: "limits.memory"}}}}}}}},
-		{Key: "ports", Value: []m{
-			port("api", APIPort, "TCP"), port("dns", DNSPort, "UDP"), port("dns-tcp", DNSPort, "TCP"), port("xds", XDSPort, "TCP"),
-		}},
+		{Key: "ports", Value: ports},
 		{Key: "readinessProbe", Value: probe("/readyz", 5)},
 		{Key: "livenessProbe", Value: append(probe("/healthz", 10), kv{Key: "failureThreshold", Value: 6})},
 		{Key: "resources", Value: m{
@@ -230,7 +234,8 @@ func servicePort(name string, n int, target, proto string) m {
 }
 
 // services returns the Services of the API, of DNS (port 53, for
-// CoreDNS to forward the mesh domains to) and of xDS.
+// CoreDNS to forward the mesh domains to) and, with TLS, of xDS (ADS off
+// loopback needs the API's certificate).
 func (o Options) services() []m {
 	svc := func(name string, ports ...m) m {
 		return object("v1", "Service", name, o.Namespace, o.labels(), kv{Key: "spec", Value: m{
@@ -239,11 +244,14 @@ func (o Options) services() []m {
 			{Key: "ports", Value: ports},
 		}})
 	}
-	return []m{
+	out := []m{
 		svc(Name+"-api", servicePort("api", APIPort, "api", "TCP")),
 		svc(Name+"-dns", servicePort("dns", 53, "dns", "UDP"), servicePort("dns-tcp", 53, "dns-tcp", "TCP")),
-		svc(Name+"-xds", servicePort("xds", XDSPort, "xds", "TCP")),
 	}
+	if o.APITLSSecret != "" {
+		out = append(out, svc(Name+"-xds", servicePort("xds", XDSPort, "xds", "TCP")))
+	}
+	return out
 }
 
 // rule is one PolicyRule.

@@ -96,7 +96,7 @@ func TestKube_InstallControlPlaneApplies(t *testing.T) {
 	if dep.Spec.Replicas != 3 || pod.ServiceAccountName != "meshnames" || len(pod.Containers) != 1 || pod.Containers[0].Image != "registry.example/meshnames:test" {
 		t.Fatalf("the stored Deployment: %+v", dep.Spec)
 	}
-	for _, svc := range []string{"meshnames-api", "meshnames-dns", "meshnames-xds"} {
+	for _, svc := range []string{"meshnames-api", "meshnames-dns"} {
 		if err := c.Client.Get(ctx, kubeapi.Services, "meshnames-system", svc, nil); err != nil {
 			t.Errorf("Service %s: %v", svc, err)
 		}
