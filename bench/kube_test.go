@@ -111,6 +111,7 @@ func benchKube(b *testing.B, n int) {
 		allNamed := time.Since(p.started)
 		b.ReportMetric(allNamed.Seconds(), "s-all-named")
 		b.ReportMetric(allNamed.Seconds()/raw.Seconds(), "x-apiserver-raw")
+		b.Logf("all %d named %s after the start: %.2f times the API server's raw writes", n, allNamed.Round(time.Millisecond), allNamed.Seconds()/raw.Seconds())
 		time.Sleep(10 * time.Second) // let the last echoes settle
 		r, err := rss(p.pid())
 		if err != nil {
@@ -118,6 +119,7 @@ func benchKube(b *testing.B, n int) {
 		}
 		b.ReportMetric(float64(r)/(1<<20), "RSS-MiB")
 		b.ReportMetric(float64(r-base)/float64(n), "B/service")
+		b.Logf("RSS %.1f MiB settled, %d B per Service above an idle instance (%.1f MiB)", float64(r)/(1<<20), (r-base)/int64(n), float64(base)/(1<<20))
 
 		lat := newServiceLatency(b, c, 200)
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "new-p50-ms")
@@ -131,8 +133,10 @@ func benchKube(b *testing.B, n int) {
 				b.Log(line)
 			}
 		}
+		// Cleaning up is not measured: a slow API server (the 30 s
+		// timeout of a request) must not lose the figures above.
 		if err := c.Client.Delete(ctx, kubeapi.Services, "latency", "", kubeapi.Preconditions{}); err != nil {
-			b.Fatal(err)
+			b.Logf("deleting the Services of namespace latency: %v", err)
 		}
 	}
 }
