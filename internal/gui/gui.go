@@ -8,12 +8,15 @@
 // Pages: the overview (/gui/), the services (/gui/services, with ?kind=,
 // ?mesh=, ?q= and ?page=), one service (/gui/services/{kind}/{mesh}/{name}),
 // the HostnameGenerators (/gui/generators), DNS (/gui/dns), "who is this?"
-// (/gui/search?q=) and the zones (/gui/zones: on a global each zone's sync
+// (/gui/search?q=), the zones (/gui/zones: on a global each zone's sync
 // stream, from the same insight GET /zones/{name}/_insight answers; on a
-// zone its own stream to the global). A page stays current without a
-// reload: its script long-polls /gui/_wait, which answers once the cache's
-// revision passes the page's, and then fetches the page again; the pages
-// with zone insights, which change without a revision, are also fetched
+// zone its own stream to the global), the Dataplanes (/gui/dataplanes) and
+// one Dataplane (/gui/dataplanes/{mesh}/{name}: its proxy's ADS streams on
+// this instance and config, from the same inspection GET .../_xds
+// answers). A page stays current without a reload: its script long-polls
+// /gui/_wait, which answers once the cache's revision passes the page's,
+// and then fetches the page again; the pages with zone insights or a
+// proxy's streams, which change without a revision, are also fetched
 // every few seconds.
 //
 // Searching by hostname or VIP uses the DNS server's table, and an index
@@ -102,6 +105,10 @@ type Options struct {
 	// GlobalLink, set on a zone control plane, reports its own stream to
 	// the global.
 	GlobalLink func() GlobalLink
+	// XDS is the body of GET /meshes/{mesh}/dataplanes/{name}/_xds: what
+	// the proxy of a Dataplane gets and its ADS streams on this instance;
+	// nil where no xDS is served (a global, or xds.addr empty).
+	XDS func(mesh, name string) (api.XDSInspection, error)
 	// Now is the clock of the "ago" figures (time.Now when nil).
 	Now func() time.Time
 }
@@ -232,6 +239,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.search(w, r)
 	case rest == "zones":
 		s.zones(w, r)
+	case seg[0] == "dataplanes" && len(seg) == 1:
+		s.dataplanes(w, r)
+	case seg[0] == "dataplanes" && len(seg) == 3:
+		s.dataplane(w, r, seg[1], seg[2])
 	default:
 		s.notFound(w, r, "There is no page at "+r.URL.Path+".")
 	}

@@ -77,16 +77,19 @@ spec:
 type env struct {
 	t   *testing.T
 	api string
+	// xds is the ADS address, once it listens.
+	xds chan string
 }
 
 // newEnv starts a whole control plane in-process (store, cache,
-// controllers, DNS, API and GUI) and applies docs.
+// controllers, DNS, xDS, API and GUI) and applies docs.
 func newEnv(t *testing.T, docs string) *env {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DNS.Addr = "127.0.0.1:0"
 	cfg.XDS.Addr = "127.0.0.1:0"
-	e := &env{t: t, api: servertest.Start(t, cfg, servertest.Options{})}
+	e := &env{t: t, xds: make(chan string, 1)}
+	e.api = servertest.Start(t, cfg, servertest.Options{XDSListening: func(a string) { e.xds <- a }})
 	e.waitReady()
 	for _, doc := range strings.Split(docs, "\n---\n") {
 		if strings.TrimSpace(doc) != "" {
@@ -280,6 +283,7 @@ func TestRoutes(t *testing.T) {
 		{"/gui/search?q=httpbin.extsvc.mesh.local", 200, []string{"MeshExternalService default/httpbin", "this service"}}, // held without a VIP
 		{"/gui/services?q=httpbin.extsvc", 200, []string{"Services 1-1 of 1", ">httpbin</a>"}},
 		{"/gui/zones", 200, []string{"This is a standalone control plane: it has no global and keeps no zone insights."}},
+		{"/gui/dataplanes", 200, []string{"No Dataplanes match.", `<label for="dp-q">Name</label>`}},
 		{"/gui", 301, nil},
 		{"/gui/static/htmx.min.js", 200, []string{"htmx"}},
 		{"/gui/static/style.css", 200, []string{"--fg"}},
@@ -291,6 +295,8 @@ func TestRoutes(t *testing.T) {
 		{"/gui/dns?mesh=nope", 404, []string{"mesh: there is no mesh &#34;nope&#34;."}},
 		{"/gui/services/meshservices/default/nope", 404, []string{"MeshService default/nope does not exist."}},
 		{"/gui/services/dataplanes/default/x", 404, []string{"There is no service kind"}},
+		{"/gui/dataplanes?page=0", 400, []string{"page: must be a page number from 1"}},
+		{"/gui/dataplanes/default/nope", 404, []string{"Dataplane default/nope does not exist."}},
 		{"/gui/nope", 404, []string{"There is no page at /gui/nope."}},
 		{"/gui/_wait?rev=x", 400, []string{"rev: must be a revision"}},
 	}

@@ -266,7 +266,7 @@ func exportMode(o *resource.Object) string {
 
 func (s *Server) services(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
-	d := servicesData{Kind: v.Get("kind"), Mesh: v.Get("mesh"), Q: strings.TrimSpace(v.Get("q")), Page: 1}
+	d := servicesData{Kind: v.Get("kind"), Mesh: v.Get("mesh"), Q: strings.TrimSpace(v.Get("q"))}
 	kinds := serviceKinds
 	if d.Kind != "" {
 		desc := byPlural(d.Kind)
@@ -276,14 +276,11 @@ func (s *Server) services(w http.ResponseWriter, r *http.Request) {
 		}
 		kinds = []resource.Kind{desc.Kind}
 	}
-	if p := v.Get("page"); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 {
-			s.badRequest(w, r, "page: must be a page number from 1, got "+strconv.Quote(p))
-			return
-		}
-		d.Page = n
+	n, ok := s.pageParam(w, r)
+	if !ok {
+		return
 	}
+	d.Page = n
 	offset := (d.Page - 1) * PageSize
 	q := parseQuery(d.Q)
 	var rev int64
@@ -303,26 +300,12 @@ func (s *Server) services(w http.ResponseWriter, r *http.Request) {
 	if len(d.Rows) > 0 {
 		d.From, d.To = offset+1, offset+len(d.Rows)
 	}
-	link := func(page int) string {
-		u := url.Values{}
-		for k, val := range map[string]string{"kind": d.Kind, "mesh": d.Mesh, "q": d.Q} {
-			if val != "" {
-				u.Set(k, val)
-			}
-		}
-		if page > 1 {
-			u.Set("page", strconv.Itoa(page))
-		}
-		if len(u) == 0 {
-			return Prefix + "services"
-		}
-		return Prefix + "services?" + u.Encode()
-	}
+	params := map[string]string{"kind": d.Kind, "mesh": d.Mesh, "q": d.Q}
 	if d.Page > 1 {
-		d.Prev = link(min(d.Page-1, d.Pages))
+		d.Prev = pageLink("services", params, min(d.Page-1, d.Pages))
 	}
 	if d.Page < d.Pages {
-		d.Next = link(d.Page + 1)
+		d.Next = pageLink("services", params, d.Page+1)
 	}
 	d.Kinds = []option{{Value: "", Label: "every kind", Selected: d.Kind == ""}}
 	for _, k := range serviceKinds {
@@ -470,7 +453,7 @@ func (s *Server) service(w http.ResponseWriter, r *http.Request, plural, mesh, n
 	k := resource.Key{Kind: desc.Kind, Mesh: mesh, Name: name}
 	obj, ok := s.o.Cache.Get(k)
 	if !ok {
-		s.renderMissing(w, r, k, rev)
+		s.renderMissing(w, r, "services", k, rev)
 		return
 	}
 	d := serviceData{Obj: obj, Labels: sortedLabels(obj.Labels), Holders: map[string]*resource.Key{}}
@@ -553,11 +536,11 @@ func (s *Server) service(w http.ResponseWriter, r *http.Request, plural, mesh, n
 	s.render(w, r, http.StatusOK, "service.html", &page{Title: title, Nav: "services", Revision: rev, Live: true, Data: d})
 }
 
-// renderMissing answers for a service that does not exist (or no longer
-// does): 404, still live, so that the page shows the service if it comes.
-func (s *Server) renderMissing(w http.ResponseWriter, r *http.Request, k resource.Key, rev int64) {
+// renderMissing answers for a resource that does not exist (or no longer
+// does): 404, still live, so that the page shows the resource if it comes.
+func (s *Server) renderMissing(w http.ResponseWriter, r *http.Request, nav string, k resource.Key, rev int64) {
 	msg := k.String() + " does not exist."
-	s.render(w, r, http.StatusNotFound, "error.html", &page{Title: "Not found", Nav: "services", Revision: rev, Live: true, Data: errorData{Message: msg}})
+	s.render(w, r, http.StatusNotFound, "error.html", &page{Title: "Not found", Nav: nav, Revision: rev, Live: true, Data: errorData{Message: msg}})
 }
 
 // ---- generators ----
@@ -641,14 +624,9 @@ func (s *Server) dns(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	pageNo := 1
-	if p := v.Get("page"); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 {
-			s.badRequest(w, r, "page: must be a page number from 1, got "+strconv.Quote(p))
-			return
-		}
-		pageNo = n
+	pageNo, ok := s.pageParam(w, r)
+	if !ok {
+		return
 	}
 	if _, ok := s.o.Cache.Get(resource.Key{Kind: resource.Mesh, Name: d.Mesh}); d.Mesh != "" && !ok {
 		s.render(w, r, http.StatusNotFound, "error.html", &page{Title: "Not found", Nav: "dns", Revision: rev, Live: true,
@@ -668,21 +646,12 @@ func (s *Server) dns(w http.ResponseWriter, r *http.Request) {
 		if len(d.Names) > 0 {
 			d.From, d.To = from+1, from+len(d.Names)
 		}
-		link := func(p int) string {
-			u := url.Values{"mesh": {d.Mesh}}
-			if d.Q != "" {
-				u.Set("q", d.Q)
-			}
-			if p > 1 {
-				u.Set("page", strconv.Itoa(p))
-			}
-			return Prefix + "dns?" + u.Encode()
-		}
+		params := map[string]string{"mesh": d.Mesh, "q": d.Q}
 		if pageNo > 1 {
-			d.Prev = link(pageNo - 1)
+			d.Prev = pageLink("dns", params, pageNo-1)
 		}
 		if from+dnsPageSize < d.Total {
-			d.Next = link(pageNo + 1)
+			d.Next = pageLink("dns", params, pageNo+1)
 		}
 		for _, n := range l.NotAnswered {
 			if d.Q == "" || strings.Contains(n.Name, d.Q) || strings.Contains(n.Service, d.Q) {

@@ -29,7 +29,8 @@ var update = flag.Bool("update", false, "rewrite the want section of testdata/pa
 // resources.json the resources (with status) in the store, and "want" the
 // page. With insights.json (zone name to the body of its _insight, an
 // error for a zone not there) the GUI is a global's; with link.json (a
-// GlobalLink) a zone's. Run with -update to rewrite "want".
+// GlobalLink) a zone's; with xds.json (the body of _xds) every Dataplane's
+// proxy is in that state. Run with -update to rewrite "want".
 func TestPages(t *testing.T) {
 	files, err := filepath.Glob("testdata/pages/*.txtar")
 	if err != nil || len(files) == 0 {
@@ -56,6 +57,8 @@ func TestPages(t *testing.T) {
 					tunes = append(tunes, globalOf(t, f.Data))
 				case "link.json":
 					tunes = append(tunes, zoneOf(t, f.Data))
+				case "xds.json":
+					tunes = append(tunes, xdsOf(t, f.Data))
 				}
 			}
 			u := newUnitWith(t, decodeObjects(t, objs), func(o *Options) {
@@ -216,5 +219,20 @@ func zoneOf(t *testing.T, data []byte) func(*Options) {
 	return func(o *Options) {
 		o.Mode, o.Zone = resource.ModeZone, "east"
 		o.GlobalLink = func() GlobalLink { return l }
+	}
+}
+
+// xdsOf gives every Dataplane of a unit the _xds inspection data.
+func xdsOf(t *testing.T, data []byte) func(*Options) {
+	t.Helper()
+	var in api.XDSInspection
+	if err := json.Unmarshal(data, &in); err != nil {
+		t.Fatalf("xds.json: %v", err)
+	}
+	return func(o *Options) {
+		o.XDS = func(mesh, name string) (api.XDSInspection, error) {
+			in.Mesh, in.Dataplane = mesh, name
+			return in, nil
+		}
 	}
 }

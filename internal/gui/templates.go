@@ -14,7 +14,7 @@ import (
 
 // pageFiles are the templates of the pages, each rendered inside
 // templates/layout.html.
-var pageFiles = []string{"overview.html", "services.html", "service.html", "generators.html", "dns.html", "search.html", "zones.html", "error.html"}
+var pageFiles = []string{"overview.html", "services.html", "service.html", "generators.html", "dns.html", "search.html", "zones.html", "dataplanes.html", "dataplane.html", "error.html"}
 
 func parsePages() map[string]*template.Template {
 	out := map[string]*template.Template{}
@@ -30,7 +30,11 @@ func parsePage(name string) *template.Template {
 
 var funcs = template.FuncMap{
 	"serviceHref": serviceHref,
-	"plural":      func(k resource.Kind) string { return resource.MustLookup(k).Plural },
+	"dataplaneHref": func(k resource.Key) string {
+		return Prefix + "dataplanes/" + url.PathEscape(k.Mesh) + "/" + url.PathEscape(k.Name)
+	},
+	"protocol": protocolName,
+	"plural":   func(k resource.Kind) string { return resource.MustLookup(k).Plural },
 	"generatorHref": func(name string) string {
 		return Prefix + "generators#" + generatorID(name)
 	},

@@ -65,6 +65,8 @@ func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server
 		// The zones' insights are the API's (GET /zones/{name}/_insight).
 		ZoneInsight: apiOpts.ZoneInsight,
 		GlobalLink:  s.globalLink(),
+		// A proxy's streams and config are the API's (GET .../_xds).
+		XDS: apiOpts.XDS,
 	}), nil
 }
 

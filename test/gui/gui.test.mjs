@@ -17,9 +17,10 @@ import { freePort } from './ports.mjs';
 const here = path.dirname(new URL(import.meta.url).pathname);
 const out = path.join(here, 'out');
 const binary = process.env.MESHNAMES_BIN || path.join(out, 'meshnames');
+const grpcecho = process.env.GRPCECHO_BIN || path.join(out, 'grpcecho');
 const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
 
-let server; // the server most tests use: { proc, api, log, dir }
+let server; // the server most tests use: { proc, api, xds, log, dir }
 const servers = [];
 let context; // the browser context
 let profile; // its profile directory
@@ -45,11 +46,12 @@ async function startServer(...args) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'meshnames-gui-'));
   const api = `127.0.0.1:${await freePort()}`;
   const dns = `127.0.0.1:${await freePort()}`;
+  const xds = `127.0.0.1:${await freePort()}`;
   const log = [];
-  const proc = spawn(binary, ['serve', '--api-addr', api, '--dns-addr', dns, '--xds-addr', '127.0.0.1:0', '--data-dir', path.join(dir, 'data'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(binary, ['serve', '--api-addr', api, '--dns-addr', dns, '--xds-addr', xds, '--data-dir', path.join(dir, 'data'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   proc.stdout.on('data', (d) => log.push(d.toString()));
   proc.stderr.on('data', (d) => log.push(d.toString()));
-  const srv = { proc, api: `http://${api}`, log, dir };
+  const srv = { proc, api: `http://${api}`, xds, log, dir };
   servers.push(srv);
   const deadline = Date.now() + 30000;
   for (;;) {
@@ -268,6 +270,115 @@ test('generators and DNS pages show the collision and the listing', async () => 
 
   await page.goto(server.api + '/gui/zones');
   await shot('zones-standalone');
+});
+
+// runLines runs a command with env added to this process's, and collects
+// its output (stdout and stderr) line by line.
+function runLines(cmd, args, env = {}) {
+  const lines = [];
+  let rest = '';
+  const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const take = (d) => {
+    const parts = (rest + d.toString()).split('\n');
+    rest = parts.pop();
+    lines.push(...parts);
+  };
+  proc.stdout.on('data', take);
+  proc.stderr.on('data', take);
+  const stop = async () => {
+    if (proc.exitCode !== null || proc.signalCode !== null) { return; }
+    const exited = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGTERM');
+    await exited;
+  };
+  return { proc, lines, stop };
+}
+
+test('a Dataplane page shows its proxy: a proxyless gRPC client connects, each type ACKed, then leaves', async () => {
+  // A gRPC server registered as the inbound of Dataplane echo-1, the
+  // MeshService echo that selects it, and Dataplane caller, whose proxy is
+  // grpcecho's grpc-go xDS client.
+  const echoPort = await freePort();
+  const echo = runLines(grpcecho, ['serve', '--addr', `127.0.0.1:${echoPort}`, '--id', 'echo-1']);
+  let caller;
+  try {
+    await waitFor('grpcecho serves', async () => echo.lines.some((l) => l.startsWith('serving ')));
+    await put('/meshes/default/dataplanes/echo-1', `type: Dataplane
+mesh: default
+name: echo-1
+networking:
+  address: 127.0.0.1
+  inbound:
+  - port: ${echoPort}
+    name: grpc
+    tags:
+      kuma.io/service: echo-backend
+`);
+    await put('/meshes/default/dataplanes/caller', 'type: Dataplane\nmesh: default\nname: caller\nnetworking:\n  address: 127.0.0.1\n');
+    await put('/meshes/default/meshservices/echo', `type: MeshService
+mesh: default
+name: echo
+spec:
+  selector:
+    dataplaneTags:
+      kuma.io/service: echo-backend
+  ports:
+  - port: 8080
+    targetPort: grpc
+    appProtocol: grpc
+`);
+    await page.goto(server.api + '/gui/dataplanes');
+    await page.getByRole('link', { name: 'caller', exact: true }).click();
+    await page.waitForURL('**/gui/dataplanes/default/caller');
+    await page.locator('#proxy-state', { hasText: 'not connected to this instance' }).waitFor();
+    await page.evaluate(() => { window.__notReloaded = true; });
+
+    // The client reads a bootstrap naming the server's ADS and the node
+    // id <mesh>.<dataplane>; tokenless from loopback.
+    const boot = path.join(server.dir, 'bootstrap.json');
+    fs.writeFileSync(boot, JSON.stringify({
+      xds_servers: [{ server_uri: server.xds, channel_creds: [{ type: 'insecure' }], server_features: ['xds_v3'] }],
+      node: { id: 'default.caller' },
+    }));
+    caller = runLines(grpcecho, ['call', '--count', '0', '--interval', '100ms', '--timeout', '2s', 'xds:///echo.svc.mesh.local:8080'], { GRPC_XDS_BOOTSTRAP: boot });
+    await waitFor('a call answered by echo-1 through the xDS config', async () => caller.lines.includes('echo-1'));
+
+    // The open page shows the stream without a reload: connected, and
+    // each type the client subscribed to ACKed at the version the API
+    // reports, nothing waiting.
+    await page.locator('#proxy-state', { hasText: '● connected' }).waitFor({ timeout: 5000 });
+    const types = await waitFor('the page shows what GET .../_xds reports', async () => {
+      const xds = await apiGet('/meshes/default/dataplanes/caller/_xds');
+      if (xds.streams.length !== 1) { return null; }
+      const rows = [];
+      for (const t of xds.streams[0].types) {
+        if (t.pending || !t.ackedVersion) { return null; }
+        const row = page.locator(`#stream-1-${t.type}`);
+        if (await row.count() !== 1) { return null; }
+        const acked = (await row.locator('.acked').textContent()).trim();
+        const waiting = (await row.locator('.waiting').textContent()).trim();
+        const nack = (await row.locator('.nack').textContent()).trim();
+        if (acked !== t.ackedVersion || waiting !== 'no' || nack !== 'none') { return null; }
+        rows.push(t.type);
+      }
+      const again = await apiGet('/meshes/default/dataplanes/caller/_xds');
+      return JSON.stringify(again.streams) === JSON.stringify(xds.streams) ? rows.sort() : null;
+    });
+    assert.deepEqual(types, ['CDS', 'EDS', 'LDS']);
+    assert.equal((await page.locator('#stream-1 .protocol').textContent()).trim(), 'state of the world (sotw)');
+    assert.equal(await page.locator('.nack-message').count(), 0, 'a NACK is shown');
+    assert.match(await page.locator('#stream-1-LDS .subscribed').textContent(), /echo\.svc\.mesh\.local:8080/);
+    await shot('dataplane');
+
+    // The client leaves: the page says so, still without a reload.
+    await caller.stop();
+    await page.locator('#proxy-state', { hasText: 'not connected to this instance' }).waitFor({ timeout: 5000 });
+    assert.equal(await page.evaluate(() => window.__notReloaded), true, 'the page was reloaded');
+    await shot('dataplane-disconnected');
+  } finally {
+    if (caller) { await caller.stop(); }
+    await echo.stop();
+  }
 });
 
 test('keyboard: a skip link first, "/" focuses the search box, links follow in order', async () => {

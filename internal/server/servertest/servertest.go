@@ -24,6 +24,9 @@ type Options struct {
 	// DataDir, when set, is the embedded store's directory (for a store
 	// seeded beforehand) instead of a fresh temporary one.
 	DataDir string
+	// XDSListening, when set, is called with the xDS (ADS) address once
+	// it accepts streams.
+	XDSListening func(xdsAddr string)
 }
 
 // Start runs `serve` in-process with cfg, on free loopback API and DNS
@@ -48,6 +51,7 @@ func Start(tb testing.TB, cfg config.Config, o Options) string {
 	srv := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
 	srv.Clock = o.Clock
 	srv.NoControllers = o.NoControllers
+	srv.XDSListening = o.XDSListening
 	addr := make(chan string, 1)
 	srv.Listening = func(a string) { addr <- a }
 	ctx, cancel := context.WithCancel(context.Background())
