@@ -29,11 +29,15 @@ type docPage struct {
 	// normalize holds what else changes from run to run on this page
 	// (beyond docNormalizers).
 	normalize []normalizer
+	// appPorts are ports of the page's own programs that its files and
+	// commands name as plain numbers (an inbound's port): each is mapped
+	// to a free port, and back in outputs.
+	appPorts []int
 }
 
 // docPages are the pages with transcripts, in the order of docs/README.md.
 var docPages = []docPage{
-	{path: "README.md", section: "## Five minutes with meshnames"},
+	{path: "README.md", section: "## Five minutes with meshnames", appPorts: []int{9000}},
 	{path: "docs/resources.md", serve: true},
 	{path: "docs/hostnames.md", serve: true},
 	{path: "docs/dns.md", serve: true},
@@ -52,6 +56,10 @@ var docPages = []docPage{
 		{regexp.MustCompile(`(line +\S+ ago)( +\d+){3} +\d+/\d+ +\d+B/\d+B`), "$1 <counters>"},
 	}},
 	{path: "docs/kubernetes.md", kube: true, normalize: []normalizer{{regexp.MustCompile(`\b10\.96\.\d+\.\d+\b`), "<cluster-ip>"}}},
+	{path: "docs/xds.md", serve: true, appPorts: []int{9001, 9002}, normalize: []normalizer{
+		{regexp.MustCompile(`\b[0-9a-f]{16}\b`), "<version>"},         // content hashes hold the walk's ports
+		{regexp.MustCompile(`instance: \S+`), "instance: <instance>"}, // host, address, pid, random
+	}},
 	{path: "docs/kuma.md", serve: true, normalize: []normalizer{{regexp.MustCompile(`"hostname":"[^"]*"`), `"hostname":"<host>"`}}},
 }
 

@@ -36,6 +36,12 @@ var (
 	// before them.
 	readCmd  = regexp.MustCompile(`^(\w+=\S+ )*(\./)?meshnames( --\S+ \S+)* (get|inspect|version|audit)\b|^(dig|cat|kubectl get) |^curl -s (?:[^-]|-[^X])*$`)
 	serveCmd = regexp.MustCompile(`^(\./)?meshnames serve\b`)
+	// backgroundCmd matches the commands a page runs in a terminal of
+	// their own: servers of the examples, which run until stopped.
+	backgroundCmd = regexp.MustCompile(`^\./grpcecho serve\b`)
+	// exampleBuild matches the build of an example program, which the
+	// test built in TestMain.
+	exampleBuild = regexp.MustCompile(`^go build -o (\S+) \./examples/(\S+)$`)
 )
 
 // docWalker runs one page's commands in a directory of their own.
@@ -53,9 +59,19 @@ func newDocWalker(t *testing.T, p docPage, blocks []*docBlock) *docWalker {
 	for _, port := range []int{defaultAPIPort, defaultDNSPort, defaultSyncPort, defaultXDSPort} {
 		w.mapPort(port)
 	}
+	for _, port := range p.appPorts {
+		w.mapPort(port)
+	}
 	for _, b := range blocks {
-		for _, s := range b.steps {
-			for _, m := range portRef.FindAllStringSubmatch(s.cmd, -1) {
+		texts := b.content // a file's: its addresses point at the walk's ports too
+		if b.file == "" {
+			texts = nil
+			for _, s := range b.steps {
+				texts = append(texts, s.cmd)
+			}
+		}
+		for _, text := range texts {
+			for _, m := range portRef.FindAllStringSubmatch(text, -1) {
 				port, _ := strconv.Atoi(m[2])
 				w.mapPort(port)
 			}
@@ -118,6 +134,18 @@ func newDocWalker(t *testing.T, p docPage, blocks []*docBlock) *docWalker {
 	return w
 }
 
+// replacePort replaces the number from in s by to, where it is not part
+// of a longer number (it may follow a letter or "_": echo_msvc_9001).
+func replacePort(s string, from, to int) string {
+	re := regexp.MustCompile(`(^|[^0-9])` + itoa(from) + `($|[^0-9])`)
+	// Twice: a match consumes the character after it, which may begin
+	// the next occurrence ("9001,9001").
+	for range 2 {
+		s = re.ReplaceAllString(s, "${1}"+itoa(to)+"${2}")
+	}
+	return s
+}
+
 func (w *docWalker) mapPort(port int) {
 	if _, ok := w.ports[port]; ok {
 		return
@@ -126,13 +154,17 @@ func (w *docWalker) mapPort(port int) {
 	w.ports[port], w.back[free] = free, port
 }
 
-// toRun points a command at the walk's ports.
+// toRun points a command (or a file's line) at the walk's ports.
 func (w *docWalker) toRun(cmd string) string {
-	return portRef.ReplaceAllStringFunc(cmd, func(m string) string {
+	cmd = portRef.ReplaceAllStringFunc(cmd, func(m string) string {
 		sm := portRef.FindStringSubmatch(m)
 		port, _ := strconv.Atoi(sm[2])
 		return sm[1] + itoa(w.ports[port])
 	})
+	for _, port := range w.page.appPorts {
+		cmd = replacePort(cmd, port, w.ports[port])
+	}
+	return cmd
 }
 
 // shown turns output into what a user with the page's ports and a
@@ -146,6 +178,9 @@ func (w *docWalker) shown(out string) []string {
 		}
 		return m
 	})
+	for _, port := range w.page.appPorts {
+		out = replacePort(out, w.ports[port], port)
+	}
 	out = strings.ReplaceAll(out, w.dir, "/tmp/walk")
 	out = strings.TrimSuffix(out, "\n")
 	if out == "" {
@@ -159,14 +194,25 @@ func (w *docWalker) writeFile(name string, content []string) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		w.t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(strings.Join(content, "\n")+"\n"), 0o600); err != nil {
+	lines := make([]string, len(content))
+	for i, l := range content {
+		lines[i] = w.toRun(l)
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		w.t.Fatal(err)
 	}
 }
 
 // step runs one command of a transcript and returns its output.
 func (w *docWalker) step(s *docStep) []string {
-	switch {
+	switch m := exampleBuild.FindStringSubmatch(s.cmd); {
+	case m != nil && m[2] == "grpcecho":
+		if err := os.Symlink(grpcecho, filepath.Join(w.dir, m[1])); err != nil {
+			w.t.Fatal(err)
+		}
+		return s.want
+	case backgroundCmd.MatchString(s.cmd):
+		return w.background(s.cmd, s.want)
 	case strings.HasPrefix(s.cmd, "go build "):
 		return s.want // the test built the binary; ./meshnames is it
 	case serveCmd.MatchString(s.cmd):
@@ -217,6 +263,38 @@ func (w *docWalker) read(cmd string, want []string) []string {
 		got = again
 	}
 	return got
+}
+
+// background runs cmd as in a terminal of its own until the test ends,
+// and returns what it printed once it printed as many lines as want holds
+// (or after 10 s).
+func (w *docWalker) background(cmd string, want []string) []string {
+	log := &syncBuffer{}
+	c := exec.Command("bash", "-c", "exec "+w.toRun(cmd))
+	c.Dir, c.Env = w.dir, w.env
+	c.Stdout, c.Stderr = log, log
+	if err := c.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = c.Wait(); close(done) }()
+	w.t.Cleanup(func() {
+		_ = c.Process.Kill()
+		<-done
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := w.shown(log.String())
+		select {
+		case <-done:
+			return w.shown(log.String())
+		default:
+		}
+		if len(got) >= len(want) || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // serve runs `meshnames serve` in the background, as a terminal of its own
