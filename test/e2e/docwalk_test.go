@@ -159,7 +159,10 @@ func (w *docWalker) toRun(cmd string) string {
 	cmd = portRef.ReplaceAllStringFunc(cmd, func(m string) string {
 		sm := portRef.FindStringSubmatch(m)
 		port, _ := strconv.Atoi(sm[2])
-		return sm[1] + itoa(w.ports[port])
+		if free, ok := w.ports[port]; ok {
+			return sm[1] + itoa(free)
+		}
+		return m // not the page's: a kubeconfig's API server, say
 	})
 	for _, port := range w.page.appPorts {
 		cmd = replacePort(cmd, port, w.ports[port])
