@@ -61,6 +61,10 @@ type HostnameOutcome struct {
 	// Pending when it has not written this service's status yet.
 	Status string `json:"status,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Zone is the zone whose control plane gives the name, on a global
+	// control plane, which computes no hostnames: what the service's zone
+	// reported in its status. Empty elsewhere.
+	Zone string `json:"zone,omitempty"`
 }
 
 // StatusPending marks an outcome the controller has not decided yet.

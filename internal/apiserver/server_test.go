@@ -668,6 +668,68 @@ func TestHostnames_Inspection(t *testing.T) {
 	}
 }
 
+// On the global, which computes no hostnames, a zone's service is
+// explained by what its zone gives it (its synced status), each name with
+// that zone; no generator here is rendered for it, so no name that no zone
+// gives it (its global name, <name>-<hash>) appears. A service created on
+// the global, which every zone names for itself, gets no items.
+func TestHostnames_InspectionOnTheGlobal(t *testing.T) {
+	e := newEnv(t, resource.ModeGlobal)
+	ctx := context.Background()
+	// East's default generator as the global keeps it, and one of the
+	// global's own: both would select the service.
+	for _, g := range []*resource.Object{
+		{Kind: resource.HostnameGenerator, Name: "local-universal-mesh-service-fjbkg9q7z2cdnj",
+			Labels: map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelZone: "east", resource.LabelDisplayName: "local-universal-mesh-service"},
+			Spec: &resource.HostnameGeneratorSpec{Template: "{{ .Name }}.svc.mesh.local", Selector: resource.HostnameSelector{
+				MeshService: &resource.LabelSelector{MatchLabels: map[string]string{resource.LabelOrigin: resource.OriginZone}}}}},
+		{Kind: resource.HostnameGenerator, Name: "everything", Labels: map[string]string{resource.LabelOrigin: resource.OriginGlobal},
+			Spec: &resource.HostnameGeneratorSpec{Template: "{{ .Name }}.all.mesh.local", Selector: resource.HostnameSelector{
+				MeshService: &resource.LabelSelector{}}}},
+	} {
+		if _, err := store.Create(ctx, e.st, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	redis, err := store.Create(ctx, e.st, &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "redis-fffq58zsh46p9m",
+		Labels: map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelZone: "east", resource.LabelDisplayName: "redis", resource.LabelMesh: "default"},
+		Spec:   &resource.MeshServiceSpec{Ports: []resource.Port{{Port: 6379}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	redis.Status = &resource.ServiceStatus{Addresses: []resource.Address{
+		{Hostname: "redis.svc.mesh.local", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: resource.OriginHostnameGenerator, Name: "local-universal-mesh-service"}},
+		{Hostname: "cache.teams.mesh.local", Status: resource.AddressNotAvailable, Origin: resource.AddressOrigin{Kind: resource.OriginHostnameGenerator, Name: "teams"}, Reason: "taken"},
+	}}
+	if _, err := store.UpdateStatus(ctx, e.st, redis); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.put("/meshes/default/meshexternalservices/httpbin", "type: MeshExternalService\nspec:\n  match:\n  - {type: Domain, value: httpbin.org, port: 443, protocol: tls}\n"); r.code != http.StatusCreated {
+		t.Fatalf("PUT httpbin = %d %s", r.code, r.body)
+	}
+	want := map[string][]api.HostnameOutcome{
+		"/meshes/default/meshservices/redis-fffq58zsh46p9m/_hostnames": {
+			{Generator: "local-universal-mesh-service", Selects: true, Hostname: "redis.svc.mesh.local", Status: "Available", Zone: "east"},
+			{Generator: "teams", Selects: true, Hostname: "cache.teams.mesh.local", Status: "NotAvailable", Reason: "taken", Zone: "east"},
+		},
+		"/meshes/default/meshexternalservices/httpbin/_hostnames": {},
+	}
+	for path, items := range want {
+		var got api.HostnamesReport
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r := e.do(http.MethodGet, path, "", "")
+			if err := json.Unmarshal(r.body, &got); err == nil && r.code == http.StatusOK && cmp.Equal(items, got.Items) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond) // until the cache has the status
+		}
+		if d := cmp.Diff(items, got.Items); d != "" {
+			t.Errorf("GET %s items (-want +got):\n%s", path, d)
+		}
+	}
+}
+
 func waitStatus(t *testing.T, e *env) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

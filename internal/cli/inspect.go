@@ -443,10 +443,21 @@ func explainService(ctx context.Context, env Env, c *client.Client, kind, name, 
 		return printJSON(env, items)
 	}
 	if len(items) == 0 {
-		fmt.Fprintln(env.Err, "No HostnameGenerators exist.")
+		// A zone lists every generator, selecting or not; a global lists
+		// what the service's zone gives it, and nothing for the rest.
+		fmt.Fprintln(env.Err, "No HostnameGenerator gives this service a name here.")
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Out, 0, 8, 3, ' ', 0)
+	// On a global control plane, which computes no hostnames, each name is
+	// the one a zone gives the service: that zone is shown.
+	if slices.ContainsFunc(items, func(it api.HostnameOutcome) bool { return it.Zone != "" }) {
+		fmt.Fprintln(tw, "ZONE\tGENERATOR\tHOSTNAME\tSTATUS\tREASON")
+		for _, it := range items {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.Zone, it.Generator, orNone(it.Hostname), orNone(it.Status), orNone(it.Reason))
+		}
+		return tw.Flush()
+	}
 	fmt.Fprintln(tw, "GENERATOR\tSELECTS\tHOSTNAME\tSTATUS\tREASON")
 	for _, it := range items {
 		fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\n", it.Generator, it.Selects, orNone(it.Hostname), orNone(it.Status), orNone(it.Reason))

@@ -79,7 +79,9 @@ func newUnitWith(t testing.TB, objs []*resource.Object, tune func(*Options)) *un
 		Lookup:     u.lookup,
 		LookupAddr: u.lookupAddr,
 		MatchDNS:   u.matchDNS,
-		Hostnames:  func(k resource.Key) (api.HostnamesReport, error) { return apiserver.HostnamesReport(c, "default", k) },
+		Hostnames: func(k resource.Key) (api.HostnamesReport, error) {
+			return apiserver.HostnamesReport(c, resource.ModeStandalone, "default", k)
+		},
 		Leader: func(context.Context) (api.LeaderStatus, error) {
 			return api.LeaderStatus{Election: "local", Holder: "one", Self: "one", Leading: true}, nil
 		},

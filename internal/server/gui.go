@@ -42,7 +42,7 @@ func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server
 	return gui.New(gui.Options{
 		Cache: c, Store: st, Mode: s.cfg.Mode, Zone: s.cfg.Zone, Version: s.version, Log: s.log.With("component", "gui"),
 		Hostnames: func(k resource.Key) (api.HostnamesReport, error) {
-			return apiserver.HostnamesReport(c, s.cfg.Zone, k)
+			return apiserver.HostnamesReport(c, s.cfg.Mode, s.cfg.Zone, k)
 		},
 		// The GUI pages the names itself (DNSNames): only the names not
 		// answered come from the _dns body.

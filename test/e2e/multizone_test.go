@@ -465,11 +465,34 @@ func longest(t *testing.T, g, zone *proc, others ...*proc) {
 	if d := got.Labels[resource.LabelDisplayName]; d != resource.DisplayName(dpName) || len(d) > 63 {
 		t.Errorf("the global's copy of the Dataplane has display name %q, want %q", d, resource.DisplayName(dpName))
 	}
+	synced := zonesync.HashedName(resource.MeshService, "default", svcName, zoneName, "")
 	waitFor(t, 30*time.Second, "the global has "+zoneName+"'s 63-character MeshService", func() bool {
-		return getObject(g.api+msPath(zonesync.HashedName(resource.MeshService, "default", svcName, zoneName, "")), &got) == nil
+		return getObject(g.api+msPath(synced), &got) == nil
 	})
 	if d := got.Labels[resource.LabelDisplayName]; d != svcName {
 		t.Errorf("the global's copy of the MeshService has display name %q, want %q", d, svcName)
+	}
+	// The global computes no hostnames: its inspection shows the names
+	// the zone gives the service, and none it would render itself
+	// (<name>-<hash>.svc.mesh.local, which no zone gives it).
+	var report api.HostnamesReport
+	waitFor(t, 30*time.Second, "the global's inspection shows the name "+zoneName+" gives "+svcName, func() bool {
+		resp, err := http.Get(g.api + msPath(synced) + "/_hostnames")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return json.NewDecoder(resp.Body).Decode(&report) == nil &&
+			slices.ContainsFunc(report.Items, func(it api.HostnameOutcome) bool { return it.Hostname == svcName+".svc.mesh.local" })
+	})
+	for _, it := range report.Items {
+		if it.Zone != zoneName || strings.Contains(it.Hostname, synced) {
+			t.Errorf("the global's inspection of %s shows %+v: want only names %s gives it", synced, it, zoneName)
+		}
+	}
+	out, errOut, err := run(t, context.Background(), nil, "inspect", "hostnames", "meshservice", synced, "--server", g.api)
+	if err != nil || !strings.HasPrefix(out, "ZONE") || !strings.Contains(out, svcName+".svc.mesh.local") || strings.Contains(out, synced+".") {
+		t.Errorf("inspect hostnames on the global: %v\n%s%s", err, out, errOut)
 	}
 	for _, o := range others {
 		waitAnswer(t, o, svcName+".svc."+zoneName+".mesh.local")
