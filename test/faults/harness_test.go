@@ -50,6 +50,9 @@ func pick[T any](quick, longer T) T {
 var binary string
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashDirEnv); dir != "" {
+		os.Exit(crashChild(dir)) // a child of TestKill9Cycles
+	}
 	dir, err := os.MkdirTemp("", "meshnames-faults")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -242,10 +245,14 @@ type view struct {
 }
 
 // list pages through every MeshService of mesh default on api.
-func list(api string) (map[string]*view, error) {
+func list(api string) (map[string]*view, error) { return listKind(api, "meshservices") }
+
+// listKind pages through every resource of a kind (its plural) of mesh
+// default on api.
+func listKind(api, plural string) (map[string]*view, error) {
 	out := map[string]*view{}
 	for offset := 0; ; {
-		code, b, err := call(http.MethodGet, fmt.Sprintf("%s/meshes/default/meshservices?size=1000&offset=%d", api, offset), nil)
+		code, b, err := call(http.MethodGet, fmt.Sprintf("%s/meshes/default/%s?size=1000&offset=%d", api, plural, offset), nil)
 		if err != nil {
 			return nil, err
 		}
