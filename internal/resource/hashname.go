@@ -30,6 +30,11 @@ const maxLabel = 63
 // hash apart (Kuma concatenates the parts, and they collide), spelled in
 // HashLen characters of hashAlphabet. It depends only on its arguments.
 func Hash(parts ...string) string {
+	h := hash(parts)
+	return string(h[:])
+}
+
+func hash(parts []string) [HashLen]byte {
 	h := fnv.New64a()
 	var n [binary.MaxVarintLen64]byte
 	for _, part := range parts {
@@ -37,30 +42,31 @@ func Hash(parts ...string) string {
 		h.Write([]byte(part))
 	}
 	sum := h.Sum64()
-	out := make([]byte, HashLen)
+	var out [HashLen]byte
 	for i := HashLen - 1; i >= 0; i-- {
 		out[i] = hashAlphabet[sum%uint64(len(hashAlphabet))]
 		sum /= uint64(len(hashAlphabet))
 	}
-	return string(out)
+	return out
 }
 
-// WithHash returns name-hash, name cut so that the whole fits limit
-// bytes and its last dot-separated label 63. The whole is cut first: a
-// cut inside an earlier label makes that one the last, and it is then cut
-// in its turn. A cut may leave a dash or a dot at the end, which the
-// suffix would turn into an invalid label, so those go too. name must
-// begin with a letter or digit.
-func WithHash(name string, limit int, hash string) string {
+// WithHash returns name-hash, where hash is the Hash of parts, and name is
+// cut so that the whole fits limit bytes and its last dot-separated label
+// 63. The whole is cut first: a cut inside an earlier label makes that one
+// the last, and it is then cut in its turn. A cut may leave a dash or a
+// dot at the end, which the suffix would turn into an invalid label, so
+// those go too. name must begin with a letter or digit.
+func WithHash(name string, limit int, parts ...string) string {
 	prefix := name
-	if keep := limit - 1 - len(hash); len(prefix) > keep {
+	if keep := limit - 1 - HashLen; len(prefix) > keep {
 		prefix = strings.TrimRight(prefix[:keep], "-.")
 	}
 	last := strings.LastIndexByte(prefix, '.') + 1
-	if keep := maxLabel - 1 - len(hash); len(prefix)-last > keep {
+	if keep := maxLabel - 1 - HashLen; len(prefix)-last > keep {
 		prefix = strings.TrimRight(prefix[:last+keep], "-.")
 	}
-	return prefix + "-" + hash
+	h := hash(parts)
+	return prefix + "-" + string(h[:])
 }
 
 // DisplayName returns the kuma.io/display-name label of a resource whose
@@ -75,5 +81,5 @@ func DisplayName(name string) string {
 	if len(name) <= maxLabel || name == "" {
 		return name
 	}
-	return WithHash(name, maxLabel, Hash(name))
+	return WithHash(name, maxLabel, name)
 }

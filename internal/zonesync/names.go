@@ -25,5 +25,5 @@ func HashedName(kind resource.Kind, mesh, name, zone, namespace string) string {
 	if d, ok := resource.Lookup(kind); ok && d.ServiceKind {
 		limit = maxServiceName
 	}
-	return resource.WithHash(name, limit, resource.Hash(mesh, name, zone, namespace))
+	return resource.WithHash(name, limit, mesh, name, zone, namespace)
 }
