@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,8 +15,8 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
-// dataplaneEvery is how often (seconds) a Dataplane page is fetched again:
-// its proxy's streams change without a store revision (an ACK, a NACK, a
+// dataplaneEvery is how often (seconds) a Dataplane page, and the list, are
+// fetched again: proxies' streams change without a store revision (an ACK, a NACK, a
 // proxy connecting), which the long poll of /gui/_wait does not see.
 const dataplaneEvery = 2
 
@@ -34,20 +35,45 @@ type dataplanesData struct {
 	Mesh   string
 	Q      string
 	Meshes []option
-	Rows   []dataplaneRow
-	Total  int
-	From   int
-	To     int
-	Page   int
-	Pages  int
-	Prev   string
-	Next   string
+	// Proxies is set where the rows say whether each proxy is connected.
+	Proxies bool
+	Rows    []dataplaneRow
+	pager
 }
 
 type dataplaneRow struct {
 	Key      resource.Key
 	Address  string
 	Inbounds []resource.Inbound
+	Proxy    proxySummary
+}
+
+// proxySummary is a proxy's streams on this instance, in a few words: how
+// many, their protocols, and the types whose last response was rejected
+// (NACK) or waits for its ACK.
+type proxySummary struct {
+	Streams   int
+	Protocols []string
+	Nacks     []string
+	Waiting   []string
+}
+
+func summarize(streams []api.XDSStream) proxySummary {
+	p := proxySummary{Streams: len(streams)}
+	for _, st := range streams {
+		if !slices.Contains(p.Protocols, st.Protocol) {
+			p.Protocols = append(p.Protocols, st.Protocol)
+		}
+		for _, t := range st.Types {
+			if t.Nack != nil && !slices.Contains(p.Nacks, t.Type) {
+				p.Nacks = append(p.Nacks, t.Type)
+			}
+			if t.Pending && !slices.Contains(p.Waiting, t.Type) {
+				p.Waiting = append(p.Waiting, t.Type)
+			}
+		}
+	}
+	return p
 }
 
 func dataplaneRowOf(o *resource.Object) dataplaneRow {
@@ -91,19 +117,19 @@ func (s *Server) dataplanes(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	d.Pages = max((d.Total+PageSize-1)/PageSize, 1)
-	if len(d.Rows) > 0 {
-		d.From, d.To = offset+1, offset+len(d.Rows)
+	if s.o.XDSStreams != nil {
+		d.Proxies = true
+		for i, row := range d.Rows {
+			d.Rows[i].Proxy = summarize(s.o.XDSStreams(row.Key.Mesh, row.Key.Name))
+		}
 	}
-	params := map[string]string{"mesh": d.Mesh, "q": d.Q}
-	if d.Page > 1 {
-		d.Prev = pageLink("dataplanes", params, min(d.Page-1, d.Pages))
-	}
-	if d.Page < d.Pages {
-		d.Next = pageLink("dataplanes", params, d.Page+1)
-	}
+	d.links(offset, len(d.Rows), "dataplanes", map[string]string{"mesh": d.Mesh, "q": d.Q})
 	d.Meshes = s.meshOptions(d.Mesh, "every mesh")
-	s.render(w, r, http.StatusOK, "dataplanes.html", &page{Title: "Dataplanes", Nav: "dataplanes", Revision: rev, Live: true, Data: d})
+	every := 0
+	if d.Proxies && len(d.Rows) > 0 {
+		every = dataplaneEvery
+	}
+	s.render(w, r, http.StatusOK, "dataplanes.html", &page{Title: "Dataplanes", Nav: "dataplanes", Revision: rev, Live: true, Every: every, Data: d})
 }
 
 // pageParam reads ?page= (1 when absent); on a bad one it answers 400 and
@@ -119,6 +145,33 @@ func (s *Server) pageParam(w http.ResponseWriter, r *http.Request) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// pager is where a list page of PageSize rows stands: rows From-To of
+// Total, page Page of Pages, and the links to the pages before and after.
+type pager struct {
+	Total int
+	From  int
+	To    int
+	Page  int
+	Pages int
+	Prev  string
+	Next  string
+}
+
+// links sets the figures and links of a page with Page and Total set,
+// showing rows from offset, under path with the filters of params.
+func (p *pager) links(offset, rows int, path string, params map[string]string) {
+	p.Pages = max((p.Total+PageSize-1)/PageSize, 1)
+	if rows > 0 {
+		p.From, p.To = offset+1, offset+rows
+	}
+	if p.Page > 1 {
+		p.Prev = pageLink(path, params, min(p.Page-1, p.Pages))
+	}
+	if p.Page < p.Pages {
+		p.Next = pageLink(path, params, p.Page+1)
+	}
 }
 
 // pageLink is the GUI path of page number n of a list, with the filters

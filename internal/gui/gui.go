@@ -109,6 +109,9 @@ type Options struct {
 	// the proxy of a Dataplane gets and its ADS streams on this instance;
 	// nil where no xDS is served (a global, or xds.addr empty).
 	XDS func(mesh, name string) (api.XDSInspection, error)
+	// XDSStreams returns the streams of a Dataplane's proxy on this
+	// instance, as XDS does, without its config (for the Dataplanes list).
+	XDSStreams func(mesh, name string) []api.XDSStream
 	// Now is the clock of the "ago" figures (time.Now when nil).
 	Now func() time.Time
 }

@@ -225,13 +225,7 @@ type servicesData struct {
 	// Meshes to filter by.
 	Meshes []option
 	Rows   []serviceRow
-	Total  int
-	From   int
-	To     int
-	Page   int
-	Pages  int
-	Prev   string
-	Next   string
+	pager
 }
 
 type option struct {
@@ -296,17 +290,7 @@ func (s *Server) services(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	d.Pages = max((d.Total+PageSize-1)/PageSize, 1)
-	if len(d.Rows) > 0 {
-		d.From, d.To = offset+1, offset+len(d.Rows)
-	}
-	params := map[string]string{"kind": d.Kind, "mesh": d.Mesh, "q": d.Q}
-	if d.Page > 1 {
-		d.Prev = pageLink("services", params, min(d.Page-1, d.Pages))
-	}
-	if d.Page < d.Pages {
-		d.Next = pageLink("services", params, d.Page+1)
-	}
+	d.links(offset, len(d.Rows), "services", map[string]string{"kind": d.Kind, "mesh": d.Mesh, "q": d.Q})
 	d.Kinds = []option{{Value: "", Label: "every kind", Selected: d.Kind == ""}}
 	for _, k := range serviceKinds {
 		p := resource.MustLookup(k).Plural

@@ -222,17 +222,26 @@ func zoneOf(t *testing.T, data []byte) func(*Options) {
 	}
 }
 
-// xdsOf gives every Dataplane of a unit the _xds inspection data.
+// xdsOf gives every Dataplane of a unit the _xds inspection data; when it
+// names a dataplane, the others have no stream.
 func xdsOf(t *testing.T, data []byte) func(*Options) {
 	t.Helper()
 	var in api.XDSInspection
 	if err := json.Unmarshal(data, &in); err != nil {
 		t.Fatalf("xds.json: %v", err)
 	}
+	streams := func(name string) []api.XDSStream {
+		if in.Dataplane != "" && name != in.Dataplane {
+			return []api.XDSStream{}
+		}
+		return in.Streams
+	}
 	return func(o *Options) {
 		o.XDS = func(mesh, name string) (api.XDSInspection, error) {
-			in.Mesh, in.Dataplane = mesh, name
-			return in, nil
+			out := in
+			out.Mesh, out.Dataplane, out.Streams = mesh, name, streams(name)
+			return out, nil
 		}
+		o.XDSStreams = func(_, name string) []api.XDSStream { return streams(name) }
 	}
 }

@@ -165,7 +165,8 @@ func settled(in api.XDSInspection) bool {
 // not connected to this instance first; then connected, since when, the
 // protocol and peer, each type's ACKed version and time with nothing
 // waiting, the NACK of LDS with its message above the streams, the notes
-// and the config; and not connected again once the stream ends.
+// and the config; the list says connected with a NACK; and both say not
+// connected once the stream ends.
 func TestDataplane_ShowsTheProxysStreams(t *testing.T) {
 	e := newEnv(t, proxyMesh)
 	const page, apiPath = "/gui/dataplanes/default/client", "/meshes/default/dataplanes/client/_xds"
@@ -243,8 +244,12 @@ func TestDataplane_ShowsTheProxysStreams(t *testing.T) {
 	config := between(t, body, `<details id="xds-config">`, "</details>")
 	mustContain(t, config, "config", fmt.Sprintf(", %d clusters,", clusters), "web_msvc_8080", "lonely_msvc_9090")
 
+	// The list says it too, in a few words.
+	e.eventually("/gui/dataplanes?q=client", `<td class="proxy"><span class="ok">● connected</span> (sotw) <span class="bad">✗ NACK: LDS</span></td>`)
+
 	disconnect()
 	e.eventually(page, "○ not connected to this instance")
+	e.eventually("/gui/dataplanes?q=client", `<td class="proxy"><span class="pending">○ not connected</span></td>`)
 }
 
 func mustContain(t *testing.T, s, what string, want ...string) {

@@ -22,11 +22,12 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/vips"
+	"github.com/meshnames/meshnames/internal/xds"
 )
 
 // newGUI builds the web GUI over the same cache, API bodies and DNS table
 // as the REST API.
-func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server, tableOpts dnsserver.TableOptions, apiOpts apiserver.Options, reg prometheus.Gatherer) (*gui.Server, error) {
+func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server, tableOpts dnsserver.TableOptions, apiOpts apiserver.Options, proxies *xdsParts, reg prometheus.Gatherer) (*gui.Server, error) {
 	pools, err := vipPools(s.cfg.VIPs)
 	if err != nil {
 		return nil, err
@@ -36,6 +37,12 @@ func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server
 		// Every mesh: the GUI is refused to tokens limited to meshes.
 		historyOf = func(ctx context.Context, vip, hostname string) (api.HistoryReport, error) {
 			return apiserver.HistoryReport(ctx, rec, history.Query{VIP: vip, Hostname: hostname, Limit: historyLimit}, func(string) bool { return true })
+		}
+	}
+	var streams func(mesh, name string) []api.XDSStream
+	if proxies != nil {
+		streams = func(mesh, name string) []api.XDSStream {
+			return proxies.server.Streams(xds.Proxy{Mesh: mesh, Name: name})
 		}
 	}
 	usage := &poolsReader{st: st, gather: reg, pools: pools, leading: func() bool { return s.elector != nil && s.elector.Leading() }}
@@ -66,7 +73,8 @@ func (s *Server) newGUI(st store.Store, c *cache.Cache, dnsSrv *dnsserver.Server
 		ZoneInsight: apiOpts.ZoneInsight,
 		GlobalLink:  s.globalLink(),
 		// A proxy's streams and config are the API's (GET .../_xds).
-		XDS: apiOpts.XDS,
+		XDS:        apiOpts.XDS,
+		XDSStreams: streams,
 	}), nil
 }
 

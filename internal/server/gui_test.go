@@ -332,7 +332,7 @@ func BenchmarkGUIPages_100k(b *testing.B) {
 	g, err := s.newGUI(st, c, dnsSrv, testTableOptions, apiserver.Options{
 		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, c, testTableOptions, mesh) },
 		Leader: func(context.Context) (api.LeaderStatus, error) { return api.LeaderStatus{Election: "local"}, nil },
-	}, nil)
+	}, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -163,7 +163,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if proxies != nil {
 		apiOpts.XDS = proxies.inspect
 	}
-	webGUI, err := s.newGUI(st, c, dnsSrv, tableOpts, apiOpts, reg)
+	webGUI, err := s.newGUI(st, c, dnsSrv, tableOpts, apiOpts, proxies, reg)
 	if err != nil {
 		return err
 	}
