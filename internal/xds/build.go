@@ -15,10 +15,12 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshnames/meshnames/internal/resource"
@@ -92,6 +94,9 @@ type Endpoint struct {
 	Addr     netip.AddrPort
 	Zone     string
 	Priority uint32
+	// SNI, when set, is the server name the proxy sends to this endpoint
+	// (another zone's ZoneIngress) over TLS.
+	SNI string
 }
 
 // Resource is one rendered resource. Port is the service port it serves;
@@ -105,6 +110,10 @@ type Resource struct {
 	API  bool
 	// Note says what the resource lacks and why, for inspection.
 	Note string
+	// Proxyless, when set, is the resource as proxyless gRPC clients get
+	// it, where their shape differs from Envoy's (grpc-go NACKs
+	// transport_socket_matches).
+	Proxyless proto.Message
 }
 
 // ClusterName is the name of the cluster (and of its load assignment)
@@ -138,8 +147,13 @@ func Render(s *Service) []Resource {
 	out := make([]Resource, 0, len(s.Ports)*(3+len(s.Hostnames)))
 	for _, p := range s.Ports {
 		name := ClusterName(s.Key, p.Port)
-		out = append(out,
-			Resource{Type: ClusterType, Name: name, Msg: cluster(name, p.Protocol), Port: p.Port},
+		c := Resource{Type: ClusterType, Name: name, Port: p.Port}
+		envoy, proxyless := cluster(name, p.Protocol, s.Endpoints[p.Port])
+		c.Msg = envoy
+		if proxyless != nil {
+			c.Proxyless = proxyless
+		}
+		out = append(out, c,
 			Resource{Type: EndpointType, Name: name, Msg: loadAssignment(name, s.Endpoints[p.Port]), Port: p.Port, Note: emptyNote(name, s, p.Port)})
 		if len(s.VIPs) > 0 {
 			out = append(out, Resource{Type: ListenerType, Name: OutboundName(name), Msg: outbound(name, s.VIPs, p), Port: p.Port})
@@ -159,7 +173,41 @@ func emptyNote(cluster string, s *Service, port int) string {
 	return "cluster " + cluster + " has no endpoints: " + s.NoEndpoints
 }
 
-func cluster(name, protocol string) *clusterv3.Cluster {
+// cluster returns the cluster of a port, and its proxyless shape when it
+// differs: endpoints in other zones are reached through their ZoneIngress
+// over TLS with the SNI it matches, which Envoy is told per endpoint
+// (transport_socket_matches on the endpoint's metadata).
+func cluster(name, protocol string, eps []Endpoint) (envoy, proxyless *clusterv3.Cluster) {
+	c := plainCluster(name, protocol)
+	var snis []string
+	for _, e := range eps {
+		if e.SNI != "" && !slices.Contains(snis, e.SNI) {
+			snis = append(snis, e.SNI)
+		}
+	}
+	if len(snis) == 0 {
+		return c, nil
+	}
+	slices.Sort(snis)
+	withTLS := plainCluster(name, protocol)
+	for _, sni := range snis {
+		withTLS.TransportSocketMatches = append(withTLS.TransportSocketMatches, &clusterv3.Cluster_TransportSocketMatch{
+			Name:  sni,
+			Match: &structpb.Struct{Fields: map[string]*structpb.Value{sniKey: structpb.NewStringValue(sni)}},
+			TransportSocket: &corev3.TransportSocket{
+				Name:       "envoy.transport_sockets.tls",
+				ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(&tlsv3.UpstreamTlsContext{Sni: sni})},
+			},
+		})
+	}
+	return withTLS, c
+}
+
+// sniKey is the endpoint metadata key (under envoy.transport_socket_match)
+// that picks an endpoint's transport socket.
+const sniKey = "meshnames.io/sni"
+
+func plainCluster(name, protocol string) *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
@@ -191,13 +239,23 @@ func cluster(name, protocol string) *clusterv3.Cluster {
 }
 
 // loadAssignment groups eps by (priority, zone) into localities, each
-// with a weight: grpc-go drops a locality without one.
+// with a weight: grpc-go drops a locality without one. Priorities are
+// made contiguous from 0 (grpc-go wants them so): remote endpoints at
+// priority 1 become 0 while no local one is Ready.
 func loadAssignment(name string, eps []Endpoint) *endpointv3.ClusterLoadAssignment {
 	eps = slices.Clone(eps)
 	slices.SortFunc(eps, func(a, b Endpoint) int {
-		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Zone, b.Zone), a.Addr.Compare(b.Addr))
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Zone, b.Zone), a.Addr.Compare(b.Addr), cmp.Compare(a.SNI, b.SNI))
 	})
 	eps = slices.Compact(eps)
+	dense, last := uint32(0), uint32(0)
+	for i := range eps {
+		if i > 0 && eps[i].Priority != last {
+			dense++
+		}
+		last = eps[i].Priority
+		eps[i].Priority = dense
+	}
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	var cur *endpointv3.LocalityLbEndpoints
 	for i, e := range eps {
@@ -209,13 +267,19 @@ func loadAssignment(name string, eps []Endpoint) *endpointv3.ClusterLoadAssignme
 			}
 			cla.Endpoints = append(cla.Endpoints, cur)
 		}
-		cur.LbEndpoints = append(cur.LbEndpoints, &endpointv3.LbEndpoint{
+		lb := &endpointv3.LbEndpoint{
 			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
 				Address: socketAddress(e.Addr.Addr(), e.Addr.Port()),
 			}},
 			HealthStatus:        corev3.HealthStatus_HEALTHY,
 			LoadBalancingWeight: wrapperspb.UInt32(1),
-		})
+		}
+		if e.SNI != "" {
+			lb.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+				"envoy.transport_socket_match": {Fields: map[string]*structpb.Value{sniKey: structpb.NewStringValue(e.SNI)}},
+			}}
+		}
+		cur.LbEndpoints = append(cur.LbEndpoints, lb)
 	}
 	return cla
 }

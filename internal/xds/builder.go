@@ -25,16 +25,21 @@ type Builder struct {
 	// Built, when set, is called after each batch is applied (tests).
 	Built func()
 
-	ix *endpointIndex // builder goroutine only
+	// IngressesOf, when set, gives the advertised addresses of a zone's
+	// ZoneIngresses instead of the cache (tests).
+	IngressesOf func(c *cache.Cache, zone string) []netip.AddrPort
+
+	ix    *endpointIndex // builder goroutine only
+	zones *zoneIndex     // builder goroutine only
 }
 
 // NewBuilder returns a builder over c for a control plane of zone.
 func NewBuilder(c *cache.Cache, zone string) *Builder {
-	return &Builder{cache: c, zone: zone, meshes: map[string]*meshTable{}, ready: make(chan struct{}), ix: newEndpointIndex()}
+	return &Builder{cache: c, zone: zone, meshes: map[string]*meshTable{}, ready: make(chan struct{}), ix: newEndpointIndex(), zones: newZoneIndex()}
 }
 
 // serviceKinds are the kinds proxies get resources for.
-var serviceKinds = []resource.Kind{resource.MeshService}
+var serviceKinds = []resource.Kind{resource.MeshService, resource.MeshMultiZoneService}
 
 func watched(k resource.Kind) bool {
 	return k == resource.Dataplane || slices.Contains(serviceKinds, k)
@@ -91,28 +96,19 @@ func (b *Builder) apply(keys []resource.Key) {
 		}
 	}
 	changed := map[string]bool{}
+	// MeshServices first: multi-zone services take their endpoints.
+	multi := set[resource.Key]{}
 	for k := range services {
-		obj, ok := b.cache.Peek(k)
-		var svc *Service
-		if ok {
-			svc = b.service(obj)
-		} else {
-			b.ix.serviceGone(k)
-		}
-		t := b.table(k.Mesh, svc != nil)
-		if t == nil {
+		if k.Kind == resource.MeshMultiZoneService {
+			multi.add(k)
 			continue
 		}
-		var rs []Resource
-		var labels map[string]string
-		if svc != nil {
-			rs, labels = Render(svc), svc.Labels
+		for mz := range b.render(k, changed) {
+			multi.add(mz)
 		}
-		t.mu.Lock()
-		if t.put(k, labels, rs) {
-			changed[k.Mesh] = true
-		}
-		t.mu.Unlock()
+	}
+	for k := range multi {
+		b.render(k, changed)
 	}
 	for mesh := range changed {
 		t := b.table(mesh, false)
@@ -137,6 +133,39 @@ func (b *Builder) apply(keys []resource.Key) {
 	if b.Built != nil {
 		b.Built()
 	}
+}
+
+// render re-renders the service k into its mesh's table, marking the
+// mesh changed when a proxy sees a difference. It returns the multi-zone
+// services that take endpoints from k.
+func (b *Builder) render(k resource.Key, changed map[string]bool) set[resource.Key] {
+	var dependents set[resource.Key]
+	obj, ok := b.cache.Peek(k)
+	var svc *Service
+	if ok {
+		if k.Kind == resource.MeshService {
+			dependents = b.zones.feeds[b.memberOf(obj)]
+		}
+		svc = b.service(obj)
+	} else {
+		b.ix.serviceGone(k)
+		b.zones.forget(k)
+	}
+	t := b.table(k.Mesh, svc != nil)
+	if t == nil {
+		return dependents
+	}
+	var rs []Resource
+	var labels map[string]string
+	if svc != nil {
+		rs, labels = Render(svc), svc.Labels
+	}
+	t.mu.Lock()
+	if t.put(k, labels, rs) {
+		changed[k.Mesh] = true
+	}
+	t.mu.Unlock()
+	return dependents
 }
 
 // table returns the table of mesh, made when create is set.
@@ -179,13 +208,25 @@ func (b *Builder) service(o *resource.Object) *Service {
 		for _, p := range spec.Ports {
 			s.Ports = append(s.Ports, Port{Port: p.Port, Name: p.Name, Protocol: p.AppProtocol})
 		}
+		k := o.Key()
 		if b.local(o) {
 			s.Endpoints = b.ix.endpoints(b.cache, o, spec, b.zone)
 			s.NoEndpoints = "no Ready inbound of a Dataplane the service selects serves this port"
+			b.zones.local[k] = s.Endpoints
+			b.zones.useZones(k, nil)
 		} else {
-			b.ix.serviceGone(o.Key())
-			s.NoEndpoints = "the service is in zone " + o.Labels[resource.LabelZone] + ", and proxies here reach other zones' services through ZoneIngress, which this control plane does not serve yet"
+			b.ix.serviceGone(k)
+			delete(b.zones.local, k)
+			m := b.memberOf(o)
+			s.Endpoints = map[int][]Endpoint{}
+			for _, p := range s.Ports {
+				s.Endpoints[p.Port] = b.remoteEndpoints(m, p.Port, 0)
+			}
+			b.zones.useZones(k, set[string]{m.zone: {}})
+			s.NoEndpoints = "the service is in zone " + m.zone + ", and no ZoneIngress of that zone is known"
 		}
+	case *resource.MeshMultiZoneServiceSpec:
+		b.multiZone(o, s)
 	}
 	return s
 }

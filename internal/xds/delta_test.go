@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/google/go-cmp/cmp"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
@@ -27,6 +28,8 @@ type deltaClient struct {
 	state  map[string]map[string]string // type URL -> name -> version
 	nack   func(*discovery.DeltaDiscoveryResponse) string
 	got    chan *discovery.DeltaDiscoveryResponse
+	// last holds the load assignments received, by name.
+	last map[string]*endpointv3.ClusterLoadAssignment
 }
 
 func dialADS(t *testing.T, addr string) discovery.AggregatedDiscoveryServiceClient {
@@ -49,7 +52,8 @@ func newDeltaClient(t *testing.T, e *env, node string, initial map[string]map[st
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &deltaClient{t: t, stream: s, state: map[string]map[string]string{}, got: make(chan *discovery.DeltaDiscoveryResponse, 64)}
+	c := &deltaClient{t: t, stream: s, state: map[string]map[string]string{}, got: make(chan *discovery.DeltaDiscoveryResponse, 64),
+		last: map[string]*endpointv3.ClusterLoadAssignment{}}
 	for _, url := range typeURLs {
 		c.state[url] = maps.Clone(initial[url])
 		if c.state[url] == nil {
@@ -90,6 +94,9 @@ func (c *deltaClient) next(timeout time.Duration) *discovery.DeltaDiscoveryRespo
 			st := c.state[r.GetTypeUrl()]
 			for _, res := range r.GetResources() {
 				st[res.GetName()] = res.GetVersion()
+				if cla := new(endpointv3.ClusterLoadAssignment); r.GetTypeUrl() == EndpointURL && res.GetResource().UnmarshalTo(cla) == nil {
+					c.last[res.GetName()] = cla
+				}
 			}
 			for _, n := range r.GetRemovedResources() {
 				delete(st, n)

@@ -34,6 +34,17 @@ type env struct {
 
 func newEnv(t *testing.T, auth *Authenticator) *env {
 	t.Helper()
+	return newEnvAuth(t, auth, nil)
+}
+
+// newEnvWith is newEnv with the builder adjusted by fn before it runs.
+func newEnvWith(t *testing.T, fn func(*Builder)) *env {
+	t.Helper()
+	return newEnvAuth(t, nil, fn)
+}
+
+func newEnvAuth(t *testing.T, auth *Authenticator, fn func(*Builder)) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
@@ -41,6 +52,9 @@ func newEnv(t *testing.T, auth *Authenticator) *env {
 	}
 	c := cache.New(st, discard, nil)
 	b := NewBuilder(c, "zone-a")
+	if fn != nil {
+		fn(b)
+	}
 	port, err := porttest.Free()
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +114,13 @@ func (e *env) update(k resource.Key, fn func(*resource.Object)) {
 	}
 	fn(o)
 	if _, err := store.Update(e.ctx, e.st, o); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) updateStatus(o *resource.Object) {
+	e.t.Helper()
+	if _, err := store.UpdateStatus(e.ctx, e.st, o); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -38,7 +38,7 @@ type renderCase struct {
 	Ports     []Port            `yaml:"ports"`
 	VIPs      []string          `yaml:"vips"`
 	Hostnames []string          `yaml:"hostnames"`
-	// Endpoints: port -> "ip:port zone priority"
+	// Endpoints: port -> "ip:port zone priority [sni]"
 	Endpoints   map[int][]string `yaml:"endpoints"`
 	NoEndpoints string           `yaml:"noEndpoints"`
 }
@@ -53,12 +53,17 @@ func (c renderCase) service(t *testing.T) *Service {
 	}
 	for port, eps := range c.Endpoints {
 		for _, e := range eps {
-			var addr, zone string
+			var addr, zone, sni string
 			var prio uint32
-			if _, err := fmt.Sscanf(e, "%s %s %d", &addr, &zone, &prio); err != nil {
-				t.Fatalf("endpoint %q: want \"ip:port zone priority\": %v", e, err)
+			f := strings.Fields(e)
+			if len(f) == 4 {
+				sni = f[3]
+				e = strings.Join(f[:3], " ")
 			}
-			s.Endpoints[port] = append(s.Endpoints[port], Endpoint{Addr: netip.MustParseAddrPort(addr), Zone: zone, Priority: prio})
+			if _, err := fmt.Sscanf(e, "%s %s %d", &addr, &zone, &prio); err != nil {
+				t.Fatalf("endpoint %q: want \"ip:port zone priority [sni]\": %v", e, err)
+			}
+			s.Endpoints[port] = append(s.Endpoints[port], Endpoint{Addr: netip.MustParseAddrPort(addr), Zone: zone, Priority: prio, SNI: sni})
 		}
 	}
 	return s
@@ -93,6 +98,10 @@ func TestRender_Golden(t *testing.T) {
 			for _, r := range Render(c.service(t)) {
 				validateDeep(t, r.Name, r.Msg)
 				got = append(got, txtar.File{Name: r.Type.String() + " " + r.Name, Data: indentJSON(t, r.Msg)})
+				if r.Proxyless != nil {
+					validateDeep(t, r.Name+" (proxyless)", r.Proxyless)
+					got = append(got, txtar.File{Name: r.Type.String() + " " + r.Name + " (proxyless)", Data: indentJSON(t, r.Proxyless)})
+				}
 				if r.Note != "" {
 					got = append(got, txtar.File{Name: "note " + r.Name, Data: []byte(r.Note + "\n")})
 				}

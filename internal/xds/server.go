@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -251,7 +252,7 @@ func (s *Server) serve(ctx context.Context, delta bool, c conn) error {
 		return ref.GRPC()
 	}
 	st := &stream{
-		id: s.nextID.Add(1), proxy: proxy, delta: delta, peer: peerAddr, since: time.Now(),
+		id: s.nextID.Add(1), proxy: proxy, delta: delta, proxyless: isProxyless(first.node), peer: peerAddr, since: time.Now(),
 		table: s.o.Builder.table(proxy.Mesh, true), wakeCh: make(chan struct{}, 1),
 	}
 	dp, _ := s.o.Builder.cache.Peek(proxy.Key())
@@ -320,6 +321,13 @@ func (s *Server) serve(ctx context.Context, delta bool, c conn) error {
 			}
 		}
 	}
+}
+
+// isProxyless reports whether node is a gRPC library rather than Envoy:
+// grpc-go names itself "gRPC Go" in user_agent_name (other gRPC
+// languages "gRPC C++", "gRPC Java").
+func isProxyless(node *corev3.Node) bool {
+	return strings.HasPrefix(node.GetUserAgentName(), "gRPC")
 }
 
 // handle applies one request: its ACK or NACK, and its subscription.

@@ -14,13 +14,16 @@ import (
 // stream is one proxy's ADS stream. Its send loop owns the type states;
 // mu guards them against inspection.
 type stream struct {
-	id     uint64
-	proxy  Proxy
-	delta  bool
-	peer   string
-	since  time.Time
-	table  *meshTable
-	wakeCh chan struct{}
+	id    uint64
+	proxy Proxy
+	delta bool
+	// proxyless is set for gRPC clients, which get the proxyless shape
+	// of a resource where it has one.
+	proxyless bool
+	peer      string
+	since     time.Time
+	table     *meshTable
+	wakeCh    chan struct{}
 
 	mu    sync.Mutex
 	sel   *selector
@@ -65,6 +68,20 @@ type Nack struct {
 	At      time.Time `json:"at"`
 }
 
+// sent is a resource as one stream gets it.
+type sent struct {
+	name, version string
+	any           *anypb.Any
+}
+
+// pick returns e as this stream gets it.
+func (s *stream) pick(e *entry) sent {
+	if s.proxyless && e.alt != nil {
+		return sent{e.name, e.alt.version, e.alt.any}
+	}
+	return sent{e.name, e.version, e.any}
+}
+
 func (s *stream) poke() {
 	select {
 	case s.wakeCh <- struct{}{}:
@@ -76,7 +93,7 @@ func (s *stream) poke() {
 // removed.
 type out struct {
 	typ       Type
-	resources []*entry
+	resources []sent
 	removed   []string
 	version   string
 	nonce     string
@@ -186,8 +203,8 @@ func (s *stream) compute(typ Type) *out {
 	case full && s.delta:
 		for _, e := range res {
 			if s.inView(st, sel, e) {
-				if v, ok := st.initial[e.name]; !ok || v != e.version {
-					o.resources = append(o.resources, e)
+				if v, ok := st.initial[e.name]; !ok || v != s.pick(e).version {
+					o.resources = append(o.resources, s.pick(e))
 				}
 			} else if st.hadSel && st.prevSel.selects(e, ownerLabels(t, e)) && (st.wildcard || has(st.names, e.name)) {
 				o.removed = append(o.removed, e.name)
@@ -204,13 +221,13 @@ func (s *stream) compute(typ Type) *out {
 		if st.wildcard {
 			for _, e := range res {
 				if s.inView(st, sel, e) {
-					o.resources = append(o.resources, e)
+					o.resources = append(o.resources, s.pick(e))
 				}
 			}
 		} else {
 			for n := range st.names {
 				if e := res[n]; e != nil && s.inView(st, sel, e) {
-					o.resources = append(o.resources, e)
+					o.resources = append(o.resources, s.pick(e))
 				}
 			}
 		}
@@ -224,7 +241,7 @@ func (s *stream) compute(typ Type) *out {
 			e := res[n]
 			switch {
 			case e != nil && s.inView(st, sel, e):
-				o.resources = append(o.resources, e)
+				o.resources = append(o.resources, s.pick(e))
 			case s.delta && (st.wildcard || has(st.names, n)) && (e == nil || !e.api || has(st.names, n)):
 				// gone, or no longer selected: a delta client drops it
 				// (a removal of a name it never had is ignored)
@@ -236,7 +253,7 @@ func (s *stream) compute(typ Type) *out {
 				continue
 			}
 			if e := res[n]; e != nil && s.inView(st, sel, e) {
-				o.resources = append(o.resources, e)
+				o.resources = append(o.resources, s.pick(e))
 			}
 		}
 	}
@@ -244,7 +261,7 @@ func (s *stream) compute(typ Type) *out {
 	if len(o.resources) == 0 && len(o.removed) == 0 && !first && !wholeSet {
 		return nil
 	}
-	slices.SortFunc(o.resources, func(a, b *entry) int { return compareStrings(a.name, b.name) })
+	slices.SortFunc(o.resources, func(a, b sent) int { return compareStrings(a.name, b.name) })
 	slices.Sort(o.removed)
 	st.nonce++
 	o.nonce = strconv.Itoa(st.nonce)
@@ -292,7 +309,7 @@ func (s *stream) relevant(st *typeState, typ Type, sel *selector, changed []stri
 
 // responseVersion is the version_info of a response: a hash of the names
 // and versions it holds, the same on every instance.
-func responseVersion(rs []*entry, removed []string) string {
+func responseVersion(rs []sent, removed []string) string {
 	h := fnv.New64a()
 	for _, e := range rs {
 		h.Write([]byte(e.name))

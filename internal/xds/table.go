@@ -22,6 +22,14 @@ type entry struct {
 	api     bool
 	gen     uint64 // the mesh generation of its last change
 	note    string // why the resource lacks something (inspection)
+	// alt is the proxyless shape, when it differs.
+	alt *variant
+}
+
+// variant is a resource's shape for some clients.
+type variant struct {
+	version string
+	any     *anypb.Any
 }
 
 // change is one name of a type that changed (or went) at gen.
@@ -83,13 +91,18 @@ func (t *meshTable) put(k resource.Key, labels map[string]string, rs []Resource)
 		seen[key] = true
 		a := mustAny(r.Msg)
 		v := version(a.Value)
+		var alt *variant
+		if r.Proxyless != nil {
+			pa := mustAny(r.Proxyless)
+			alt = &variant{version(pa.Value), pa}
+		}
 		next.names[r.Type] = append(next.names[r.Type], r.Name)
 		old := t.res[r.Type][r.Name]
-		if old != nil && old.version == v && old.owner == k && old.port == r.Port && old.api == r.API {
+		if old != nil && old.version == v && old.owner == k && old.port == r.Port && old.api == r.API && sameVariant(old.alt, alt) {
 			old.note = r.Note
 			continue
 		}
-		t.res[r.Type][r.Name] = &entry{name: r.Name, version: v, any: a, owner: k, port: r.Port, api: r.API, gen: gen, note: r.Note}
+		t.res[r.Type][r.Name] = &entry{name: r.Name, version: v, any: a, owner: k, port: r.Port, api: r.API, gen: gen, note: r.Note, alt: alt}
 		t.logChange(r.Type, gen, r.Name)
 		changed = true
 	}
@@ -125,6 +138,13 @@ func (t *meshTable) put(k resource.Key, labels map[string]string, rs []Resource)
 		t.gen = gen
 	}
 	return changed
+}
+
+func sameVariant(a, b *variant) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.version == b.version
 }
 
 func (t *meshTable) logChange(typ Type, gen uint64, name string) {
