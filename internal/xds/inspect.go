@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
@@ -27,17 +26,7 @@ func (s *Server) Inspect(p Proxy) (api.XDSInspection, error) {
 	if !ok {
 		return api.XDSInspection{}, fmt.Errorf("%w: %s", ErrNoDataplane, p)
 	}
-	out := api.XDSInspection{Mesh: p.Mesh, Dataplane: p.Name, Instance: s.o.Instance, Streams: []api.XDSStream{}}
-	s.mu.Lock()
-	streams := make([]*stream, 0, len(s.streams[p]))
-	for st := range s.streams[p] {
-		streams = append(streams, st)
-	}
-	s.mu.Unlock()
-	sort.Slice(streams, func(i, j int) bool { return streams[i].id < streams[j].id })
-	for _, st := range streams {
-		out.Streams = append(out.Streams, st.state())
-	}
+	out := api.XDSInspection{Mesh: p.Mesh, Dataplane: p.Name, Instance: s.o.Instance, Streams: s.Streams(p)}
 
 	sel := selectorOf(dp)
 	view := [numTypes][]*entry{}

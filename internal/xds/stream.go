@@ -48,16 +48,15 @@ type typeState struct {
 	prevSel *selector
 	hadSel  bool
 
-	nonce      int
-	version    string
-	sentAt     time.Time
-	sentCount  int
-	pending    bool
-	responded  bool
-	acked      string
-	ackedAt    time.Time
-	nack       *Nack
-	lastChange time.Time
+	nonce     int
+	version   string
+	sentAt    time.Time
+	sentCount int
+	pending   bool
+	responded bool
+	acked     string
+	ackedAt   time.Time
+	nack      *Nack
 }
 
 // Nack is a rejected response, kept until a later one is accepted.
