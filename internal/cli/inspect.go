@@ -395,10 +395,13 @@ func listHostnames(ctx context.Context, env Env, c *client.Client, mesh, output 
 			}
 			for _, a := range st.Addresses {
 				gen := a.Origin.Name
-				if a.Origin.Kind == resource.OriginInternalVIP {
+				switch a.Origin.Kind {
+				case resource.OriginInternalVIP:
 					// The service's own InternalVIP value; generator
 					// names are lower case, so this cannot be one.
 					gen = resource.MatchInternalVIP
+				case resource.OriginServiceTag, resource.OriginServiceTagAlias:
+					gen = a.Origin.Kind // a service-tag name (seed 004)
 				}
 				rows = append(rows, HostnameRow{Hostname: a.Hostname, Kind: o.Kind, Service: o.Name, Generator: gen, Status: a.Status, Reason: a.Reason})
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/hostname"
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
@@ -18,9 +19,9 @@ import (
 // created "age" minutes after it.
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// testOpts are the defaults of the configuration (dns.domains and
-// dns.serviceTagDomain) with a TTL that is easy to spot.
-var testOpts = TableOptions{TTL: 10, Domains: []string{"mesh.local", "mesh"}, ServiceTagDomain: "mesh"}
+// testOpts are the defaults of the configuration (dns.domains) with a TTL
+// that is easy to spot.
+var testOpts = TableOptions{TTL: 10, Domains: []string{"mesh.local", "mesh"}}
 
 type svcOpt func(*resource.Object)
 
@@ -142,14 +143,40 @@ func ports(ps ...string) svcOpt {
 	}
 }
 
-// tags adds ServiceTag identities (seed 004) to a MeshService.
+// tags adds ServiceTag identities (seed 004) to a MeshService, and their
+// names under the domain mesh to its status.addresses, Available, as the
+// hostnames controller writes them for a service that holds them all.
 func tags(ts ...string) svcOpt {
 	return func(o *resource.Object) {
 		spec := o.Spec.(*resource.MeshServiceSpec)
 		for _, t := range ts {
 			spec.Identities = append(spec.Identities, resource.Identity{Type: resource.IdentityServiceTag, Value: t})
 		}
+		for _, n := range hostname.ServiceTagNames(ts, "mesh") {
+			status(o).Addresses = append(status(o).Addresses, tagAddress(n, resource.AddressAvailable, ""))
+		}
 	}
+}
+
+// lost marks the addresses of hosts in the service's status NotAvailable,
+// with the reason "taken", as the hostnames controller writes the names
+// another service holds. Apply it after the options that add them.
+func lost(hosts ...string) svcOpt {
+	return func(o *resource.Object) {
+		for i, a := range status(o).Addresses {
+			if slices.Contains(hosts, a.Hostname) {
+				status(o).Addresses[i].Status, status(o).Addresses[i].Reason = resource.AddressNotAvailable, "taken"
+			}
+		}
+	}
+}
+
+func tagAddress(n hostname.TagName, state, reason string) resource.Address {
+	origin := resource.AddressOrigin{Kind: resource.OriginServiceTag, Name: n.Tag}
+	if n.Alias {
+		origin.Kind = resource.OriginServiceTagAlias
+	}
+	return resource.Address{Hostname: n.Host, Status: state, Origin: origin, Reason: reason}
 }
 
 // dataplane returns a Dataplane at addr.

@@ -263,20 +263,16 @@ func splitFamilies(addrs []netip.Addr) (v4, v6 []netip.Addr) {
 	return v4, v6
 }
 
-// precedence orders claims on a name: by source (a name the hostnames
-// controller decided - a generated hostname or an InternalVIP value -
-// beats a service-tag name, which beats its aliases); between decided
-// names the later decision (see sourceRank); then the older service, then
-// kind and name, then the service's own order.
+// precedence orders claims on a name. The hostnames controller decides
+// every name once (internal/hostname), so two services list one name
+// Available only while the status of the one that lost it lags behind
+// (written in a later transaction): the later decision, the status of the
+// higher revision, holds it until then. Equal revisions (objects built in
+// tests) fall back to the older service, then kind and name, then the
+// service's own order.
 func precedence(a, b claim) int {
-	ra, rb := sourceRank[a.name().Source], sourceRank[b.name().Source]
-	if c := cmp.Compare(ra, rb); c != 0 {
+	if c := cmp.Compare(b.svc.Revision, a.svc.Revision); c != 0 {
 		return c
-	}
-	if ra == 0 {
-		if c := cmp.Compare(b.svc.Revision, a.svc.Revision); c != 0 {
-			return c
-		}
 	}
 	return cmp.Or(serviceOrder(a.svc, b.svc), cmp.Compare(a.idx, b.idx))
 }
@@ -460,8 +456,8 @@ func (ix *meshIndex) resolve(ed *viewEdit, name string, cs []claim, contested bo
 	}
 	var rej []Rejection
 	for _, c := range cs[1:] {
-		// A name the winner also wants under another source (its hostname
-		// equal to its own alias) is answered: not rejected.
+		// A name the winner lists twice (under two sources, in a status
+		// the controller did not write so) is answered: not rejected.
 		if c.svc.Key != w.svc.Key {
 			rej = append(rej, Rejection{Name: name, Service: c.svc.Key, Source: c.name().Source,
 				Reason: fmt.Sprintf("the name is answered for %s (%s)", w.svc.Key, wn.Source)})

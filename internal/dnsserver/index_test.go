@@ -26,7 +26,10 @@ type refView struct {
 
 func referenceView(svcs []ServiceNames) refView {
 	svcs = slices.Clone(svcs)
-	slices.SortFunc(svcs, func(a, b ServiceNames) int { return serviceOrder(&a, &b) })
+	// The later decision first, then the older service.
+	slices.SortFunc(svcs, func(a, b ServiceNames) int {
+		return cmp.Or(cmp.Compare(b.Revision, a.Revision), serviceOrder(&a, &b))
+	})
 	type cand struct {
 		svc int
 		n   *Name
@@ -37,7 +40,6 @@ func referenceView(svcs []ServiceNames) refView {
 			cands = append(cands, cand{i, &svcs[i].Names[j]})
 		}
 	}
-	slices.SortStableFunc(cands, func(a, b cand) int { return cmp.Compare(sourceRank[a.n.Source], sourceRank[b.n.Source]) })
 	v := refView{names: map[string]*Entry{}, parents: map[string]struct{}{}, ptr: map[string]string{}}
 	for _, c := range cands {
 		key := svcs[c.svc].Key
@@ -71,6 +73,9 @@ func referenceView(svcs []ServiceNames) refView {
 			}
 		}
 	}
+	// An address points at the first name of the first of its services, in
+	// service order, that has one.
+	slices.SortFunc(svcs, func(a, b ServiceNames) int { return serviceOrder(&a, &b) })
 	for _, svc := range svcs {
 		first := ""
 		for _, n := range svc.Names {
@@ -96,12 +101,13 @@ func referenceView(svcs []ServiceNames) refView {
 	return v
 }
 
-// randomService draws a service whose names collide often with others':
-// few hostnames, shared service tags, aliases equal to hostnames, ports,
+// randomService draws a service whose names collide often with others'
+// (two statuses listing one name Available, as while one lags): few
+// hostnames, shared service tags, aliases equal to hostnames, ports,
 // shared VIPs now and then, names that others are below.
 func randomService(r *rand.Rand, i int) ServiceNames {
 	key := resource.Key{Kind: []resource.Kind{resource.MeshService, resource.MeshExternalService}[r.IntN(2)], Mesh: "m", Name: fmt.Sprintf("s%d", i)}
-	s := ServiceNames{Key: key, Created: int64(r.IntN(5)) * 1e9}
+	s := ServiceNames{Key: key, Created: int64(r.IntN(5)) * 1e9, Revision: int64(r.IntN(3))}
 	vip := netip.AddrFrom4([4]byte{241, 0, 0, byte(1 + r.IntN(12))})
 	s.VIPs = []netip.Addr{vip}
 	if r.IntN(4) == 0 {

@@ -161,9 +161,10 @@ func bigVIPs() []string {
 func testObjects() []*resource.Object {
 	return []*resource.Object{
 		svc(resource.MeshService, "default", "frontend", 0, vips("241.0.0.1", "fd00:241::1"), ports("http:80", "8080"),
-			hosts("frontend.svc.mesh.local"), tags("frontend_default_svc_80")),
+			hosts("frontend.svc.mesh.local"), tags("frontend_default_svc_80"), lost("frontend-default-svc-80.mesh")),
 		svc(resource.MeshService, "default", "v4only", 1, vips("241.0.0.2"), hosts("v4only.svc.mesh.local")),
-		// Holds frontend's dash alias as its generated hostname.
+		// Holds frontend's dash alias as its generated hostname (the
+		// hostnames controller gave it to squatter).
 		svc(resource.MeshService, "default", "squatter", 2, vips("241.0.0.4"), hosts("frontend-default-svc-80.mesh")),
 		svc(resource.MeshService, "default", "big", 3, vips(bigVIPs()...), hosts("big.svc.mesh.local")),
 		svc(resource.MeshService, "default", "web", 4, vips("241.0.0.5"), hosts("web.svc.mesh.local")),
@@ -722,8 +723,11 @@ func TestBuilder(t *testing.T) {
 	eventually("before status", "web.svc.mesh.local.", nx)
 
 	obj.Status = &resource.ServiceStatus{
-		Addresses: []resource.Address{{Hostname: "web.svc.mesh.local", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "local"}}},
-		VIPs:      []resource.VIP{{IP: "241.0.0.1", Type: resource.VIPKuma}},
+		Addresses: []resource.Address{
+			{Hostname: "web.svc.mesh.local", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: "HostnameGenerator", Name: "local"}},
+			{Hostname: "web.default.svc.80.mesh", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: resource.OriginServiceTagAlias, Name: "web_default_svc_80"}},
+		},
+		VIPs: []resource.VIP{{IP: "241.0.0.1", Type: resource.VIPKuma}},
 	}
 	obj, err = store.UpdateStatus(ctx, st, obj)
 	if err != nil {

@@ -51,28 +51,37 @@ type Rejection struct {
 	Reason  string
 }
 
-// Sources of names, in precedence order. Generated hostnames and
-// InternalVIP values are decided by the hostnames controller, which makes
-// them unique per mesh and writes each service's outcome in its status:
-// DNS publishes that decision and does not make its own. Two services show
-// one of those names Available only while the status of the one that lost
-// it lags behind (written in a later transaction), so the service whose
-// status was written last holds it. They beat a service-tag name, which
-// beats its aliases.
+// Sources of names: the origin of the address in status.addresses that
+// gives the name. Every name is decided by the hostnames controller, in one
+// table of names per mesh (internal/hostname), which writes each service's
+// outcome into its status: DNS publishes that decision and makes none of
+// its own.
 const (
-	SourceHostname    = "hostname"
-	SourceInternalVIP = "internalVIP"
-	SourceServiceTag  = "serviceTag"
-	SourceAlias       = "alias"
+	SourceHostname    = "hostname"    // origin HostnameGenerator
+	SourceInternalVIP = "internalVIP" // origin MeshExternalService
+	SourceServiceTag  = "serviceTag"  // origin ServiceTag
+	SourceAlias       = "alias"       // origin ServiceTagAlias
 )
 
-var sourceRank = map[string]int{SourceInternalVIP: 0, SourceHostname: 0, SourceServiceTag: 2, SourceAlias: 3}
+// sourceOf is the source of a name of status.addresses with origin kind k.
+// A kind this version does not know (one a newer leader wrote) names the
+// service as a whole, as a hostname does.
+func sourceOf(k string) string {
+	switch k {
+	case resource.OriginInternalVIP:
+		return SourceInternalVIP
+	case resource.OriginServiceTag:
+		return SourceServiceTag
+	case resource.OriginServiceTagAlias:
+		return SourceAlias
+	}
+	return SourceHostname
+}
 
 // TableOptions are the settings a table is built with.
 type TableOptions struct {
-	TTL              uint32
-	Domains          []string
-	ServiceTagDomain string
+	TTL     uint32
+	Domains []string
 	// Global is set on a global control plane, which answers no
 	// service's names (GlobalAnswersNoNames).
 	Global bool
@@ -85,8 +94,8 @@ type ServiceNames struct {
 	Key     resource.Key
 	Created int64 // UnixNano: only the instant orders services
 	// Revision is the store revision of the status the names come from:
-	// of two services showing one decided name Available, the later
-	// decision holds it.
+	// of two services showing one name Available, the later decision
+	// holds it (meshIndex).
 	Revision int64
 	Names    []Name
 	// VIPs are all the service's addresses (for PTR records).
@@ -101,7 +110,8 @@ type Name struct {
 	Name   string // lower case, fully qualified
 	Source string
 	Addrs  []netip.Addr
-	// Ports with a name get SRV records (not for aliases).
+	// Ports with a name get SRV records (not for aliases nor InternalVIP
+	// values).
 	Ports []SRVPort
 }
 
@@ -152,11 +162,10 @@ func Sources(dataplanes []*resource.Object) cowMap[netip.Addr, string] {
 	return newSourceIndex().apply(changes)
 }
 
-// BuildView computes the view of the services of one mesh. Each name goes
-// to the service with the best claim: by source (hostname, InternalVIP
-// value, service-tag name, alias), then the oldest service; the others are
-// rejected with the winner named. Each address points (PTR) at the first
-// name its service is answered for.
+// BuildView computes the view of the services of one mesh: each name
+// listed Available in one service's status is answered for it (see
+// meshIndex for two services showing one name while a status lags). Each
+// address points (PTR) at the first name its service is answered for.
 func BuildView(svcs []ServiceNames) *View {
 	changes := make(map[resource.Key]*ServiceNames, len(svcs))
 	for _, s := range svcs {
@@ -172,15 +181,15 @@ func serviceStatus(obj *resource.Object) *resource.ServiceStatus {
 	return nil
 }
 
-// Extract lists the names a service wants, with their addresses, in
-// order: generated hostnames (Available ones), InternalVIP values, then
-// service-tag names and their aliases (seed 004). An InternalVIP value is
-// answered once the hostnames controller lists it Available in
-// status.addresses (origin MeshExternalService): a value another service
-// holds is not answered for this one. Generated hostnames answer with the
-// service's own VIPs, never with those of its InternalVIP values. A name
-// that is not a valid DNS name (a label over 63 bytes, say), or that has no
-// address to answer with, is Refused with the reason.
+// Extract lists the names a service is answered for, with their
+// addresses, in status order: the names the hostnames controller lists
+// Available in its status.addresses - generated hostnames, service-tag
+// names and their aliases (seed 004), all on the service's own VIPs, and
+// InternalVIP values (origin MeshExternalService) on the VIPs allocated
+// for each; InternalVIP values the service holds come after the others.
+// A name listed NotAvailable is Refused with the controller's reason, as
+// is a name that is not a valid DNS name (a label over 63 bytes, say, in a
+// status an older version wrote), or that has no address to answer with.
 func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 	out := ServiceNames{Key: svc.Key(), Created: svc.CreationTime.UnixNano(), Revision: svc.Revision}
 	st := serviceStatus(svc)
@@ -250,44 +259,25 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 				continue
 			}
 			name := dns.Fqdn(strings.ToLower(a.Hostname))
-			if a.Status != resource.AddressAvailable {
-				source := SourceHostname
-				if a.Origin.Kind == resource.OriginInternalVIP {
-					source = SourceInternalVIP
-				}
+			source := sourceOf(a.Origin.Kind)
+			switch {
+			case a.Status != resource.AddressAvailable:
 				out.Refused = append(out.Refused, Rejection{Name: name, Service: out.Key, Source: source, Reason: a.Reason})
-				continue
-			}
-			if a.Origin.Kind == resource.OriginInternalVIP {
+			case source == SourceInternalVIP:
 				held[name] = true
 				if _, ok := byHost[name]; !ok {
 					add(Name{Name: name, Source: SourceInternalVIP})
 				}
-				continue
+			case source == SourceAlias:
+				add(Name{Name: name, Source: source, Addrs: general})
+			default:
+				add(Name{Name: name, Source: source, Addrs: general, Ports: ports})
 			}
-			add(Name{Name: name, Source: SourceHostname, Addrs: general, Ports: ports})
 		}
 	}
 	for _, h := range slices.Sorted(mapKeys(byHost)) {
 		if held[h] {
 			add(Name{Name: h, Source: SourceInternalVIP, Addrs: byHost[h]})
-		}
-	}
-	if spec, ok := svc.Spec.(*resource.MeshServiceSpec); ok && o.ServiceTagDomain != "" {
-		suffix := "." + dns.Fqdn(strings.ToLower(o.ServiceTagDomain))
-		for _, id := range spec.Identities {
-			if id.Type != resource.IdentityServiceTag || id.Value == "" {
-				continue
-			}
-			// seed 004: the tag itself, then the dash and dot aliases, all
-			// on the same VIP.
-			tag := strings.ToLower(id.Value)
-			add(Name{Name: tag + suffix, Source: SourceServiceTag, Addrs: general, Ports: ports})
-			for _, alias := range []string{strings.NewReplacer("_", "-", ".", "-").Replace(tag), strings.ReplaceAll(tag, "_", ".")} {
-				if alias != tag {
-					add(Name{Name: alias + suffix, Source: SourceAlias, Addrs: general})
-				}
-			}
 		}
 	}
 	return out

@@ -51,9 +51,10 @@ func TestExtract(t *testing.T) {
 			refused: []string{"web.other.mesh.local. hostname: taken"},
 		},
 		{
-			name:    "NoStatusNoNames",
-			obj:     &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "web", Spec: &resource.MeshServiceSpec{Identities: []resource.Identity{{Type: resource.IdentityServiceTag, Value: "web"}}}},
-			refused: []string{"web.mesh. serviceTag: the service has no VIP yet (the leader allocates one within milliseconds of the change)"},
+			// A service tag names nothing until the hostnames controller
+			// lists its names in the status.
+			name: "NoStatusNoNames",
+			obj:  &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "web", Spec: &resource.MeshServiceSpec{Identities: []resource.Identity{{Type: resource.IdentityServiceTag, Value: "web"}}}},
 		},
 		{
 			// A service whose hostname is Available but has no VIP yet
@@ -87,7 +88,9 @@ func TestExtract(t *testing.T) {
 		},
 		{
 			// A tag of 64 bytes makes a label DNS cannot carry: refused,
-			// with the label named, and so are its aliases.
+			// with the label named, and so are its aliases. The hostnames
+			// controller lists such a name NotAvailable; a status an older
+			// version wrote may list it Available.
 			name: "ServiceTagLabelTooLong",
 			obj:  svc(resource.MeshService, "default", "long", 0, vips("241.0.0.1"), tags(strings.Repeat("a", 56)+"_svc_800")),
 			vips: v4,
@@ -154,9 +157,22 @@ func TestExtract(t *testing.T) {
 			vips: v4,
 		},
 		{
-			name: "NoServiceTagDomainNoTagNames",
-			obj:  svc(resource.MeshService, "default", "frontend", 0, vips("241.0.0.1"), tags("frontend_default_svc_80")),
-			opts: TableOptions{Domains: []string{"mesh"}},
+			// A name another service holds is listed with the
+			// controller's reason, whatever its source.
+			name:    "LostServiceTagName",
+			obj:     svc(resource.MeshService, "default", "frontend", 0, vips("241.0.0.1"), tags("backend"), lost("backend.mesh")),
+			vips:    v4,
+			refused: []string{"backend.mesh. serviceTag: taken"},
+		},
+		{
+			// An origin this version does not know (a newer leader's) names
+			// the service as a whole.
+			name: "UnknownOrigin",
+			obj: svc(resource.MeshService, "default", "web", 0, vips("241.0.0.1"), ports("http:80"), func(o *resource.Object) {
+				status(o).Addresses = append(status(o).Addresses, resource.Address{Hostname: "web.new.mesh", Status: resource.AddressAvailable,
+					Origin: resource.AddressOrigin{Kind: "SomethingNew", Name: "x"}})
+			}),
+			want: []Name{{Name: "web.new.mesh.", Source: SourceHostname, Addrs: v4, Ports: []SRVPort{{Name: "http", Port: 80}}}},
 			vips: v4,
 		},
 		{
@@ -256,10 +272,13 @@ func rejected(v *View) []string {
 	return out
 }
 
-// TestBuildView_Precedence checks who gets a name wanted by several
-// services: a name the hostnames controller decided (hostname or
-// internalVIP, the later status first) > serviceTag > alias, then the older
-// service, whatever the order the services are given in.
+// TestBuildView_Precedence checks who gets a name listed by several
+// services: the hostnames controller decides every name once and writes
+// the losers NotAvailable, so the view answers the service that lists it
+// Available; two services list it only while the status of the one that
+// lost lags behind, and then the later status (the higher revision) holds
+// it, whatever the sources; equal revisions fall back to the older
+// service, then the name. The input order does not matter.
 func TestBuildView_Precedence(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
@@ -289,56 +308,49 @@ func TestBuildView_Precedence(t *testing.T) {
 			wantRejected: []string{"db.mesh.local. young internalVIP: the name is answered for MeshService default/old (hostname)"},
 		},
 		{
+			// A service-tag alias too: the later decision holds it, even
+			// over a hostname (the controller would not give it so, but a
+			// lagging status shows it until rewritten).
+			name: "LaterDecisionHoldsATagName",
+			objs: []*resource.Object{
+				svc(resource.MeshService, "default", "old", 0, vips("241.0.0.1"), tags("frontend_default_svc_80"), revision(20)),
+				svc(resource.MeshService, "default", "young", 5, vips("241.0.0.2"), hosts("frontend.default.svc.80.mesh"), revision(12)),
+			},
+			want: map[string]string{
+				"frontend_default_svc_80.mesh.": "old serviceTag", "frontend-default-svc-80.mesh.": "old alias",
+				"frontend.default.svc.80.mesh.": "old alias",
+			},
+			wantRejected: []string{"frontend.default.svc.80.mesh. young hostname: the name is answered for MeshService default/old (alias)"},
+		},
+		{
 			// The settled state of a clash: the holder is answered, the
-			// loser is not even a candidate.
+			// losers are not even candidates and are listed with the
+			// controller's reasons.
 			name: "InternalVIPLostToHostname",
 			objs: []*resource.Object{
 				svc(resource.MeshService, "default", "old", 0, lostHosts("db.mesh.local"), vips("241.0.0.1")),
 				svc(resource.MeshExternalService, "default", "young", 5, internalVIP("db.mesh.local", "242.0.0.1")),
 				svc(resource.MeshExternalService, "default", "younger", 6, lostInternalVIP("db.mesh.local", "242.0.0.2")),
 			},
-			want: map[string]string{"db.mesh.local.": "young internalVIP"},
-			// The losers are listed with the controller's reasons.
+			want:         map[string]string{"db.mesh.local.": "young internalVIP"},
 			wantRejected: []string{"db.mesh.local. younger internalVIP: ", "db.mesh.local. old hostname: taken"},
 		},
 		{
-			name: "InternalVIPBeatsServiceTag",
+			name: "ServiceTagAliasLostToHostname",
 			objs: []*resource.Object{
-				svc(resource.MeshService, "default", "old", 0, vips("241.0.0.1"), tags("api")),
-				svc(resource.MeshExternalService, "default", "young", 5, internalVIP("api.mesh", "242.0.0.1")),
-			},
-			want:         map[string]string{"api.mesh.": "young internalVIP"},
-			wantRejected: []string{"api.mesh. old serviceTag: the name is answered for MeshExternalService default/young (internalVIP)"},
-		},
-		{
-			// An alias that collides with another service's name is not
-			// answered, and the reason names the holder.
-			name: "ServiceTagBeatsAlias",
-			objs: []*resource.Object{
-				svc(resource.MeshService, "default", "old", 0, vips("241.0.0.1"), tags("web_default")),
-				svc(resource.MeshService, "default", "young", 5, vips("241.0.0.2"), tags("web-default")),
-			},
-			want: map[string]string{
-				"web_default.mesh.": "old serviceTag", "web.default.mesh.": "old alias",
-				"web-default.mesh.": "young serviceTag",
-			},
-			wantRejected: []string{"web-default.mesh. old alias: the name is answered for MeshService default/young (serviceTag)"},
-		},
-		{
-			name: "HostnameBeatsAlias",
-			objs: []*resource.Object{
-				svc(resource.MeshService, "default", "old", 0, vips("241.0.0.1"), tags("frontend_default_svc_80")),
+				svc(resource.MeshService, "default", "old", 0, vips("241.0.0.1"), tags("frontend_default_svc_80"), lost("frontend.default.svc.80.mesh")),
 				svc(resource.MeshService, "default", "young", 5, vips("241.0.0.2"), hosts("frontend.default.svc.80.mesh")),
 			},
 			want: map[string]string{
 				"frontend_default_svc_80.mesh.": "old serviceTag", "frontend-default-svc-80.mesh.": "old alias",
 				"frontend.default.svc.80.mesh.": "young hostname",
 			},
-			wantRejected: []string{"frontend.default.svc.80.mesh. old alias: the name is answered for MeshService default/young (hostname)"},
+			wantRejected: []string{"frontend.default.svc.80.mesh. old alias: taken"},
 		},
 		{
-			// Same source: the older service wins.
-			name: "OlderServiceFirst",
+			// Same revision: the older service, then the name, decides
+			// (deterministic).
+			name: "SameRevisionOlderServiceFirst",
 			objs: []*resource.Object{
 				svc(resource.MeshService, "default", "b-young", 5, vips("241.0.0.2"), tags("shared")),
 				svc(resource.MeshService, "default", "a-old", 0, vips("241.0.0.1"), tags("shared")),
@@ -347,7 +359,6 @@ func TestBuildView_Precedence(t *testing.T) {
 			wantRejected: []string{"shared.mesh. b-young serviceTag: the name is answered for MeshService default/a-old (serviceTag)"},
 		},
 		{
-			// Same age: kind, then name, decides (deterministic).
 			name: "SameAgeByName",
 			objs: []*resource.Object{
 				svc(resource.MeshService, "default", "zz", 0, vips("241.0.0.2"), tags("shared")),
@@ -357,7 +368,7 @@ func TestBuildView_Precedence(t *testing.T) {
 			wantRejected: []string{"shared.mesh. zz serviceTag: the name is answered for MeshService default/aa (serviceTag)"},
 		},
 		{
-			// An older service without VIPs claims nothing.
+			// A service without VIPs has nothing to answer with.
 			name: "ServiceWithoutVIPsClaimsNothing",
 			objs: []*resource.Object{
 				svc(resource.MeshService, "default", "old", 0, hosts("x.mesh.local"), tags("shared")),
@@ -376,9 +387,10 @@ func TestBuildView_Precedence(t *testing.T) {
 			want: map[string]string{"web.mesh.": "web serviceTag"},
 		},
 		{
-			// A service's own names never shut each other out: a generated
-			// hostname equal to the dot alias of its own tag is answered
-			// (as the hostname) and is not reported as not answered.
+			// A service's own names never shut each other out: a status
+			// listing one name twice (its hostname and its own alias,
+			// which the controller lists once) is answered once, as the
+			// first, and nothing is reported as not answered.
 			name: "OwnNamesDoNotCollide",
 			objs: []*resource.Object{svc(resource.MeshService, "default", "frontend", 0, vips("241.0.0.1"),
 				hosts("frontend.default.svc.80.mesh"), tags("frontend_default_svc_80"))},
@@ -411,9 +423,10 @@ func TestBuildView_Records(t *testing.T) {
 	v := buildView(
 		svc(resource.MeshService, "default", "frontend", 0, vips("241.0.0.1", "fd00:241::1"), ports("http:80", "8080"),
 			hosts("frontend.svc.mesh.local"), tags("frontend_default_svc_80")),
-		// loser wants lost_tag too, held by the older service old.
+		// loser wants lost_tag too, which the hostnames controller gave
+		// the older service old.
 		svc(resource.MeshService, "default", "old", -5, vips("241.0.0.9"), tags("lost_tag")),
-		svc(resource.MeshService, "default", "loser", 0, vips("241.0.0.2"), tags("lost_tag", "kept_tag")),
+		svc(resource.MeshService, "default", "loser", 0, vips("241.0.0.2"), tags("lost_tag", "kept_tag"), lost("lost_tag.mesh", "lost-tag.mesh", "lost.tag.mesh")),
 	)
 	want := map[string]*Entry{
 		"frontend.svc.mesh.local.": {Name: "frontend.svc.mesh.local.", Service: resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "frontend"},
@@ -471,9 +484,9 @@ func TestBuildView_Records(t *testing.T) {
 		t.Errorf("PTR (-want +got):\n%s", diff)
 	}
 	wantRejected := []string{
-		"lost-tag.mesh. loser alias: the name is answered for MeshService default/old (alias)",
-		"lost.tag.mesh. loser alias: the name is answered for MeshService default/old (alias)",
-		"lost_tag.mesh. loser serviceTag: the name is answered for MeshService default/old (serviceTag)",
+		"lost-tag.mesh. loser alias: taken",
+		"lost.tag.mesh. loser alias: taken",
+		"lost_tag.mesh. loser serviceTag: taken",
 	}
 	if diff := cmp.Diff(wantRejected, rejected(v)); diff != "" {
 		t.Errorf("rejected (-want +got):\n%s", diff)
@@ -485,7 +498,7 @@ func TestBuildView_Records(t *testing.T) {
 func TestBuildView_NoAnsweredNameNoPTR(t *testing.T) {
 	v := buildView(
 		svc(resource.MeshService, "default", "old", 0, vips("241.0.0.1"), tags("shared")),
-		svc(resource.MeshService, "default", "young", 5, vips("241.0.0.2"), tags("shared")),
+		svc(resource.MeshService, "default", "young", 5, vips("241.0.0.2"), tags("shared"), lost("shared.mesh")),
 	)
 	if diff := cmp.Diff(map[string]string{"1.0.0.241.in-addr.arpa.": "shared.mesh."}, ptrOf(v)); diff != "" {
 		t.Errorf("PTR (-want +got):\n%s", diff)

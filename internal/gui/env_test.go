@@ -109,7 +109,7 @@ func (u *unit) table() *dnsserver.Table {
 	for _, k := range append(slices.Clone(serviceKinds), resource.Dataplane) {
 		objs = append(objs, func() []*resource.Object { o, _ := u.c.List(cache.Query{Kind: k}); return o }()...)
 	}
-	return dnsserver.Build(objs, dnsserver.TableOptions{TTL: 10, Domains: []string{"mesh.local", "mesh"}, ServiceTagDomain: "mesh"})
+	return dnsserver.Build(objs, dnsserver.TableOptions{TTL: 10, Domains: []string{"mesh.local", "mesh"}})
 }
 
 func testDNSName(mesh string, e dnsserver.Entry) DNSMatch {

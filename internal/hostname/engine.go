@@ -3,10 +3,8 @@ package hostname
 import (
 	"fmt"
 	"hash/maphash"
-	"maps"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/meshnames/meshnames/internal/validate"
@@ -32,17 +30,24 @@ import (
 // MeshExternalService cannot share a name (Kuma checks per kind only).
 //
 // A service may also name itself: the InternalVIP values of a
-// MeshExternalService (seed 003) are written by hand in its spec. Such an
-// own name claims its place in the same index, through a pseudo-generator
-// whose claims are listed before every HostnameGenerator's. Between own
-// names the older service wins, then the name. An own name and a generated
-// one compete by age (claimList.holder): the claim that came to be first -
-// the own name when its service was created, a generated one when both its
-// service and its generator existed - holds the name, so that a name held
-// never moves to a newer claim because someone wrote a resource, whatever
-// the kinds, while generated names keep seed 000's order among themselves.
-// The holder of a contested name says who else claims it, and each loser
-// says who holds it, so that a clash is visible on both sides.
+// MeshExternalService (seed 003) are written by hand in its spec, and the
+// ServiceTag identities of a MeshService give it service-tag names and
+// their aliases (seed 004). Such an own name claims its place in the same
+// index, through a pseudo-generator per Source: InternalVIP values are
+// listed before every HostnameGenerator's claims, service-tag names after
+// them, and their aliases last (Source.rank). Between the claims of one
+// source the older service wins, then the name. An InternalVIP value and a
+// generated name compete by age (claimList.holder): the claim that came to
+// be first - the value when its service was created, a generated one when
+// both its service and its generator existed - holds the name, so that a
+// name held never moves to a newer claim because someone wrote a resource,
+// whatever the kinds, while generated names keep seed 000's order among
+// themselves. A service-tag name or alias holds a name only when no
+// InternalVIP value or generated name claims it. The holder of a contested
+// name says who else claims it, and each loser says who holds it, so that
+// a clash is visible on both sides. So every name a service answers to,
+// over DNS or to proxies, is decided here once, and written into
+// status.addresses, which every instance reads.
 //
 // A change re-renders only what it can affect - a service change that
 // service, a generator change that generator's render of the services it
@@ -71,6 +76,10 @@ type Service struct {
 	// values of a MeshExternalService (seed 003). They take part in the
 	// per-mesh uniqueness of names and come before generated names.
 	OwnNames []string
+	// TagNames are the service-tag names of a MeshService and their
+	// aliases (seed 004; ServiceTagNames). They take part in the per-mesh
+	// uniqueness of names after generated names.
+	TagNames []TagName
 }
 
 // Generator is what the engine needs of a HostnameGenerator.
@@ -93,11 +102,11 @@ type Address struct {
 	// Hostname is the rendered name; empty when the template could not be
 	// rendered, the invalid result when it rendered something that is not
 	// a DNS name.
-	Hostname  string
+	Hostname string
+	// Generator names the generator of a Generated name; it is empty for
+	// the names a service gives itself (the other sources).
 	Generator string
-	// Own is set for a name the service gives itself (Service.OwnNames);
-	// Generator is then empty.
-	Own       bool
+	Source    Source
 	Available bool
 	// Reason says why the address is not available, or, for an available
 	// one, who else claims the name.
@@ -116,19 +125,21 @@ type genState struct {
 	Generator
 	// match is the selector (Generator.MatchLabels) in the engine's form.
 	match labelSet
-	// own marks the engine's pseudo-generator of own names.
-	own bool
+	// src is Generated for a HostnameGenerator, the source of the names
+	// of the engine's pseudo-generators otherwise.
+	src Source
 }
 
 func newGenState(g Generator) *genState {
 	return &genState{Generator: g, match: labelSetOf("", g.MatchLabels)}
 }
 
-// before reports whether g takes precedence over o: own names first, then
-// local before synced, then older, then by name (seed 000).
+// before reports whether g takes precedence over o: by source (rank),
+// then, between generators, local before synced, then older, then by name
+// (seed 000).
 func (g *genState) before(o *genState) bool {
-	if g.own != o.own {
-		return g.own
+	if g.src != o.src {
+		return g.src.rank() < o.src.rank()
 	}
 	if g.Local != o.Local {
 		return g.Local
@@ -146,8 +157,9 @@ func (g *genState) selects(k ServiceKey, labels labelSet) bool {
 
 // svcState is what the engine keeps of a service. There is one per
 // service, so it is kept small: the labels in their compact form, the
-// creation time without its location, and no copy of the own names, which
-// are the hosts of the first renders (those of the own pseudo-generator).
+// creation time without its location, and no copy of the names it gives
+// itself, which are the hosts of the renders of the pseudo-generators: its
+// InternalVIP values first, its service-tag names last.
 type svcState struct {
 	key     ServiceKey
 	labels  labelSet
@@ -176,20 +188,40 @@ func (s *svcState) before(o *svcState) bool {
 	return s.key.Kind < o.key.Kind
 }
 
-// ownNamesEqual reports whether names, without repeats, are the own names
-// of s: the hosts of its own renders, which come first, in order.
+// ownNamesEqual reports whether names, without repeats, are the
+// InternalVIP values of s: the hosts of its first renders, in order.
 func (s *svcState) ownNamesEqual(names []string) bool {
 	i := 0
 	for j, n := range names {
 		if slices.Contains(names[:j], n) {
 			continue
 		}
-		if i == len(s.renders) || !s.renders[i].gen.own || s.renders[i].host != n {
+		if i == len(s.renders) || s.renders[i].gen.src != InternalVIP || s.renders[i].host != n {
 			return false
 		}
 		i++
 	}
-	return i == len(s.renders) || !s.renders[i].gen.own
+	return i == len(s.renders) || s.renders[i].gen.src != InternalVIP
+}
+
+// tagNamesEqual reports whether names, without repeated hosts, are the
+// service-tag names of s: the hosts and sources of its last renders, in
+// order.
+func (s *svcState) tagNamesEqual(names []TagName) bool {
+	i := slices.IndexFunc(s.renders, func(r render) bool { return r.gen.src.isTag() })
+	if i < 0 {
+		i = len(s.renders)
+	}
+	for j, n := range names {
+		if slices.ContainsFunc(names[:j], func(p TagName) bool { return p.Host == n.Host }) {
+			continue
+		}
+		if i == len(s.renders) || s.renders[i].host != n.Host || s.renders[i].gen.src != tagSource(n) {
+			return false
+		}
+		i++
+	}
+	return i == len(s.renders)
 }
 
 // render is one generator's result for one service. There is one per
@@ -211,99 +243,16 @@ type render struct {
 // that claims nothing, so it needs no flag of its own.
 func (r *render) dup() bool { return r.err == "" && r.list == nil }
 
-// claimList is the claims index entry of one hostname in one mesh. There
-// is one per name, so it is kept to 64 bytes: it does not point back to
-// its index (an operation that touches it knows the index).
-type claimList struct {
-	host string
-	// claims are ordered by priority; the first holds the name.
-	claims []claim
-	// one backs claims while there is a single claimant, the common case,
-	// so that a name costs one allocation.
-	one [1]claim
-	// touched is set while the list is in Engine.touched.
-	touched bool
-}
-
-type claim struct {
-	gen *genState
-	svc *svcState
-}
-
-// String describes the claim for reasons: the service, and how it claims.
-func (c claim) String() string {
-	k := c.svc.key
-	if c.gen.own {
-		return fmt.Sprintf("%s %s/%s (its InternalVIP match)", k.Kind, k.Mesh, k.Name)
-	}
-	return fmt.Sprintf("%s %s/%s (from generator %s)", k.Kind, k.Mesh, k.Name, c.gen.Name)
-}
-
-func (c claim) before(o claim) bool {
-	if c.gen != o.gen {
-		return c.gen.before(o.gen)
-	}
-	return c.svc.before(o.svc)
-}
-
-// since is when the claim came to be: the creation of its service, or of
-// its generator when that is newer.
-func (c claim) since() (sec int64, nsec int32) {
-	sec, nsec = c.svc.sec, c.svc.nsec
-	if !c.gen.own {
-		gs, gn := c.gen.Created.Unix(), int32(c.gen.Created.Nanosecond())
-		if gs > sec || gs == sec && gn > nsec {
-			return gs, gn
-		}
-	}
-	return sec, nsec
-}
-
-// holder returns the index of the claim that holds l's name. Own names
-// (InternalVIP values) and generated names compete by age, so that a name
-// held never moves to a newer claim because a resource was written: the
-// first own claim and the first generated claim (each list in its own
-// precedence: the older service; seed 000's order of generators) meet, and
-// the one that came to be first holds the name (the own one on a tie).
-func (l *claimList) holder() int {
-	if !l.claims[0].gen.own {
-		return 0
-	}
-	g := slices.IndexFunc(l.claims, func(c claim) bool { return !c.gen.own })
-	if g < 0 {
-		return 0
-	}
-	os, on := l.claims[0].since()
-	gs, gn := l.claims[g].since()
-	if gs < os || gs == os && gn < on {
-		return g
-	}
-	return 0
-}
-
-// others returns the claims of l other than its holder's, in order.
-func (l *claimList) others() []claim {
-	h := l.holder()
-	if h == 0 {
-		return l.claims[1:]
-	}
-	return slices.Concat(l.claims[:h], l.claims[h+1:])
-}
-
-// meshNames is the claims index of one mesh: hostname -> claimants, by a
-// hash of the name (see hashIndex).
-type meshNames = hashIndex[string, claimList]
-
-func newMeshNames() *meshNames { return newHashIndex(func(l *claimList) string { return l.host }) }
-
 // Engine computes the addresses of services. The zero value is not usable;
 // call NewEngine.
 type Engine struct {
 	zone  string
 	gens  map[string]*genState
 	order []*genState // by precedence
-	// own is the pseudo-generator of the services' own names.
-	own    *genState
+	// own, tag and alias are the pseudo-generators of the names services
+	// give themselves: InternalVIP values, service-tag names, aliases.
+	own, tag, alias *genState
+
 	svcs   *hashIndex[ServiceKey, svcState]
 	labels *sharedLabels         // of the services
 	claims map[string]*meshNames // by mesh
@@ -336,7 +285,9 @@ func NewEngine(zone string) *Engine {
 	return &Engine{
 		zone:     zone,
 		gens:     map[string]*genState{},
-		own:      &genState{own: true},
+		own:      &genState{src: InternalVIP},
+		tag:      &genState{src: ServiceTag},
+		alias:    &genState{src: ServiceTagAlias},
 		svcs:     newHashIndex(func(s *svcState) ServiceKey { return s.key }),
 		labels:   newSharedLabels(),
 		claims:   map[string]*meshNames{},
@@ -366,7 +317,7 @@ func (e *Engine) SetGenerator(g Generator) {
 	i := sort.Search(len(e.order), func(i int) bool { return ng.before(e.order[i]) })
 	e.order = slices.Insert(e.order, i, ng)
 	for _, s := range affected {
-		e.update(s, nil, true)
+		e.update(s, Service{}, true)
 	}
 	e.settle()
 }
@@ -382,7 +333,7 @@ func (e *Engine) DeleteGenerator(name string) {
 	e.order = slices.DeleteFunc(e.order, func(x *genState) bool { return x == old })
 	// update releases old's claims: old is no longer in e.order.
 	for _, s := range affected {
-		e.update(s, nil, true)
+		e.update(s, Service{}, true)
 	}
 	e.settle()
 }
@@ -399,8 +350,8 @@ func (e *Engine) selectedBy(a, b *genState) []*svcState {
 }
 
 // SetService adds or replaces the service s.Key. Setting a service with
-// the same labels, own names and creation time again does nothing. The
-// engine keeps none of s's maps or slices.
+// the same labels, own names, tag names and creation time again does
+// nothing. The engine keeps none of s's maps or slices.
 func (e *Engine) SetService(s Service) {
 	sec, nsec := s.Created.Unix(), int32(s.Created.Nanosecond())
 	h := e.keyHash(s.Key)
@@ -413,14 +364,14 @@ func (e *Engine) SetService(s Service) {
 		// Its priority changes, so every claim of it moves.
 		e.release(cur, nil)
 		cur.sec, cur.nsec = sec, nsec
-	case cur.labels.equalMap(s.Key.Name, s.Labels) && cur.ownNamesEqual(s.OwnNames):
+	case cur.labels.equalMap(s.Key.Name, s.Labels) && cur.ownNamesEqual(s.OwnNames) && cur.tagNamesEqual(s.TagNames):
 		return
 	}
 	if !cur.labels.equalMap(s.Key.Name, s.Labels) {
 		e.labels.release(cur.labels)
 		cur.labels = e.labels.hold(s.Key.Name, s.Labels)
 	}
-	e.update(cur, s.OwnNames, false)
+	e.update(cur, s, false)
 	e.settle()
 }
 
@@ -458,29 +409,30 @@ func (e *Engine) unclaim(s *svcState, r *render) {
 }
 
 // update recomputes the renders of s and brings its claims in line,
-// touching only the names whose claims change, and marks s dirty. own are
-// the service's own names (repeats are skipped).
+// touching only the names whose claims change, and marks s dirty. in
+// gives the names the service gives itself (repeats are skipped).
 //
-// When reuse is set the service has not changed, only a generator: own is
-// ignored and the own renders are kept, the render of every generator s
-// already had a render from is taken from before, and only the new
-// generator (a new *genState) is rendered. A generator change thus renders
-// each service it selects once, not once per generator that selects it.
-func (e *Engine) update(s *svcState, own []string, reuse bool) {
+// When reuse is set the service has not changed, only a generator: in is
+// ignored and the renders of the pseudo-generators are kept, the render of
+// every generator s already had a render from is taken from before, and
+// only the new generator (a new *genState) is rendered. A generator change
+// thus renders each service it selects once, not once per generator that
+// selects it.
+func (e *Engine) update(s *svcState, in Service, reuse bool) {
 	// Collect on the stack, then copy once to a slice of the right size:
 	// the renders live as long as the service.
 	var buf [16]render
 	rs := buf[:0]
 	if reuse {
 		for _, r := range s.renders {
-			if !r.gen.own {
+			if r.gen.src != InternalVIP {
 				break
 			}
 			rs = append(rs, render{gen: r.gen, host: r.host, err: r.err})
 		}
 	} else {
-		for j, n := range own {
-			if slices.Contains(own[:j], n) {
+		for j, n := range in.OwnNames {
+			if slices.Contains(in.OwnNames[:j], n) {
 				continue
 			}
 			r := render{gen: e.own, host: n}
@@ -506,6 +458,27 @@ func (e *Engine) update(s *svcState, own []string, reuse bool) {
 			vars = e.vars(s.key, s.labels)
 		}
 		rs = append(rs, e.render(g, vars))
+	}
+	if reuse {
+		for _, r := range s.renders {
+			if r.gen.src.isTag() {
+				rs = append(rs, render{gen: r.gen, host: r.host, err: r.err})
+			}
+		}
+	} else {
+		for j, n := range in.TagNames {
+			if slices.ContainsFunc(in.TagNames[:j], func(p TagName) bool { return p.Host == n.Host }) {
+				continue
+			}
+			r := render{gen: e.tag, host: n.Host}
+			if n.Alias {
+				r.gen = e.alias
+			}
+			if why := checkTagName(n.Host); why != "" {
+				r.err = fmt.Sprintf("the name %q of service tag %q is not a valid DNS name: %s", n.Host, n.Tag, why)
+			}
+			rs = append(rs, r)
+		}
 	}
 	// claims[i] tells whether rs[i] claims its name: a valid name that no
 	// earlier render has (the others are dups).
@@ -598,67 +571,6 @@ func (e *Engine) vars(k ServiceKey, labels labelSet) *Vars {
 	return v
 }
 
-// claim adds s's claim on host through g to names, the index of s's mesh,
-// and returns the name's entry.
-func (e *Engine) claim(names *meshNames, s *svcState, g *genState, host string) *claimList {
-	h := e.hash(host)
-	l := names.get(h, host)
-	if l == nil {
-		l = &claimList{host: host}
-		l.claims = l.one[:0]
-		names.add(h, l)
-		e.names++
-	}
-	e.touch(l, names)
-	c := claim{gen: g, svc: s}
-	i := sort.Search(len(l.claims), func(i int) bool { return c.before(l.claims[i]) })
-	l.claims = slices.Insert(l.claims, i, c)
-	return l
-}
-
-// touch records that l, an entry of names, is about to change, with its
-// holder before the change. Call it before changing l.claims.
-func (e *Engine) touch(l *claimList, names *meshNames) {
-	if !l.touched {
-		l.touched = true
-		t := touched{list: l, names: names}
-		if len(l.claims) > 0 {
-			t.holder = l.claims[l.holder()]
-		}
-		e.touched = append(e.touched, t)
-	}
-}
-
-// settle ends an operation. For each name it touched whose holder changed
-// it marks every claimant dirty (their reasons name the holder); claimants
-// that joined or left were marked by update. It drops the names left
-// without claimants: an emptied entry stays in the index until here, so
-// that a name released and claimed again in one operation keeps it.
-func (e *Engine) settle() {
-	for _, t := range e.touched {
-		l := t.list
-		l.touched = false
-		switch {
-		case len(l.claims) == 0:
-			t.names.remove(e.hash(l.host), l)
-			e.names--
-		case l.claims[l.holder()] != t.holder:
-			for _, c := range l.claims {
-				e.markDirty(c.svc)
-			}
-		default:
-			// The holder's address names the other claimants.
-			e.markDirty(l.claims[l.holder()].svc)
-		}
-	}
-	clear(e.touched)
-	e.touched = e.touched[:0]
-}
-
-func (e *Engine) hash(host string) uint64 {
-	return maphash.String(e.seed, host) & e.hashMask
-}
-
 // TakeDirty returns the services whose addresses may have changed since
 // the last call, and forgets them.
 func (e *Engine) TakeDirty() []ServiceKey {
@@ -693,7 +605,7 @@ func (e *Engine) Addresses(k ServiceKey) ([]Address, bool) {
 		if r.dup() {
 			continue
 		}
-		a := Address{Hostname: r.host, Generator: r.gen.Name, Own: r.gen.own}
+		a := Address{Hostname: r.host, Generator: r.gen.Name, Source: r.gen.src}
 		if r.err != "" {
 			a.Reason = r.err
 			out = append(out, a)
@@ -717,93 +629,8 @@ func (e *Engine) Addresses(k ServiceKey) ([]Address, bool) {
 	return out, true
 }
 
-// Claimant is one service claiming a hostname.
-type Claimant struct {
-	Service   ServiceKey
-	Generator string // empty for an own name
-	Own       bool
-}
-
-// Claimants returns who claims hostname in mesh, the holder first.
-func (e *Engine) Claimants(mesh, hostname string) []Claimant {
-	var list []claim
-	if l := e.claims[mesh].get(e.hash(hostname), hostname); l != nil {
-		list = append([]claim{l.claims[l.holder()]}, l.others()...)
-	}
-	out := make([]Claimant, len(list))
-	for i, c := range list {
-		out[i] = Claimant{Service: c.svc.key, Generator: c.gen.Name, Own: c.gen.own}
-	}
-	return out
-}
-
 // Sizes reports how many generators, services and claimed names the
 // engine holds (for metrics).
 func (e *Engine) Sizes() (generators, services, hostnames int) {
 	return len(e.gens), e.svcs.len(), e.names
-}
-
-// Outcome is what one generator makes of one service, for inspection.
-type Outcome struct {
-	Generator string
-	// Selects tells whether the generator selects the service; when it
-	// does not, NotSelected says why.
-	Selects     bool
-	NotSelected string
-	// Hostname and Err are the render's result, as in Address.
-	Hostname string
-	Err      string
-}
-
-// Explain reports, for every generator in precedence order, whether it
-// selects s and what it renders for it, using the same rules as the engine.
-// Whether a rendered name is held or lost to another service is not known
-// here: that needs every service of the mesh, and is what the controller
-// writes into the service's status.
-func Explain(gens []Generator, s Service, zone string) []Outcome {
-	states := make([]*genState, len(gens))
-	for i := range gens {
-		states[i] = newGenState(gens[i])
-	}
-	sort.SliceStable(states, func(i, j int) bool { return states[i].before(states[j]) })
-	e := Engine{zone: zone}
-	labels := labelSetOf(s.Key.Name, s.Labels)
-	vars := e.vars(s.Key, labels)
-	out := make([]Outcome, 0, len(states))
-	for _, g := range states {
-		o := Outcome{Generator: g.Name}
-		switch {
-		case g.Kind != s.Key.Kind:
-			o.NotSelected = "selects " + g.Kind + "s"
-		case !g.selects(s.Key, labels):
-			o.NotSelected = "selector needs " + unmatched(g.MatchLabels, s.Labels)
-		default:
-			o.Selects = true
-			host, err := g.Template.Render(*vars)
-			o.Hostname = host
-			if err != nil {
-				o.Err = err.Error()
-				if inv, ok := err.(*InvalidNameError); ok {
-					o.Hostname = inv.Hostname
-				}
-			}
-		}
-		out = append(out, o)
-	}
-	return out
-}
-
-// unmatched describes the selector labels a service lacks or has otherwise.
-func unmatched(want, have map[string]string) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(want)) {
-		got, ok := have[k]
-		switch {
-		case !ok:
-			parts = append(parts, fmt.Sprintf("%s=%s (the service has no %s label)", k, want[k], k))
-		case got != want[k]:
-			parts = append(parts, fmt.Sprintf("%s=%s (the service has %s)", k, want[k], got))
-		}
-	}
-	return strings.Join(parts, ", ")
 }

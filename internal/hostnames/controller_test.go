@@ -35,7 +35,7 @@ func newEnv(t *testing.T, opts ...sqlite.Option) *env {
 	e := &env{t: t, st: st}
 	e.mustCreate(&resource.Object{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}})
 	e.Env = reconciletest.Start(t, st, reconciletest.Options{Cores: func() []reconcile.Core {
-		return []reconcile.Core{New(Options{Zone: "east", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})}
+		return []reconcile.Core{New(Options{Zone: "east", ServiceTagDomain: "mesh", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})}
 	}})
 	return e
 }
@@ -149,6 +149,49 @@ func TestController_NamesServicesAndReportsCrossKindCollisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.eventually(key(resource.MeshExternalService, "redis"), "redis.mesh.local=Available")
+}
+
+// TestController_ServiceTagCollidesWithGeneratedHostname checks seed 004's
+// service-tag names in the one table of names: a MeshService's tag gives
+// it <tag>.mesh and the two aliases, listed in status.addresses with
+// origins ServiceTag and ServiceTagAlias; a generated hostname equal to an
+// alias holds it although its service is newer, and both statuses say so;
+// the alias comes back when the generator goes.
+func TestController_ServiceTagCollidesWithGeneratedHostname(t *testing.T) {
+	e := newEnv(t)
+	front := meshService("frontend", nil)
+	front.Spec.(*resource.MeshServiceSpec).Identities = []resource.Identity{{Type: resource.IdentityServiceTag, Value: "frontend_default_svc_80"}}
+	e.mustCreate(front)
+	fk := key(resource.MeshService, "frontend")
+	e.eventually(fk, "frontend_default_svc_80.mesh=Available", "frontend-default-svc-80.mesh=Available", "frontend.default.svc.80.mesh=Available")
+
+	e.mustCreate(generator("squat", resource.MeshService, map[string]string{"app": "squat"}, "frontend.default.svc.80.mesh"))
+	e.mustCreate(meshService("squatter", map[string]string{"app": "squat"}))
+	sk := key(resource.MeshService, "squatter")
+	e.eventually(sk, "frontend.default.svc.80.mesh=Available")
+	e.eventually(fk, "frontend_default_svc_80.mesh=Available", "frontend-default-svc-80.mesh=Available", "frontend.default.svc.80.mesh=NotAvailable")
+
+	want := []resource.Address{
+		{Hostname: "frontend_default_svc_80.mesh", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: resource.OriginServiceTag, Name: "frontend_default_svc_80"}},
+		{Hostname: "frontend-default-svc-80.mesh", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: resource.OriginServiceTagAlias, Name: "frontend_default_svc_80"}},
+		{Hostname: "frontend.default.svc.80.mesh", Status: resource.AddressNotAvailable, Origin: resource.AddressOrigin{Kind: resource.OriginServiceTagAlias, Name: "frontend_default_svc_80"},
+			Reason: `hostname "frontend.default.svc.80.mesh" is already taken by MeshService default/squatter (from generator squat), which has precedence`},
+	}
+	if diff := cmp.Diff(want, e.get(fk).Status.(resource.ServiceStatusOf).Service().Addresses); diff != "" {
+		t.Errorf("frontend's addresses (-want +got):\n%s", diff)
+	}
+	wantSquatter := []resource.Address{{Hostname: "frontend.default.svc.80.mesh", Status: resource.AddressAvailable,
+		Origin: resource.AddressOrigin{Kind: resource.OriginHostnameGenerator, Name: "squat"},
+		Reason: "also claimed by MeshService default/frontend (an alias of its service tag), which does not get it"}}
+	if diff := cmp.Diff(wantSquatter, e.get(sk).Status.(resource.ServiceStatusOf).Service().Addresses); diff != "" {
+		t.Errorf("squatter's addresses (-want +got):\n%s", diff)
+	}
+
+	if _, err := store.Delete(context.Background(), e.st, resource.Key{Kind: resource.HostnameGenerator, Name: "squat"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(sk)
+	e.eventually(fk, "frontend_default_svc_80.mesh=Available", "frontend-default-svc-80.mesh=Available", "frontend.default.svc.80.mesh=Available")
 }
 
 // TestController_InternalVIPCollidesWithMeshServiceHostname checks seed

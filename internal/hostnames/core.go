@@ -2,10 +2,13 @@
 // it feeds HostnameGenerators and services from the cache into the pure
 // engine of internal/hostname and writes each service's status.addresses
 // (seeds 000 and 001). The InternalVIP values of MeshExternalServices (seed
-// 003) are claimed in the same per-mesh index, before generated names, and
-// listed in status.addresses with origin MeshExternalService, so that a
-// clash shows on both sides and DNS answers only the holder. It also
-// creates the default generators of seed 001.
+// 003) and the service-tag names of MeshServices with their aliases (seed
+// 004) are claimed in the same per-mesh table of names, and listed in
+// status.addresses with origin MeshExternalService, ServiceTag or
+// ServiceTagAlias, so that a clash shows on both sides. That table is the
+// one decision of who holds a name: DNS, on every instance, answers the
+// Available entries of status.addresses and decides nothing itself. It
+// also creates the default generators of seed 001.
 //
 // Core is the controller's core for the shared runner of internal/reconcile:
 // the runner tells it which resources changed, the engine re-renders only
@@ -43,7 +46,10 @@ var serviceKinds = []resource.Kind{resource.MeshService, resource.MeshExternalSe
 type Options struct {
 	// Zone is the local zone: the .Zone of services without kuma.io/zone.
 	Zone string
-	Log  *slog.Logger
+	// ServiceTagDomain is the domain of service-tag names (seed 004:
+	// frontend_default_svc_80.mesh); empty for none.
+	ServiceTagDomain string
+	Log              *slog.Logger
 	// Registerer receives the core's metrics; nil for none.
 	Registerer prometheus.Registerer
 }
@@ -122,7 +128,9 @@ func (c *Core) Observe(k resource.Key, obj *resource.Object) {
 		c.setUnavailable(k, 0)
 		return
 	}
-	c.engine.SetService(resource.HostnameServiceOf(obj))
+	s := resource.HostnameServiceOf(obj)
+	s.TagNames = hostname.ServiceTagNames(resource.ServiceTags(obj), c.o.ServiceTagDomain)
+	c.engine.SetService(s)
 	c.changed = append(c.changed, k)
 }
 
@@ -183,7 +191,7 @@ func (c *Core) Owns(k resource.Kind) store.StatusPatch {
 // Decide implements reconcile.Core.
 func (c *Core) Decide(obj *resource.Object, st resource.Status) []store.Op {
 	addrs, _ := c.engine.Addresses(resource.HostnameKey(obj.Key()))
-	want := toAddresses(obj, addrs)
+	want := c.toAddresses(obj, addrs)
 	c.setUnavailable(obj.Key(), countUnavailable(want))
 	st.(resource.ServiceStatusOf).Service().Addresses = want
 	return nil
@@ -229,19 +237,34 @@ func countUnavailable(addrs []resource.Address) int {
 }
 
 // toAddresses converts the engine's addresses of obj to status.addresses.
-func toAddresses(obj *resource.Object, addrs []hostname.Address) []resource.Address {
+func (c *Core) toAddresses(obj *resource.Object, addrs []hostname.Address) []resource.Address {
 	if len(addrs) == 0 {
 		return nil
 	}
+	var tags []hostname.TagName // the tag of each service-tag name, when asked for
 	out := make([]resource.Address, len(addrs))
 	for i, a := range addrs {
 		status := resource.AddressNotAvailable
 		if a.Available {
 			status = resource.AddressAvailable
 		}
-		origin := resource.AddressOrigin{Kind: OriginKind, Name: a.Generator}
-		if a.Own {
+		var origin resource.AddressOrigin
+		switch a.Source {
+		case hostname.InternalVIP:
 			origin = resource.AddressOrigin{Kind: resource.OriginInternalVIP, Name: obj.Name}
+		case hostname.ServiceTag, hostname.ServiceTagAlias:
+			if tags == nil {
+				tags = hostname.ServiceTagNames(resource.ServiceTags(obj), c.o.ServiceTagDomain)
+			}
+			origin.Kind = resource.OriginServiceTag
+			if a.Source == hostname.ServiceTagAlias {
+				origin.Kind = resource.OriginServiceTagAlias
+			}
+			if j := slices.IndexFunc(tags, func(n hostname.TagName) bool { return n.Host == a.Hostname }); j >= 0 {
+				origin.Name = tags[j].Tag
+			}
+		default:
+			origin = resource.AddressOrigin{Kind: OriginKind, Name: a.Generator}
 		}
 		out[i] = resource.Address{Hostname: a.Hostname, Status: status, Origin: origin, Reason: a.Reason}
 	}

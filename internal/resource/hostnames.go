@@ -61,3 +61,19 @@ func InternalVIPs(obj *Object) []string {
 func HostnameKey(k Key) hostname.ServiceKey {
 	return hostname.ServiceKey{Kind: string(k.Kind), Mesh: k.Mesh, Name: k.Name}
 }
+
+// ServiceTags returns the values of the ServiceTag identities of a
+// MeshService (seed 004), in spec order, or nil.
+func ServiceTags(obj *Object) []string {
+	spec, ok := obj.Spec.(*MeshServiceSpec)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, id := range spec.Identities {
+		if id.Type == IdentityServiceTag && id.Value != "" {
+			out = append(out, id.Value)
+		}
+	}
+	return out
+}

@@ -8,12 +8,18 @@ const (
 	AddressNotAvailable = "NotAvailable"
 )
 
-// Origin kinds of addresses: a HostnameGenerator rendered the name, or a
+// Origin kinds of addresses: a HostnameGenerator rendered the name; a
 // MeshExternalService wrote it as the value of an InternalVIP match (seed
-// 003; the origin's name is then the service's own).
+// 003; the origin's name is then the service's own); or a ServiceTag
+// identity of a MeshService gives it, as <tag>.<dns.serviceTagDomain> or
+// as one of that name's DNS-compliant aliases (seed 004; the origin's name
+// is then the tag). The hostnames controller decides them all, in one
+// table of names per mesh.
 const (
 	OriginHostnameGenerator = "HostnameGenerator"
 	OriginInternalVIP       = "MeshExternalService"
+	OriginServiceTag        = "ServiceTag"
+	OriginServiceTagAlias   = "ServiceTagAlias"
 )
 
 // VIP types (seed 000).

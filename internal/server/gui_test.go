@@ -110,7 +110,7 @@ func tableOf(objs []*resource.Object) *dnsserver.Server {
 	return srv
 }
 
-var testTableOptions = dnsserver.TableOptions{TTL: 10, Domains: []string{"mesh.local", "mesh"}, ServiceTagDomain: "mesh"}
+var testTableOptions = dnsserver.TableOptions{TTL: 10, Domains: []string{"mesh.local", "mesh"}}
 
 func meshService(mesh, name string, vip string, port string, addrs ...resource.Address) *resource.Object {
 	spec := &resource.MeshServiceSpec{Ports: []resource.Port{{Name: port, Port: 80, AppProtocol: resource.ProtocolHTTP}}}

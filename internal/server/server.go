@@ -119,7 +119,7 @@ func (s *Server) Run(ctx context.Context) error {
 		UpstreamTimeout: s.cfg.DNS.UpstreamTimeout.D(), Log: s.log.With("component", "dns"), Registerer: reg,
 	})
 	tableOpts := dnsserver.TableOptions{
-		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain,
+		TTL: uint32(s.cfg.DNS.TTL.D() / time.Second), Domains: s.cfg.DNS.Domains,
 		Global: s.cfg.Mode == config.ModeGlobal,
 	}
 	builder := dnsserver.NewBuilder(c, dnsSrv, tableOpts)
@@ -367,7 +367,7 @@ func (s *Server) cores(reg prometheus.Registerer, log *slog.Logger) ([]reconcile
 		return nil, err
 	}
 	return []reconcile.Core{
-		hostnames.New(hostnames.Options{Zone: s.cfg.Zone, Log: log.With("component", "hostnames"), Registerer: reg}),
+		hostnames.New(hostnames.Options{Zone: s.cfg.Zone, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain, Log: log.With("component", "hostnames"), Registerer: reg}),
 		vips.New(vips.Options{Zone: s.cfg.Zone, Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: log.With("component", "vips"), Registerer: reg}),
 		meshservices.New(meshservices.CoreOptions{Options: s.serviceOptions(), Log: log.With("component", "meshservices"), Registerer: reg}),
 		extsvc.New(extsvc.Options{Log: log.With("component", "extsvc"), Registerer: reg}),

@@ -74,7 +74,10 @@ func TestDNS_AnswersWithinMillisecondsOfStatus(t *testing.T) {
 	for {
 		addrs, _ := addresses(t, p.api, "meshservices", "shop")
 		ips, _ := serviceVIPs(p.api, "shop")
-		if len(ips) == 1 && len(addrs) == 2 && addrs[1].Hostname == "retail.web.mesh.local" && addrs[1].Status == "Available" {
+		// The two generated names, then the service-tag name and its two
+		// aliases, which the hostnames controller decides with them.
+		if len(ips) == 1 && len(addrs) == 5 && addrs[1].Hostname == "retail.web.mesh.local" && addrs[1].Status == "Available" &&
+			addrs[2].Hostname == "shop_default_svc_80.mesh" && addrs[2].Status == "Available" {
 			vip = ips[0]
 			break
 		}

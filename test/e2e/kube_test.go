@@ -208,7 +208,9 @@ spec:
 	}()
 	waitMS(t, p.api, "web.shop", "hostname and ClusterIP", 30*time.Second, func(m *msView) bool {
 		return m != nil && len(m.Status.VIPs) == 1 && m.Status.VIPs[0].IP == ip && m.Status.VIPs[0].Type == "Kubernetes" &&
-			len(m.Status.Addresses) == 1 && m.Status.Addresses[0].Hostname == "web.shop.svc.mesh.local" && m.Status.Addresses[0].Status == "Available"
+			// The generated name, then the service tag's name and aliases.
+			len(m.Status.Addresses) == 4 && m.Status.Addresses[0].Hostname == "web.shop.svc.mesh.local" && m.Status.Addresses[0].Status == "Available" &&
+			m.Status.Addresses[1].Hostname == "web_shop_svc_80.mesh" && m.Status.Addresses[1].Status == "Available"
 	})
 	for _, name := range []string{"web.shop.svc.mesh.local", "web_shop_svc_80.mesh", "web-shop-svc-80.mesh", "web.shop.svc.80.mesh"} {
 		waitDNS(t, p.dns, name, ip)
