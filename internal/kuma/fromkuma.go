@@ -272,7 +272,11 @@ func (f *from) tls(t *TLS, p validate.Path) *resource.ExternalTLS {
 		f.refuse(vp.Field("mode"), "must be one of Secured, SkipSAN, got %q", v.Mode)
 	}
 	if v.ServerName != nil {
-		f.refuse(vp.Field("serverName"), "meshnames keeps no server name (the external services design record has none): remove it")
+		if *v.ServerName == "" {
+			// Kuma refuses it too: no server name is not a DNS name.
+			f.refuse(vp.Field("serverName"), "must not be empty: the server name the proxy sends (SNI)")
+		}
+		ver.ServerName = *v.ServerName
 	}
 	for i, san := range v.SubjectAltNames {
 		if san.Type != "" && san.Type != "Exact" {
@@ -280,7 +284,7 @@ func (f *from) tls(t *TLS, p validate.Path) *resource.ExternalTLS {
 		}
 		ver.SubjectAltNames = append(ver.SubjectAltNames, san.Value)
 	}
-	if ver.Skip || len(ver.SubjectAltNames) > 0 {
+	if ver.Skip || ver.ServerName != "" || len(ver.SubjectAltNames) > 0 {
 		out.Verification = ver
 	}
 	out.CACert = f.source(v.CACert, vp.Field("caCert"))

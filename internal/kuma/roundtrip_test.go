@@ -86,7 +86,7 @@ func (g gen) tls() *resource.ExternalTLS {
 		t.Version = &resource.TLSVersion{Min: pickOf(g, "", resource.TLSAuto, resource.TLS10, resource.TLS12), Max: pickOf(g, "", resource.TLSAuto, resource.TLS13)}
 	}
 	if g.coin() {
-		t.Verification = &resource.TLSVerification{Skip: g.coin()}
+		t.Verification = &resource.TLSVerification{Skip: g.coin(), ServerName: pickOf(g, "", "httpbin.org")}
 		for range g.pick(3) {
 			t.Verification.SubjectAltNames = append(t.Verification.SubjectAltNames, pickOf(g, "httpbin.org", "spiffe://x/y"))
 		}

@@ -192,7 +192,7 @@ type TLSVersion struct {
 // Verification is Kuma's certificate verification.
 type Verification struct {
 	Mode            string        `json:"mode,omitempty"`
-	ServerName      *string       `json:"serverName,omitempty"` // Kuma only: refused
+	ServerName      *string       `json:"serverName,omitempty"`
 	SubjectAltNames []SAN         `json:"subjectAltNames,omitempty"`
 	CACert          *SecureSource `json:"caCert,omitempty"`
 	ClientCert      *SecureSource `json:"clientCert,omitempty"`

@@ -240,6 +240,10 @@ func (v *view) tls(t *resource.ExternalTLS, p validate.Path) *TLS {
 			if sv.Skip {
 				ver.Mode = "SkipSAN"
 			}
+			if sv.ServerName != "" {
+				name := sv.ServerName
+				ver.ServerName = &name
+			}
 			for _, san := range sv.SubjectAltNames {
 				ver.SubjectAltNames = append(ver.SubjectAltNames, SAN{Type: "Exact", Value: san})
 			}

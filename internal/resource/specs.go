@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -455,9 +456,13 @@ type TLSVersion struct {
 	Max string `json:"max,omitempty"`
 }
 
-// TLSVerification configures certificate verification.
+// TLSVerification configures certificate verification. ServerName is
+// the server name (SNI) the proxy sends and, without SubjectAltNames,
+// the name it checks the certificate for; Kuma's field of that name, which
+// seed 003 does not have.
 type TLSVerification struct {
 	Skip            bool     `json:"skip,omitempty"`
+	ServerName      string   `json:"serverName,omitempty"`
 	SubjectAltNames []string `json:"subjectAltNames,omitempty"`
 }
 
@@ -492,7 +497,7 @@ func (s *MeshExternalServiceSpec) Default() {
 	// An empty verification or version says nothing: store it as absent,
 	// so that equal intent stores as an equal spec.
 	if t := s.Destination.TLS; t != nil {
-		if v := t.Verification; v != nil && !v.Skip && len(v.SubjectAltNames) == 0 {
+		if v := t.Verification; v != nil && !v.Skip && v.ServerName == "" && len(v.SubjectAltNames) == 0 {
 			t.Verification = nil
 		}
 		if v := t.Version; v != nil && v.Min == "" && v.Max == "" {
@@ -515,7 +520,7 @@ func (s *MeshExternalServiceSpec) CloneSpec() Spec {
 				ct.Version = &v
 			}
 			if t.Verification != nil {
-				ct.Verification = &TLSVerification{Skip: t.Verification.Skip, SubjectAltNames: slices.Clone(t.Verification.SubjectAltNames)}
+				ct.Verification = &TLSVerification{Skip: t.Verification.Skip, ServerName: t.Verification.ServerName, SubjectAltNames: slices.Clone(t.Verification.SubjectAltNames)}
 			}
 			ct.CACert, ct.ClientCert, ct.ClientKey = t.CACert.clone(), t.ClientCert.clone(), t.ClientKey.clone()
 			cd.TLS = &ct
@@ -547,6 +552,23 @@ func (s *MeshExternalServiceSpec) ClusterNames(name string) []string {
 		out[i] = name + "_" + strconv.Itoa(p)
 	}
 	return out
+}
+
+// Data returns the certificate or key a data source holds in the
+// document: the decoded inline bytes or the inline string. It returns
+// false for a secret (meshnames keeps no secrets) and for inline data
+// that does not decode (refused by validation).
+func (d *DataSource) Data() ([]byte, bool) {
+	switch {
+	case d == nil:
+		return nil, false
+	case d.Inline != nil:
+		b, err := base64.StdEncoding.DecodeString(*d.Inline)
+		return b, err == nil && len(b) > 0
+	case d.InlineString != nil:
+		return []byte(*d.InlineString), *d.InlineString != ""
+	}
+	return nil, false
 }
 
 func (d *DataSource) clone() *DataSource {

@@ -1,7 +1,6 @@
 package resource
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -211,36 +210,6 @@ func portName(s string) string {
 		return "must contain at least one letter: a port name that is all digits reads as a port number (write a number without quotes)"
 	}
 	return ""
-}
-
-// checkDataSource checks a certificate or key given inline (base64), as an
-// inline string, or as the name of a secret: exactly one of them.
-func checkDataSource(errs *validate.Errors, p validate.Path, d *DataSource) {
-	n := 0
-	if d.Inline != nil {
-		n++
-		switch b, err := base64.StdEncoding.DecodeString(*d.Inline); {
-		case err != nil:
-			errs.Addf(p.Field("inline"), "must be base64-encoded data: %v", err)
-		case len(b) == 0:
-			errs.Add(p.Field("inline"), "must not be empty")
-		}
-	}
-	if d.InlineString != nil {
-		n++
-		if *d.InlineString == "" {
-			errs.Add(p.Field("inlineString"), "must not be empty")
-		}
-	}
-	if d.Secret != nil {
-		n++
-		if *d.Secret == "" {
-			errs.Add(p.Field("secret"), "must not be empty: the name of a secret")
-		}
-	}
-	if n != 1 {
-		errs.Addf(p, "must set exactly one of inline, inlineString or secret, got %d", n)
-	}
 }
 
 // checkIP parses an IP address without an IPv6 zone.
@@ -670,60 +639,14 @@ func checkEndpoint(errs *validate.Errors, p validate.Path, e ExternalEndpoint) {
 	}
 }
 
-func checkTLS(errs *validate.Errors, p validate.Path, t *ExternalTLS) {
-	if v := t.Version; v != nil {
-		vp := p.Field("version")
-		minOK, maxOK := true, true
-		if v.Min != "" {
-			msg := validate.OneOf(v.Min, tlsVersions...)
-			errs.Check(vp.Field("min"), msg)
-			minOK = msg == ""
-		}
-		if v.Max != "" {
-			msg := validate.OneOf(v.Max, tlsVersions...)
-			errs.Check(vp.Field("max"), msg)
-			maxOK = msg == ""
-		}
-		// TLS_AUTO sorts first, so it takes part in no comparison; the
-		// specific versions are listed in order.
-		if minOK && maxOK && v.Min != "" && v.Max != "" && v.Min != TLSAuto && v.Max != TLSAuto &&
-			slices.Index(tlsVersions, v.Min) > slices.Index(tlsVersions, v.Max) {
-			errs.Addf(vp.Field("min"), "must not be above max: %s is newer than %s", v.Min, v.Max)
-		}
-	}
-	if v := t.Verification; v != nil {
-		sp := p.Field("verification").Field("subjectAltNames")
-		if checkCount(errs, sp, len(v.SubjectAltNames), MaxSubjectAltNames) {
-			for i, san := range v.SubjectAltNames {
-				if san == "" {
-					errs.Add(sp.Index(i), "must not be empty")
-				}
-			}
-		}
-	}
-	for _, ds := range []struct {
-		name string
-		d    *DataSource
-	}{{"caCert", t.CACert}, {"clientCert", t.ClientCert}, {"clientKey", t.ClientKey}} {
-		if ds.d != nil {
-			checkDataSource(errs, p.Field(ds.name), ds.d)
-		}
-	}
-	// A client certificate is useless without its key, and the reverse.
-	if t.ClientCert != nil && t.ClientKey == nil {
-		errs.Add(p.Field("clientKey"), "must be set when clientCert is set")
-	}
-	if t.ClientKey != nil && t.ClientCert == nil {
-		errs.Add(p.Field("clientCert"), "must be set when clientKey is set")
-	}
-}
-
 // Warnings returns advice about a valid object that is probably not what the
 // user meant; each entry starts with the field it concerns. It covers two
 // MeshExternalService notes of seed 003: at the TCP level the proxy cannot
 // tell domains apart, so a tcp match on a port where every match is a Domain
 // captures all traffic to that port; and subjectAltNames take no effect
-// when verification is skipped.
+// when verification is skipped. It also says when a TLS data source names
+// a secret, which meshnames does not keep: the service is not served to
+// proxies (internal/xds).
 func Warnings(o *Object) []string {
 	s, ok := o.Spec.(*MeshExternalServiceSpec)
 	if !ok || s == nil {
@@ -746,6 +669,16 @@ func Warnings(o *Object) []string {
 	if d := s.Destination; d != nil && d.TLS != nil && d.TLS.Verification != nil &&
 		d.TLS.Verification.Skip && len(d.TLS.Verification.SubjectAltNames) > 0 {
 		warnings = append(warnings, "spec.destination.tls.verification.subjectAltNames: not checked, because verification.skip is true")
+	}
+	if d := s.Destination; d != nil && d.Type == DestinationRegular && d.TLS != nil && d.TLS.Enabled {
+		for _, ds := range []struct {
+			name string
+			d    *DataSource
+		}{{"caCert", d.TLS.CACert}, {"clientCert", d.TLS.ClientCert}, {"clientKey", d.TLS.ClientKey}} {
+			if ds.d != nil && ds.d.Secret != nil {
+				warnings = append(warnings, "spec.destination.tls."+ds.name+".secret: meshnames keeps no secrets, so proxies are not sent this service; give the data as inline or inlineString")
+			}
+		}
 	}
 	return warnings
 }

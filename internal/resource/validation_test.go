@@ -341,7 +341,7 @@ destination:
     config:
       arn: arn:aws:lambda:us-west-2:123456789012:function:my-function
 `), nil},
-		{"RegularEverything", extsvc(`
+		{"RegularEverything", withTLS(extsvc(`
 match:
 - {type: InternalVIP, value: example.ext.svc.local, port: 80, protocol: http}
 - {type: Domain, value: httpbin.com, port: 80, protocol: HTTP}
@@ -370,13 +370,14 @@ destination:
       subjectAltNames:
       - example.com
       - spiffe://example.local/ns/local
+      serverName: example.com
     caCert:
-      inline: aGVsbG8=
+      inline: $CA
     clientCert:
       secret: client-cert
     clientKey:
-      inlineString: "-----BEGIN PRIVATE KEY-----"
-`), nil},
+      inlineString: $KEY_STRING
+`)), nil},
 		{"TLSAutoAndSpecific", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 443}\ndestination:\n  type: Regular\n  endpoints: [{address: 1.1.1.1, port: 443}]\n  tls:\n    version: {min: TLS_AUTO, max: TLSv1_0}\n"), nil},
 		{"TLSMinEqualsMax", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 443}\ndestination:\n  type: Regular\n  endpoints: [{address: 1.1.1.1, port: 443}]\n  tls:\n    version: {min: TLSv1_2, max: TLSv1_2}\n"), nil},
 		{"PassthroughExplicit", extsvc("match:\n- {type: CIDR, value: 0.0.0.0/0, port: 443, protocol: tls}\ndestination:\n  type: Passthrough\n"), nil},
@@ -524,7 +525,7 @@ func TestMeshExternalService_TLS(t *testing.T) {
 		{"SubjectAltNameEmpty", tls("verification:\n  subjectAltNames: [a.com, '']\n"), []v{{"spec.destination.tls.verification.subjectAltNames[1]", "must not be empty"}}},
 		{"TooManySubjectAltNames", tls("verification:\n  subjectAltNames:\n" + sans.String()), []v{{"spec.destination.tls.verification.subjectAltNames", "at most 64 entries, got 65"}}},
 		{"DataSourceEmpty", tls("caCert: {}\n"), []v{{"spec.destination.tls.caCert", "must set exactly one of inline, inlineString or secret, got 0"}}},
-		{"DataSourceTwo", tls("caCert: {inline: aGVsbG8=, secret: ca}\n"), []v{{"spec.destination.tls.caCert", "got 2"}}},
+		{"DataSourceTwo", tls(withTLS("caCert: {inline: $CA, secret: ca}\n")), []v{{"spec.destination.tls.caCert", "got 2"}}},
 		{"DataSourceBadBase64", tls("caCert: {inline: 'not base64!'}\n"), []v{{"spec.destination.tls.caCert.inline", "must be base64-encoded data"}}},
 		{"DataSourceEmptyInline", tls("caCert: {inline: ''}\n"), []v{{"spec.destination.tls.caCert.inline", "must not be empty"}}},
 		{"DataSourceEmptyInlineString", tls("caCert: {inlineString: ''}\n"), []v{{"spec.destination.tls.caCert.inlineString", "must not be empty"}}},
@@ -576,6 +577,11 @@ func TestWarnings(t *testing.T) {
 			[]string{"spec.destination.tls.verification.subjectAltNames: not checked, because verification.skip is true"}},
 		{"VerifiedSubjectAltNames", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 443}\ndestination:\n  type: Regular\n  endpoints: [{address: 1.1.1.1, port: 443}]\n" +
 			"  tls:\n    verification: {subjectAltNames: [a.com]}\n"), nil},
+		{"SecretNotServed", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 443}\ndestination:\n  type: Regular\n  endpoints: [{address: 1.1.1.1, port: 443}]\n" +
+			"  tls:\n    enabled: true\n    caCert: {secret: ca}\n"),
+			[]string{"spec.destination.tls.caCert.secret: meshnames keeps no secrets, so proxies are not sent this service"}},
+		{"SecretWithTLSOff", extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 443}\ndestination:\n  type: Regular\n  endpoints: [{address: 1.1.1.1, port: 443}]\n" +
+			"  tls:\n    caCert: {secret: ca}\n"), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -879,10 +885,10 @@ var validDocs = map[string]string{
 	"MeshService": msvc("selector:\n  dataplane:\n    tags: {kuma.io/service: redis}\nports:\n- {name: redis, port: 6379, targetPort: redis, appProtocol: TCP}\n- {port: 8080, targetPort: 80}\n" +
 		"identities:\n- {type: ServiceTag, value: redis}\nstate: Available\nexport: {mode: All}\n"),
 	"MeshServiceDataplaneLabels": msvc("selector:\n  dataplaneLabels: {labels: {app: redis}}\n"),
-	"MeshExternalService": extsvc("match:\n- {type: InternalVIP, value: api.ext.local, port: 443, protocol: tls}\n- {type: CIDR, value: 10.0.0.0/8, port: 80}\n" +
+	"MeshExternalService": withTLS(extsvc("match:\n- {type: InternalVIP, value: api.ext.local, port: 443, protocol: tls}\n- {type: CIDR, value: 10.0.0.0/8, port: 80}\n" +
 		"destination:\n  type: Regular\n  endpoints:\n  - {address: 'unix:///run/a.sock'}\n  - {address: api.example.com, port: 443}\n" +
 		"  tls:\n    enabled: true\n    version: {min: TLS_AUTO, max: TLSv1_3}\n    verification: {skip: false, subjectAltNames: [api.example.com]}\n" +
-		"    caCert: {inline: aGVsbG8=}\n    clientCert: {inlineString: cert}\n    clientKey: {secret: key}\n"),
+		"    caCert: {inline: $CA}\n    clientCert: {inlineString: $CERT_STRING}\n    clientKey: {secret: key}\n")),
 	"MeshExternalServiceExtension": extsvc("match:\n- {type: IP, value: 1.1.1.1, port: 80}\ndestination:\n  type: Extension\n" +
 		"  extension:\n    type: Lambda\n    config: {arn: 'arn:aws:lambda:x', retries: 3, nested: {list: [1, 2.5, true, null]}}\n"),
 	"MeshMultiZoneService": mzsvc("selector:\n  meshService:\n    matchLabels: {kuma.io/display-name: backend}\nports:\n- {port: 80, name: http, appProtocol: http}\n"),

@@ -13,6 +13,7 @@ import (
 	pb "github.com/meshnames/meshnames/api/zonesync/v1"
 	"github.com/meshnames/meshnames/internal/admission"
 	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store/storetest"
 )
 
 // The property of the MeshService multizone design record that nothing a
@@ -480,7 +481,7 @@ func (g docGen) externalService() *resource.MeshExternalServiceSpec {
 				dest.Endpoints = append(dest.Endpoints, e)
 			}
 			if g.chance(0.5) {
-				ca := base64.StdEncoding.EncodeToString([]byte("a certificate"))
+				ca := base64.StdEncoding.EncodeToString([]byte(storetest.CACertPEM))
 				secret := g.subdomain(253)
 				dest.TLS = &resource.ExternalTLS{Enabled: true, Version: &resource.TLSVersion{Min: resource.TLS12, Max: resource.TLS13},
 					Verification: &resource.TLSVerification{SubjectAltNames: []string{g.subdomain(100)}},

@@ -60,7 +60,7 @@ func sample(k resource.Kind, name string) *resource.Object {
 		o = meshService(mesh, name)
 		o.Status = serviceStatus(name + ".svc.mesh.local")
 	case resource.MeshExternalService:
-		inline := "-----BEGIN CERTIFICATE-----"
+		inline := CACertPEM
 		o = &resource.Object{Mesh: mesh,
 			Spec: &resource.MeshExternalServiceSpec{
 				Match: []resource.ExternalMatch{{Type: resource.MatchDomain, Value: "api.example.com", Port: 443, Protocol: resource.ProtocolTLS}},
@@ -100,3 +100,18 @@ func sample(k resource.Kind, name string) *resource.Object {
 	}
 	return o
 }
+
+// CACertPEM is a CA certificate (test data, EC P-256, valid until 2126)
+// for documents whose TLS data must parse, as validation wants.
+const CACertPEM = `-----BEGIN CERTIFICATE-----
+MIIBgDCCASegAwIBAgIUYJSDOZjISprH2l0IAxLU0X6+acMwCgYIKoZIzj0EAwIw
+FTETMBEGA1UEAwwKZXhhbXBsZSBDQTAgFw0yNjEyMDQwNTQ5NTFaGA8yMTI2MTEx
+MDA1NDk1MVowFTETMBEGA1UEAwwKZXhhbXBsZSBDQTBZMBMGByqGSM49AgEGCCqG
+SM49AwEHA0IABGvQp5ldPeQIXbwL0HnogbJWxLJFrelpkXi3czb6+yt5KhF3A2J0
+aL5mqoNMBXS3uZ7gmdOdYIs2x/dPRXbEGOyjUzBRMB0GA1UdDgQWBBQJ2faZHsbx
+E5P93CUj6NsRy/x2NDAfBgNVHSMEGDAWgBQJ2faZHsbxE5P93CUj6NsRy/x2NDAP
+BgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0cAMEQCIBrmrp06M4LGbN0My8Us
+eUW4s5vqV8/+ds7sWUES15miAiBg3YBOu5WJN8dE2p2bR31WGJhSUcrJno8SFHLC
+lqUP6A==
+-----END CERTIFICATE-----
+`
