@@ -5,37 +5,61 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
-// Builder keeps one table per mesh in step with the cache. Every
+// Builder keeps one table per active mesh in step with the cache. Every
 // instance runs one: proxies connect to any instance, leader or not.
+//
+// A mesh is active while a proxy of it is connected here (or was, within
+// IdleGrace), or an inspection asks for it: its first proxy waits for the
+// mesh's table to be built; later ones share it. A mesh no proxy uses
+// costs nothing here: no resources, no indexes, no work on its changes.
 type Builder struct {
 	cache *cache.Cache
 	zone  string
 
-	mu     sync.RWMutex
-	meshes map[string]*meshTable
-
-	// ready is closed once the first full build is done.
-	ready chan struct{}
+	// IdleGrace is how long a mesh's table outlives its last proxy, so
+	// that reconnecting proxies find it built.
+	IdleGrace time.Duration
 	// Built, when set, is called after each batch is applied (tests).
 	Built func()
-
 	// IngressesOf, when set, gives the advertised addresses of a zone's
 	// ZoneIngresses instead of the cache (tests).
 	IngressesOf func(c *cache.Cache, zone string) []netip.AddrPort
 
-	ix    *endpointIndex // builder goroutine only
-	zones *zoneIndex     // builder goroutine only
+	mu sync.Mutex
+	// meshes are the built tables; active the meshes whose changes are
+	// followed (built, or being built).
+	meshes map[string]*meshTable
+	active map[string]bool
+
+	ready       chan struct{} // closed once the cache is synced
+	activations chan activation
+
+	states map[string]*meshState // builder goroutine only
+}
+
+// meshState is what the builder keeps of an active mesh.
+type meshState struct {
+	t     *meshTable
+	ix    *endpointIndex
+	zones *zoneIndex
+}
+
+type activation struct {
+	mesh string
+	done chan struct{}
 }
 
 // NewBuilder returns a builder over c for a control plane of zone.
 func NewBuilder(c *cache.Cache, zone string) *Builder {
-	return &Builder{cache: c, zone: zone, meshes: map[string]*meshTable{}, ready: make(chan struct{}), ix: newEndpointIndex(), zones: newZoneIndex()}
+	return &Builder{cache: c, zone: zone, IdleGrace: time.Minute, meshes: map[string]*meshTable{}, active: map[string]bool{},
+		ready: make(chan struct{}), activations: make(chan activation), states: map[string]*meshState{}}
 }
 
 // serviceKinds are the kinds proxies get resources for.
@@ -50,8 +74,10 @@ func (b *Builder) Run(ctx context.Context) error {
 	q := reconcile.New[resource.Key]()
 	defer q.Close()
 	cancel := b.cache.Subscribe(func(keys []resource.Key) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
 		for _, k := range keys {
-			if watched(k.Kind) {
+			if watched(k.Kind) && b.active[k.Mesh] {
 				q.Add(k)
 			}
 		}
@@ -60,24 +86,104 @@ func (b *Builder) Run(ctx context.Context) error {
 	if !b.cache.WaitSynced(ctx) {
 		return nil
 	}
-	var all []resource.Key
-	b.cache.Scan(cache.Query{Kind: resource.Dataplane, Unordered: true}, func(o *resource.Object) { all = append(all, o.Key()) })
-	for _, k := range serviceKinds {
-		b.cache.Scan(cache.Query{Kind: k, Unordered: true}, func(o *resource.Object) { all = append(all, o.Key()) })
-	}
-	b.apply(all)
 	close(b.ready)
+	idle := time.NewTicker(max(b.IdleGrace/2, 10*time.Millisecond))
+	defer idle.Stop()
 	for {
-		keys := q.Next(ctx)
-		if keys == nil {
+		select {
+		case <-ctx.Done():
 			return nil
+		case a := <-b.activations:
+			b.activate(a.mesh)
+			close(a.done)
+		case <-q.Ready():
+			if keys := q.Take(); keys != nil {
+				b.apply(keys)
+			}
+		case now := <-idle.C:
+			b.deactivateIdle(now)
 		}
-		b.apply(keys)
 	}
 }
 
-// Ready is closed once the builder has built every mesh's table.
+// Ready is closed once the builder follows the cache.
 func (b *Builder) Ready() <-chan struct{} { return b.ready }
+
+// acquire returns the built table of mesh, building it first when no
+// proxy uses it yet; release it when done.
+func (b *Builder) acquire(ctx context.Context, mesh string) (*meshTable, error) {
+	for {
+		b.mu.Lock()
+		if t := b.meshes[mesh]; t != nil {
+			t.refs++
+			b.mu.Unlock()
+			return t, nil
+		}
+		b.mu.Unlock()
+		a := activation{mesh: mesh, done: make(chan struct{})}
+		select {
+		case b.activations <- a:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// release ends a use of t that acquire began.
+func (b *Builder) release(t *meshTable) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t.refs--; t.refs == 0 {
+		t.idleSince = time.Now()
+	}
+}
+
+// activate builds the table of mesh from the cache (builder goroutine).
+// Changes to the mesh are followed from before the scan, so none is
+// missed; those the scan already saw are applied again, to no effect.
+func (b *Builder) activate(mesh string) {
+	if b.states[mesh] != nil {
+		return
+	}
+	b.mu.Lock()
+	b.active[mesh] = true
+	b.mu.Unlock()
+	st := &meshState{t: newMeshTable(), ix: newEndpointIndex(), zones: newZoneIndex()}
+	b.states[mesh] = st
+	b.cache.Scan(cache.Query{Kind: resource.Dataplane, Mesh: mesh, Unordered: true}, func(o *resource.Object) {
+		st.ix.dataplaneChanged(o.Key(), o)
+	})
+	changed := map[string]bool{}
+	for _, kind := range serviceKinds { // MeshServices before the multi-zone services that take their endpoints
+		var keys []resource.Key
+		b.cache.Scan(cache.Query{Kind: kind, Mesh: mesh, Unordered: true}, func(o *resource.Object) { keys = append(keys, o.Key()) })
+		for _, k := range keys {
+			b.render(k, changed)
+		}
+	}
+	b.mu.Lock()
+	b.meshes[mesh] = st.t
+	st.t.idleSince = time.Now()
+	b.mu.Unlock()
+}
+
+// deactivateIdle drops the tables no proxy has used for IdleGrace.
+func (b *Builder) deactivateIdle(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for mesh, t := range b.meshes {
+		if t.refs == 0 && now.Sub(t.idleSince) >= b.IdleGrace {
+			delete(b.meshes, mesh)
+			delete(b.active, mesh)
+			delete(b.states, mesh)
+		}
+	}
+}
 
 // apply re-renders what keys touch and wakes the streams of the meshes
 // that changed.
@@ -85,13 +191,17 @@ func (b *Builder) apply(keys []resource.Key) {
 	services := map[resource.Key]bool{}
 	proxies := map[resource.Key]bool{}
 	for _, k := range keys {
+		st := b.states[k.Mesh]
+		if st == nil {
+			continue // the mesh went idle since the key was queued
+		}
 		if k.Kind != resource.Dataplane {
 			services[k] = true
 			continue
 		}
 		proxies[k] = true
 		dp, _ := b.cache.Peek(k)
-		for _, s := range b.ix.dataplaneChanged(k, dp) {
+		for _, s := range st.ix.dataplaneChanged(k, dp) {
 			services[s] = true
 		}
 	}
@@ -111,7 +221,7 @@ func (b *Builder) apply(keys []resource.Key) {
 		b.render(k, changed)
 	}
 	for mesh := range changed {
-		t := b.table(mesh, false)
+		t := b.states[mesh].t
 		t.mu.RLock()
 		t.wake()
 		t.mu.RUnlock()
@@ -120,15 +230,14 @@ func (b *Builder) apply(keys []resource.Key) {
 		if changed[k.Mesh] {
 			continue // its streams were woken with the mesh
 		}
-		if t := b.table(k.Mesh, false); t != nil {
-			t.mu.RLock()
-			for s := range t.streams {
-				if s.proxy.Name == k.Name {
-					s.poke()
-				}
+		t := b.states[k.Mesh].t
+		t.mu.RLock()
+		for s := range t.streams {
+			if s.proxy.Name == k.Name {
+				s.poke()
 			}
-			t.mu.RUnlock()
 		}
+		t.mu.RUnlock()
 	}
 	if b.Built != nil {
 		b.Built()
@@ -139,22 +248,20 @@ func (b *Builder) apply(keys []resource.Key) {
 // mesh changed when a proxy sees a difference. It returns the multi-zone
 // services that take endpoints from k.
 func (b *Builder) render(k resource.Key, changed map[string]bool) set[resource.Key] {
+	st := b.states[k.Mesh]
 	var dependents set[resource.Key]
 	obj, ok := b.cache.Peek(k)
 	var svc *Service
 	if ok {
 		if k.Kind == resource.MeshService {
-			dependents = b.zones.feeds[b.memberOf(obj)]
+			dependents = st.zones.feeds[b.memberOf(obj)]
 		}
-		svc = b.service(obj)
+		svc = b.service(st, obj)
 	} else {
-		b.ix.serviceGone(k)
-		b.zones.forget(k)
+		st.ix.serviceGone(k)
+		st.zones.forget(k)
 	}
-	t := b.table(k.Mesh, svc != nil)
-	if t == nil {
-		return dependents
-	}
+	t := st.t
 	var rs []Resource
 	var labels map[string]string
 	if svc != nil {
@@ -168,25 +275,8 @@ func (b *Builder) render(k resource.Key, changed map[string]bool) set[resource.K
 	return dependents
 }
 
-// table returns the table of mesh, made when create is set.
-func (b *Builder) table(mesh string, create bool) *meshTable {
-	b.mu.RLock()
-	t := b.meshes[mesh]
-	b.mu.RUnlock()
-	if t != nil || !create {
-		return t
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if t = b.meshes[mesh]; t == nil {
-		t = newMeshTable()
-		b.meshes[mesh] = t
-	}
-	return t
-}
-
 // service reads what proxies need of a service object.
-func (b *Builder) service(o *resource.Object) *Service {
+func (b *Builder) service(st *meshState, o *resource.Object) *Service {
 	s := &Service{Key: o.Key(), Labels: o.Labels}
 	if st, ok := o.Status.(interface {
 		Service() *resource.ServiceStatus
@@ -210,23 +300,23 @@ func (b *Builder) service(o *resource.Object) *Service {
 		}
 		k := o.Key()
 		if b.local(o) {
-			s.Endpoints = b.ix.endpoints(b.cache, o, spec, b.zone)
+			s.Endpoints = st.ix.endpoints(b.cache, o, spec, b.zone)
 			s.NoEndpoints = "no Ready inbound of a Dataplane the service selects serves this port"
-			b.zones.local[k] = s.Endpoints
-			b.zones.useZones(k, nil)
+			st.zones.local[k] = s.Endpoints
+			st.zones.useZones(k, nil)
 		} else {
-			b.ix.serviceGone(k)
-			delete(b.zones.local, k)
+			st.ix.serviceGone(k)
+			delete(st.zones.local, k)
 			m := b.memberOf(o)
 			s.Endpoints = map[int][]Endpoint{}
 			for _, p := range s.Ports {
 				s.Endpoints[p.Port] = b.remoteEndpoints(m, p.Port, 0)
 			}
-			b.zones.useZones(k, set[string]{m.zone: {}})
+			st.zones.useZones(k, set[string]{m.zone: {}})
 			s.NoEndpoints = "the service is in zone " + m.zone + ", and no ZoneIngress of that zone is known"
 		}
 	case *resource.MeshMultiZoneServiceSpec:
-		b.multiZone(o, s)
+		b.multiZone(st, o, s)
 	}
 	return s
 }

@@ -48,6 +48,17 @@ func newDeltaClient(t *testing.T, e *env, node string, initial map[string]map[st
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	return newDeltaClientInitial(t, ctx, e, node, initial)
+}
+
+// newDeltaClientCtx is a delta client whose stream ends with ctx.
+func newDeltaClientCtx(t *testing.T, ctx context.Context, e *env, node string) *deltaClient {
+	t.Helper()
+	return newDeltaClientInitial(t, ctx, e, node, nil)
+}
+
+func newDeltaClientInitial(t *testing.T, ctx context.Context, e *env, node string, initial map[string]map[string]string) *deltaClient {
+	t.Helper()
 	s, err := dialADS(t, e.addr).DeltaAggregatedResources(ctx)
 	if err != nil {
 		t.Fatal(err)

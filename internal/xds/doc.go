@@ -28,9 +28,12 @@
 // # How it is built
 //
 // Builder follows the cache (every instance, leader or not) and keeps one
-// table per mesh: every resource, marshaled once into an Any with a
-// version that is a hash of its content, so that every instance gives the
-// same resource the same version. A change re-renders only the services
+// table per mesh that a proxy connected here uses: every resource,
+// marshaled once into an Any with a version that is a hash of its content,
+// so that every instance gives the same resource the same version. A
+// mesh's first proxy waits while its table is built; the table goes
+// IdleGrace after its last proxy, so meshes without proxies cost neither
+// memory nor work. A change re-renders only the services
 // it touches, bumps the mesh's generation and logs the names that changed.
 // Streams are woken (never blocked) and send what changed since the
 // generation they last sent: O(changes) per proxy, without a timer.

@@ -1,10 +1,12 @@
 package xds
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -30,7 +32,14 @@ func (s *Server) Inspect(p Proxy) (api.XDSInspection, error) {
 
 	sel := selectorOf(dp)
 	view := [numTypes][]*entry{}
-	if t := s.o.Builder.table(p.Mesh, false); t != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t, err := s.o.Builder.acquire(ctx, p.Mesh)
+	if err != nil {
+		return out, fmt.Errorf("the xDS table of mesh %s: %w", p.Mesh, err)
+	}
+	defer s.o.Builder.release(t)
+	{
 		t.mu.RLock()
 		for typ := range numTypes {
 			for _, e := range t.res[typ] {

@@ -154,20 +154,20 @@ func (b *Builder) remoteEndpoints(m member, port int, priority uint32) []Endpoin
 // and per port the endpoints of every matched MeshService, local ones at
 // priority 0 and other zones' ingresses at priority 1 (locality-aware
 // failover, seed 002).
-func (b *Builder) multiZone(o *resource.Object, s *Service) {
-	st, _ := o.Status.(*resource.MultiZoneServiceStatus)
+func (b *Builder) multiZone(st *meshState, o *resource.Object, s *Service) {
+	status, _ := o.Status.(*resource.MultiZoneServiceStatus)
 	k := o.Key()
-	if st == nil {
-		b.zones.forget(k)
+	if status == nil {
+		st.zones.forget(k)
 		return
 	}
-	for _, p := range st.Ports {
+	for _, p := range status.Ports {
 		s.Ports = append(s.Ports, Port{Port: p.Port, Name: p.Name, Protocol: p.AppProtocol})
 	}
 	var members []member
 	zones := set[string]{}
 	s.Endpoints = map[int][]Endpoint{}
-	for _, ref := range st.MeshServices {
+	for _, ref := range status.MeshServices {
 		m := member{mesh: ref.Mesh, zone: ref.Zone, name: ref.Name, namespace: ref.Namespace}
 		if m.mesh == "" {
 			m.mesh = o.Mesh
@@ -179,7 +179,7 @@ func (b *Builder) multiZone(o *resource.Object, s *Service) {
 		for _, p := range s.Ports {
 			if m.zone == b.zone {
 				if lk, ok := b.findLocal(m); ok {
-					s.Endpoints[p.Port] = append(s.Endpoints[p.Port], b.zones.local[lk][p.Port]...)
+					s.Endpoints[p.Port] = append(s.Endpoints[p.Port], st.zones.local[lk][p.Port]...)
 				}
 				continue
 			}
@@ -187,8 +187,8 @@ func (b *Builder) multiZone(o *resource.Object, s *Service) {
 			s.Endpoints[p.Port] = append(s.Endpoints[p.Port], b.remoteEndpoints(m, p.Port, 1)...)
 		}
 	}
-	b.zones.setMembers(k, members)
-	b.zones.useZones(k, zones)
+	st.zones.setMembers(k, members)
+	st.zones.useZones(k, zones)
 	s.NoEndpoints = "none of the matched MeshServices has a Ready endpoint here, and no ZoneIngress of their zones is known"
 }
 

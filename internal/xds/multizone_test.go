@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -116,6 +117,39 @@ func TestMultiZone_FailsOverToTheIngress(t *testing.T) {
 			if ty.Nack != nil {
 				t.Errorf("%s stream NACKed %s: %s", st.Protocol, ty.Type, ty.Nack.Message)
 			}
+		}
+	}
+}
+
+// TestBuilder_BuildsMeshesProxiesUse: a mesh no proxy uses has no table
+// and no work; its first proxy gets its whole config; the table goes
+// IdleGrace after the last proxy, and the next one gets it built again.
+func TestBuilder_BuildsMeshesProxiesUse(t *testing.T) {
+	e := newEnvWith(t, func(b *Builder) { b.IdleGrace = 50 * time.Millisecond })
+	e.dataplane("client", "client", 9999)
+	e.service("web", "241.0.0.1", nil, grpcPort("grpc"))
+	built := func() bool {
+		e.b.mu.Lock()
+		defer e.b.mu.Unlock()
+		return e.b.meshes["default"] != nil
+	}
+	if built() {
+		t.Fatal("a table was built for a mesh no proxy uses")
+	}
+	for round := range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		d := newDeltaClientCtx(t, ctx, e, "default.client")
+		d.settle()
+		if !built() || len(d.state[ClusterURL]) != 1 || len(d.state[ListenerURL]) != 1 {
+			t.Fatalf("round %d: built %v, proxy state %v", round, built(), d.state)
+		}
+		cancel()
+		deadline := time.Now().Add(10 * time.Second)
+		for built() {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the table outlived its last proxy by 10 s", round)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 }

@@ -251,9 +251,14 @@ func (s *Server) serve(ctx context.Context, delta bool, c conn) error {
 		s.o.Log.Warn("refused an ADS stream", "reason", ref.Reason, "detail", ref.Msg, "source", peerAddr, "node", first.node.GetId())
 		return ref.GRPC()
 	}
+	table, err := s.o.Builder.acquire(ctx, proxy.Mesh)
+	if err != nil {
+		return status.Error(codes.Unavailable, "the control plane is stopping")
+	}
+	defer s.o.Builder.release(table)
 	st := &stream{
 		id: s.nextID.Add(1), proxy: proxy, delta: delta, proxyless: isProxyless(first.node), peer: peerAddr, since: time.Now(),
-		table: s.o.Builder.table(proxy.Mesh, true), wakeCh: make(chan struct{}, 1),
+		table: table, wakeCh: make(chan struct{}, 1),
 	}
 	dp, _ := s.o.Builder.cache.Peek(proxy.Key())
 	st.sel = selectorOf(dp)

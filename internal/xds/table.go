@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -57,6 +58,11 @@ type meshTable struct {
 	owners map[resource.Key]*owned
 	// streams are the proxies of the mesh connected here.
 	streams map[*stream]struct{}
+
+	// refs counts the uses of the table (streams, inspections) and
+	// idleSince is when the last ended; both under Builder.mu.
+	refs      int
+	idleSince time.Time
 }
 
 // owned is what the table keeps of a service.
