@@ -126,10 +126,35 @@ func serve(t *testing.T, name string, args ...string) *server {
 	t.Cleanup(func() {
 		s.kill()
 		if t.Failed() {
-			t.Logf("--- log of %s:\n%s", name, tail(s.log.String(), 200))
+			t.Logf("--- log of %s (all of it in %s):\n%s", name, s.keepLog(), tail(s.log.String(), 200))
 		}
 	})
 	return s
+}
+
+// keepLog writes the whole log to a file that outlives the test, and
+// returns its path.
+func (s *server) keepLog() string {
+	dir := filepath.Join(os.TempDir(), "meshnames-faults", strings.ReplaceAll(s.t.Name(), "/", "_"))
+	path := filepath.Join(dir, s.name+".log")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err.Error()
+	}
+	if err := os.WriteFile(path, []byte(s.log.String()), 0o644); err != nil {
+		return err.Error()
+	}
+	return path
+}
+
+// dumpStacks makes the process write its goroutines' stacks to its log
+// (SIGQUIT) and exit: what a test that failed waiting shows of where it
+// waited.
+func (s *server) dumpStacks() {
+	_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+	}
 }
 
 // tail returns the last n lines of s.

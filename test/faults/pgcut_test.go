@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -203,6 +204,15 @@ func TestPostgresCut(t *testing.T) {
 		"allocation resumed after a heal in p50 %s, p99 %s, max %s",
 		cycles, n, log.count(), len(log.unknown), log.refused,
 		percentile(resumed, 50).Round(time.Millisecond), percentile(resumed, 99).Round(time.Millisecond), slices.Max(resumed).Round(time.Millisecond))
+	for _, s := range servers { // what made a write a 500, if any did
+		n := 0
+		for line := range strings.SplitSeq(s.log.String(), "\n") {
+			if strings.Contains(line, `msg="store write failed"`) && n < 3 {
+				t.Logf("%s: %s", s.name, line)
+				n++
+			}
+		}
+	}
 	if p99 := percentile(resumed, 99); long() && p99 > 5*time.Second {
 		t.Errorf("allocation resumed after a heal in p99 %s, want under 5 s", p99)
 	}

@@ -181,7 +181,10 @@ func (m *multizone) waitConverged(t *testing.T, within time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not converged within %s: %s", within, why)
+			for _, s := range append([]*server{m.global}, slices.Collect(maps.Values(m.zones))...) {
+				s.dumpStacks()
+			}
+			t.Fatalf("not converged within %s: %s (the logs end with each process's goroutines)", within, why)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
