@@ -121,8 +121,8 @@ type ServiceTag struct {
 	Dataplanes []string        `json:"dataplanes,omitempty"`
 	Ports      []resource.Port `json:"ports,omitempty"`
 	ExportMode string          `json:"exportMode,omitempty"`
-	// Conditions are those of meshservices.ConditionPorts and
-	// ConditionExport that do not hold.
+	// Conditions are those of resource.ConditionPortsConsistent and
+	// resource.ConditionExportModeConsistent that do not hold.
 	Conditions []resource.Condition `json:"conditions,omitempty"`
 	// Blocked says why the tag has no MeshService.
 	Blocked string `json:"blocked,omitempty"`

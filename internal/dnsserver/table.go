@@ -295,18 +295,13 @@ const GlobalAnswersNoNames = "a global control plane answers no service names: e
 func noVIPReason(svc *resource.Object, o TableOptions) string {
 	if st := serviceStatus(svc); st != nil {
 		for _, c := range st.Conditions {
-			if c.Type == ConditionVIPsAllocated && c.Status == resource.ConditionFalse {
+			if c.Type == resource.ConditionVIPsAllocated && c.Status == resource.ConditionFalse {
 				return "the service has no VIP: " + c.Message
 			}
 		}
 	}
 	return "the service has no VIP yet (the leader allocates one within milliseconds of the change)"
 }
-
-// ConditionVIPsAllocated is the condition the VIP controller reports on a
-// service it could not give every VIP (repeated from internal/vips, which
-// this package does not import).
-const ConditionVIPsAllocated = "VIPsAllocated"
 
 // checkName says why name cannot be answered over DNS, or "" when it can:
 // each label at most 63 bytes and the whole name at most 253 (RFC 1035).

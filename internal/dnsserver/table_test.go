@@ -73,7 +73,7 @@ func TestExtract(t *testing.T) {
 			name: "NoVIPsPoolExhausted",
 			obj: svc(resource.MeshService, "default", "web", 0, hosts("web.svc.mesh.local"), func(o *resource.Object) {
 				st := o.Status.(*resource.ServiceStatus)
-				st.Conditions = []resource.Condition{{Type: ConditionVIPsAllocated, Status: resource.ConditionFalse, Reason: "PoolExhausted", Message: "the MeshService pool 10.0.0.0/30 is exhausted"}}
+				st.Conditions = []resource.Condition{{Type: resource.ConditionVIPsAllocated, Status: resource.ConditionFalse, Reason: "PoolExhausted", Message: "the MeshService pool 10.0.0.0/30 is exhausted"}}
 			}),
 			refused: []string{"web.svc.mesh.local. hostname: the service has no VIP: the MeshService pool 10.0.0.0/30 is exhausted"},
 		},

@@ -129,7 +129,7 @@ func (e *env) waitMessage(name, want string) {
 	for time.Now().Before(deadline) {
 		got = ""
 		for _, c := range e.conditions(name) {
-			if c.Type == ConditionOverlapping {
+			if c.Type == resource.ConditionOverlapping {
 				got = c.Message
 			}
 		}

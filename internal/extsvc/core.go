@@ -33,12 +33,6 @@ import (
 	"github.com/meshnames/meshnames/internal/store"
 )
 
-// The condition reported on overlapping external services.
-const (
-	ConditionOverlapping = "Overlapping"
-	ReasonOverlappingIPs = "OverlappingIPs"
-)
-
 // maxListed bounds the overlaps a condition message spells out; a CIDR such
 // as 0.0.0.0/0 may overlap every other external service of the mesh.
 const maxListed = 5
@@ -128,7 +122,7 @@ func (c *Core) Dirty() []resource.Key {
 }
 
 // patch is what the core owns of a status: its condition.
-var patch = store.StatusPatch{Conditions: []string{ConditionOverlapping}}
+var patch = store.StatusPatch{Conditions: []string{resource.ConditionOverlapping}}
 
 // Owns implements reconcile.Core.
 func (c *Core) Owns(k resource.Kind) store.StatusPatch {
@@ -154,7 +148,7 @@ func (c *Core) Sum(d *reconcile.Digest, st resource.Status) {
 		return
 	}
 	for _, cond := range s.Service().Conditions {
-		if cond.Type == ConditionOverlapping {
+		if cond.Type == resource.ConditionOverlapping {
 			d.String(cond.Status)
 			d.String(cond.Reason)
 			d.String(cond.Message)
@@ -206,5 +200,5 @@ func condition(name string, overlaps []Overlap) *resource.Condition {
 	if n := len(overlaps) - maxListed; n > 0 {
 		msg = append(msg, fmt.Sprintf("And %d more external services.", n))
 	}
-	return &resource.Condition{Type: ConditionOverlapping, Status: resource.ConditionTrue, Reason: ReasonOverlappingIPs, Message: strings.Join(msg, " ")}
+	return &resource.Condition{Type: resource.ConditionOverlapping, Status: resource.ConditionTrue, Reason: resource.ReasonOverlappingIPs, Message: strings.Join(msg, " ")}
 }

@@ -150,7 +150,7 @@ func TestController_Lifecycle(t *testing.T) {
 	e.put(dataplane("dp-2", 0, inbound{9090, "frontend_default_svc_80", "http"}))
 	e.eventually("port condition", func(ms *resource.Object) bool {
 		st, ok := ms.Status.(*resource.ServiceStatus)
-		return ok && len(st.Conditions) == 1 && st.Conditions[0].Type == ConditionPorts
+		return ok && len(st.Conditions) == 1 && st.Conditions[0].Type == resource.ConditionPortsConsistent
 	}, "frontend-default-svc-80")
 	e.remove(resource.Key{Kind: resource.Dataplane, Mesh: "default", Name: "dp-2"})
 	e.eventually("condition cleared", func(ms *resource.Object) bool {

@@ -32,15 +32,6 @@ func parseStarted(s string) (time.Time, error) {
 	return t, err
 }
 
-// Conditions this controller sets on the MeshServices it manages. They are
-// present only while something is wrong (status False).
-const (
-	ConditionPorts      = "PortsConsistent"
-	ReasonPortConflict  = "PortConflict"
-	ConditionExport     = "ExportModeConsistent"
-	ReasonExportConflic = "ExportModeConflict"
-)
-
 // Options are the settings that shape the MeshServices.
 type Options struct {
 	// Zone labels the MeshServices (kuma.io/zone).
@@ -275,7 +266,7 @@ func (c *claim) agree(exportDefault string) ([]resource.Port, string, []resource
 		}
 	}
 	if len(differ) > 0 {
-		conds = append(conds, resource.Condition{Type: ConditionPorts, Status: resource.ConditionFalse, Reason: ReasonPortConflict,
+		conds = append(conds, resource.Condition{Type: resource.ConditionPortsConsistent, Status: resource.ConditionFalse, Reason: resource.ReasonPortConflict,
 			Message: fmt.Sprintf("ports must be the same on every Dataplane of %s %q; the oldest, %s, declares %s, and these differ: %s",
 				resource.TagService, c.tag, c.dps[0].Name, portList(ports), strings.Join(differ, ", "))})
 	}
@@ -291,7 +282,7 @@ func (c *claim) agree(exportDefault string) ([]resource.Port, string, []resource
 		}
 	}
 	if len(differ) > 0 {
-		conds = append(conds, resource.Condition{Type: ConditionExport, Status: resource.ConditionFalse, Reason: ReasonExportConflic,
+		conds = append(conds, resource.Condition{Type: resource.ConditionExportModeConsistent, Status: resource.ConditionFalse, Reason: resource.ReasonExportModeConflict,
 			Message: fmt.Sprintf("Dataplanes of %s %q disagree on the %s tag: the oldest that sets it, %s, says %s; these differ: %s",
 				resource.TagService, c.tag, resource.LabelExportMode, from, mode, strings.Join(differ, ", "))})
 	}
@@ -344,7 +335,7 @@ func reconcileService(u Unit, holder *resource.Object, svc Service, o Options) (
 }
 
 // statusPatch is what this controller owns of a status: its conditions.
-var statusPatch = &store.StatusPatch{Conditions: []string{ConditionPorts, ConditionExport}}
+var statusPatch = &store.StatusPatch{Conditions: []string{resource.ConditionPortsConsistent, resource.ConditionExportModeConsistent}}
 
 // retire handles a managed MeshService without Dataplanes: it starts the
 // grace period, or deletes the service once the period is over. A zero now
@@ -444,7 +435,7 @@ func sameSpec(a, b *resource.MeshServiceSpec) bool {
 // leaving the others' (the VIP controller's) in place.
 func withConditions(conds, want []resource.Condition) []resource.Condition {
 	out := slices.DeleteFunc(slices.Clone(conds), func(c resource.Condition) bool {
-		return c.Type == ConditionPorts || c.Type == ConditionExport
+		return c.Type == resource.ConditionPortsConsistent || c.Type == resource.ConditionExportModeConsistent
 	})
 	out = append(out, want...)
 	if len(out) == 0 {

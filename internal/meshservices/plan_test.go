@@ -169,7 +169,7 @@ func TestPlan_Ports(t *testing.T) {
 			if d := cmp.Diff(tc.ports, svc.Ports); d != "" {
 				t.Errorf("ports (-want +got):\n%s", d)
 			}
-			checkCondition(t, svc.Conditions, ConditionPorts, tc.condition)
+			checkCondition(t, svc.Conditions, resource.ConditionPortsConsistent, tc.condition)
 		})
 	}
 }
@@ -219,7 +219,7 @@ func TestPlan_ExportMode(t *testing.T) {
 			if got := p.Ops[0].Object.Spec.(*resource.MeshServiceSpec).Export.Mode; got != tc.mode {
 				t.Errorf("spec.export.mode %q, want %q", got, tc.mode)
 			}
-			checkCondition(t, svc.Conditions, ConditionExport, tc.condition)
+			checkCondition(t, svc.Conditions, resource.ConditionExportModeConsistent, tc.condition)
 		})
 	}
 }
@@ -295,7 +295,7 @@ func TestPlan_Steady(t *testing.T) {
 		t.Fatalf("ops %+v, want a status update", p.Ops)
 	}
 	conds := p.Ops[0].Object.Status.(*resource.ServiceStatus).Conditions
-	if len(conds) != 2 || conds[0].Type != "VIPsAllocated" || conds[1].Type != ConditionPorts {
+	if len(conds) != 2 || conds[0].Type != "VIPsAllocated" || conds[1].Type != resource.ConditionPortsConsistent {
 		t.Errorf("conditions %+v", conds)
 	}
 	if ms.Status.(*resource.ServiceStatus).Conditions[0].Type != "VIPsAllocated" || len(ms.Status.(*resource.ServiceStatus).Conditions) != 1 {

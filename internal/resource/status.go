@@ -47,6 +47,26 @@ const (
 	ReasonPortsDiffer            = "PortsDiffer"
 )
 
+// Conditions of the status of services, each written by one controller and
+// read by others (DNS, the GUI, the CLI), so declared here once.
+const (
+	// VIPsAllocated is False while the VIP controller (internal/vips)
+	// cannot give a service every VIP it needs; it is absent otherwise.
+	ConditionVIPsAllocated = "VIPsAllocated"
+	ReasonPoolExhausted    = "PoolExhausted"
+	// Overlapping is True while a MeshExternalService's IP or CIDR matches
+	// overlap another's (seed 003; internal/extsvc); absent otherwise.
+	ConditionOverlapping = "Overlapping"
+	ReasonOverlappingIPs = "OverlappingIPs"
+	// On a MeshService synthesised from Dataplanes (internal/meshservices),
+	// PortsConsistent (ConditionPortsConsistent) is False while its
+	// Dataplanes disagree on a port, and ExportModeConsistent while they
+	// disagree on kuma.io/export-mode; each is absent otherwise.
+	ReasonPortConflict            = "PortConflict"
+	ConditionExportModeConsistent = "ExportModeConsistent"
+	ReasonExportModeConflict      = "ExportModeConflict"
+)
+
 // ServiceStatus is the status of MeshService and MeshExternalService:
 // hostnames (hostnames controller), VIPs (vips controller) and conditions.
 type ServiceStatus struct {

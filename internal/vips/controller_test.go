@@ -179,7 +179,7 @@ func (e *env) condition(k resource.Key) string {
 		return ""
 	}
 	for _, c := range st.Service().Conditions {
-		if c.Type == ConditionAllocated {
+		if c.Type == resource.ConditionVIPsAllocated {
 			return c.Reason
 		}
 	}
@@ -327,10 +327,10 @@ func TestController_QuarantineSurvivesRestartAndCrash(t *testing.T) {
 	// The pool is full but for the quarantined address: a new service
 	// waits, across a restart and a crash.
 	e.create(ms("g"))
-	e.waitCondition(key(resource.MeshService, "g"), ReasonExhausted)
+	e.waitCondition(key(resource.MeshService, "g"), resource.ReasonPoolExhausted)
 	e.restart()
 	e.create(ms("h"))
-	e.waitCondition(key(resource.MeshService, "h"), ReasonExhausted)
+	e.waitCondition(key(resource.MeshService, "h"), resource.ReasonPoolExhausted)
 	e.crash()
 	e.advance(quarantine - time.Second)
 	time.Sleep(300 * time.Millisecond) // several expiry ticks, still inside the quarantine
@@ -362,7 +362,7 @@ func TestController_ReleaseWhileNoControllerRuns(t *testing.T) {
 	e.create(ms("c"))
 	// The allocation lease of the deleted service is quarantined from the
 	// moment the new controller found it, not from an unknown past.
-	e.waitCondition(key(resource.MeshService, "c"), ReasonExhausted)
+	e.waitCondition(key(resource.MeshService, "c"), resource.ReasonPoolExhausted)
 	l, ok := e.lease("10.0.0.1")
 	if !ok || !l.ExpiresAt.Equal(e.clock.Now().Add(quarantine)) {
 		t.Fatalf("lease of 10.0.0.1 = %+v, %v; want quarantine until now+%s", l, ok, quarantine)
@@ -601,7 +601,7 @@ func TestController_ExternalServiceVIPsQuarantinedLikeOtherKinds(t *testing.T) {
 	}
 	e.create(mes("y", "y.ext.local"))
 	y := key(resource.MeshExternalService, "y")
-	e.waitCondition(y, ReasonExhausted)
+	e.waitCondition(y, resource.ReasonPoolExhausted)
 	if v := e.vips(y); len(v) != 0 {
 		t.Fatalf("y got %v inside the quarantine", v)
 	}

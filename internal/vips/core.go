@@ -62,12 +62,6 @@ const (
 	CursorLeasePrefix = "vipcursor/"
 )
 
-// Condition reported on services that could not get every VIP.
-const (
-	ConditionAllocated = "VIPsAllocated"
-	ReasonExhausted    = "PoolExhausted"
-)
-
 var serviceKinds = []resource.Kind{resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService}
 
 // Prefixes are the pools of one kind: an IPv4 prefix and, optionally, an
@@ -389,7 +383,7 @@ func (c *Core) BeforeFlush() []store.Op {
 
 // patch is what the core owns of a status: the VIPs and the exhaustion
 // condition.
-var patch = store.StatusPatch{Fields: []string{"vips"}, Conditions: []string{ConditionAllocated}}
+var patch = store.StatusPatch{Fields: []string{"vips"}, Conditions: []string{resource.ConditionVIPsAllocated}}
 
 // Owns implements reconcile.Core.
 func (c *Core) Owns(k resource.Kind) store.StatusPatch {
@@ -412,7 +406,7 @@ func (c *Core) Sum(d *reconcile.Digest, st resource.Status) {
 	}
 	d.String("") // a VIP has a non-empty IP: this ends the list
 	for _, cond := range s.Service().Conditions {
-		if cond.Type == ConditionAllocated {
+		if cond.Type == resource.ConditionVIPsAllocated {
 			d.String(cond.Status)
 			d.String(cond.Reason)
 			d.String(cond.Message)
@@ -623,7 +617,7 @@ func (c *Core) Decide(obj *resource.Object, status resource.Status) []store.Op {
 	svc := status.(resource.ServiceStatusOf).Service()
 	svc.VIPs = toStatus(want)
 	if exhausted != "" {
-		svc.Conditions = append(svc.Conditions, resource.Condition{Type: ConditionAllocated, Status: resource.ConditionFalse, Reason: ReasonExhausted, Message: exhausted})
+		svc.Conditions = append(svc.Conditions, resource.Condition{Type: resource.ConditionVIPsAllocated, Status: resource.ConditionFalse, Reason: resource.ReasonPoolExhausted, Message: exhausted})
 	}
 	return ops
 }

@@ -199,7 +199,7 @@ func (p *planner) condition(k resource.Key) (resource.Condition, bool) {
 		return resource.Condition{}, false
 	}
 	for _, c := range st.Service().Conditions {
-		if c.Type == ConditionAllocated {
+		if c.Type == resource.ConditionVIPsAllocated {
 			return c, true
 		}
 	}
@@ -687,7 +687,7 @@ func TestCore_Exhaustion(t *testing.T) {
 			if diff := cmp.Diff(tc.want, p.vips(k)); diff != "" {
 				t.Errorf("VIPs (-want +got):\n%s", diff)
 			}
-			want := resource.Condition{Type: ConditionAllocated, Status: resource.ConditionFalse, Reason: ReasonExhausted, Message: tc.message}
+			want := resource.Condition{Type: resource.ConditionVIPsAllocated, Status: resource.ConditionFalse, Reason: resource.ReasonPoolExhausted, Message: tc.message}
 			if got, _ := p.condition(k); got != want {
 				t.Errorf("condition = %+v\nwant        %+v", got, want)
 			}
