@@ -171,13 +171,14 @@ func (a *Admitter) displayName(obj *resource.Object) string {
 }
 
 // Owner returns who writes kind k in a multi-zone deployment when users of
-// a control plane in mode may not: MeshServices and Dataplanes belong to
-// zones, Meshes, Zones and MeshMultiZoneServices to the global control
-// plane (seed 002). It returns "" when users in mode may write k.
+// a control plane in mode may not: MeshServices, Dataplanes and
+// ZoneIngresses belong to zones, Meshes, Zones and MeshMultiZoneServices
+// to the global control plane (seed 002). It returns "" when users in mode
+// may write k.
 func Owner(k resource.Kind, mode string) string {
 	switch mode {
 	case resource.ModeGlobal:
-		if k == resource.MeshService || k == resource.Dataplane {
+		if k == resource.MeshService || k == resource.Dataplane || k == resource.ZoneIngress {
 			return "a zone control plane"
 		}
 	case resource.ModeZone:
@@ -195,12 +196,12 @@ var systemLabelKeys = resource.SystemLabelKeys
 // origin, zone and display name.
 func carriesSystemLabels(k resource.Kind) bool {
 	d, ok := resource.Lookup(k)
-	return ok && (d.MeshScoped || k == resource.HostnameGenerator)
+	return ok && d.SystemLabels
 }
 
 // zoneKinds are what a zone sends to the global (seed 002).
 var zoneKinds = map[resource.Kind]bool{
-	resource.MeshService: true, resource.Dataplane: true,
+	resource.MeshService: true, resource.Dataplane: true, resource.ZoneIngress: true,
 	resource.HostnameGenerator: true, resource.MeshExternalService: true,
 }
 

@@ -29,6 +29,8 @@ func svc(kind resource.Kind, mesh, name string, labels map[string]string) *resou
 	case *resource.HostnameGeneratorSpec:
 		s.Template = "{{ .Name }}.mesh.local"
 		s.Selector.MeshService = &resource.LabelSelector{}
+	case *resource.ZoneIngressSpec:
+		s.Networking = resource.ZoneIngressNetworking{Address: "192.168.0.1", Port: 10001}
 	}
 	return o
 }
@@ -70,6 +72,17 @@ func TestAdmit_Labels(t *testing.T) {
 		{name: "global-stream-keeps-zone", obj: svc(resource.MeshService, "m", "redis-abc", map[string]string{resource.LabelZone: "east", resource.LabelDisplayName: "redis"}),
 			mode: resource.ModeZone, zone: "west", w: Writer{Source: FromGlobal},
 			want: map[string]string{resource.LabelOrigin: "global", resource.LabelZone: "east", resource.LabelDisplayName: "redis", resource.LabelMesh: "m"}},
+		{name: "zone-ingress-in-its-zone", obj: svc(resource.ZoneIngress, "", "ingress-1", nil), mode: resource.ModeZone, zone: "east", w: user,
+			want: map[string]string{resource.LabelOrigin: "zone", resource.LabelZone: "east", resource.LabelDisplayName: "ingress-1"}},
+		{name: "zone-ingress-claiming-another-zone", obj: svc(resource.ZoneIngress, "", "ingress-1", map[string]string{resource.LabelZone: "west"}),
+			mode: resource.ModeStandalone, zone: "east", w: user, fields: []string{`labels["kuma.io/zone"]`}},
+		{name: "zone-ingress-not-on-global", obj: svc(resource.ZoneIngress, "", "ingress-1", nil), mode: resource.ModeGlobal, w: user, fields: []string{"type"}},
+		{name: "zone-ingress-from-its-zone", obj: svc(resource.ZoneIngress, "", "ingress-1-abc", map[string]string{resource.LabelDisplayName: "ingress-1"}),
+			mode: resource.ModeGlobal, w: Writer{Source: FromZone, Zone: "east"},
+			want: map[string]string{resource.LabelOrigin: "zone", resource.LabelZone: "east", resource.LabelDisplayName: "ingress-1"}},
+		{name: "zone-ingress-from-global-keeps-zone", obj: svc(resource.ZoneIngress, "", "ingress-1-abc", map[string]string{resource.LabelZone: "east", resource.LabelDisplayName: "ingress-1"}),
+			mode: resource.ModeZone, zone: "west", w: Writer{Source: FromGlobal},
+			want: map[string]string{resource.LabelOrigin: "global", resource.LabelZone: "east", resource.LabelDisplayName: "ingress-1"}},
 		{name: "global-stream-on-standalone", obj: svc(resource.MeshService, "m", "x", nil),
 			mode: resource.ModeStandalone, w: Writer{Source: FromGlobal}, fields: []string{"type"}},
 	}
@@ -167,7 +180,7 @@ func TestOwner(t *testing.T) {
 	for _, d := range resource.Descriptors() {
 		for _, mode := range []string{resource.ModeStandalone, resource.ModeZone, resource.ModeGlobal} {
 			owner := Owner(d.Kind, mode)
-			zoneOwned := d.Kind == resource.MeshService || d.Kind == resource.Dataplane
+			zoneOwned := d.Kind == resource.MeshService || d.Kind == resource.Dataplane || d.Kind == resource.ZoneIngress
 			globalOwned := d.Kind == resource.MeshMultiZoneService || d.Kind == resource.Mesh || d.Kind == resource.Zone
 			want := mode == resource.ModeGlobal && zoneOwned || mode == resource.ModeZone && globalOwned
 			if (owner != "") != want {

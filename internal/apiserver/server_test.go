@@ -287,6 +287,7 @@ func TestReadOnlyKinds(t *testing.T) {
 	}{
 		{resource.ModeGlobal, "/meshes/default/meshservices/x", "type: MeshService\nspec: {}\n"},
 		{resource.ModeGlobal, "/meshes/default/dataplanes/x", "type: Dataplane\nspec: {}\n"},
+		{resource.ModeGlobal, "/zoneingresses/x", "type: ZoneIngress\nnetworking: {address: 10.0.0.1, port: 10001}\n"},
 		{resource.ModeZone, "/meshes/default/meshmultizoneservices/x", "type: MeshMultiZoneService\nspec: {}\n"},
 		{resource.ModeZone, "/meshes/x", "type: Mesh\n"},
 		{resource.ModeZone, "/zones/x", "type: Zone\n"},

@@ -56,11 +56,12 @@ func deny(format string, args ...any) *Denial { return &Denial{Reason: fmt.Sprin
 
 // writers lists, per kind, the roles that may write it. Seed 000: only the
 // mesh operator manages HostnameGenerators ("otherwise one service owner
-// can override a hostname of another service"); Meshes, Zones and
-// MeshMultiZoneServices are the operator's too.
+// can override a hostname of another service"); Meshes, Zones,
+// ZoneIngresses and MeshMultiZoneServices are the operator's too.
 var writers = map[resource.Kind][]token.Role{
 	resource.Mesh:                 {token.RoleAdmin, token.RoleOperator},
 	resource.Zone:                 {token.RoleAdmin, token.RoleOperator},
+	resource.ZoneIngress:          {token.RoleAdmin, token.RoleOperator},
 	resource.HostnameGenerator:    {token.RoleAdmin, token.RoleOperator},
 	resource.MeshMultiZoneService: {token.RoleAdmin, token.RoleOperator},
 	resource.MeshService:          {token.RoleAdmin, token.RoleOperator, token.RoleServiceOwner},

@@ -244,6 +244,17 @@ func kindColumns(k resource.Kind) []column {
 		}
 	case resource.MeshMultiZoneService:
 		return multiZoneColumns()
+	case resource.ZoneIngress:
+		n := func(o *resource.Object) resource.ZoneIngressNetworking {
+			return o.Spec.(*resource.ZoneIngressSpec).Networking
+		}
+		return []column{
+			{name: "ZONE", value: func(o *resource.Object) string { return o.Labels[resource.LabelZone] }},
+			{name: "ADDRESS", value: func(o *resource.Object) string { return resource.HostPort(n(o).Address, n(o).Port) }},
+			{name: "ADVERTISED", value: func(o *resource.Object) string {
+				return resource.HostPort(n(o).AdvertisedAddress, n(o).AdvertisedPort)
+			}},
+		}
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func TestKinds_EveryResourceKind(t *testing.T) {
 		if k.Namespaced == (d.Kind == resource.Mesh || d.Kind == resource.Zone) {
 			t.Errorf("%s: namespaced = %v", k.Kind, k.Namespaced)
 		}
-		if k.SystemOnly != (d.Kind == resource.HostnameGenerator || d.Kind == resource.MeshExternalService) {
+		if k.SystemOnly != (d.Kind == resource.HostnameGenerator || d.Kind == resource.MeshExternalService || d.Kind == resource.ZoneIngress) {
 			t.Errorf("%s: system namespace only = %v", k.Kind, k.SystemOnly)
 		}
 	}

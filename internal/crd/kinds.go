@@ -23,7 +23,8 @@ const (
 
 // DefaultSystemNamespace is the namespace of the control plane when none is
 // configured: HostnameGenerators and MeshExternalServices live only there
-// (seeds 000 and 003), and so does the control plane's own bookkeeping
+// (seeds 000 and 003), ZoneIngresses too (the zone's own, not a
+// namespace's), and so does the control plane's own bookkeeping
 // (leases).
 const DefaultSystemNamespace = "meshnames-system"
 
@@ -44,7 +45,7 @@ type Kind struct {
 	// cluster-scoped (Mesh, Zone: global kinds, as in Kuma).
 	Namespaced bool
 	// SystemOnly kinds are namespaced but valid only in the system
-	// namespace (HostnameGenerator, MeshExternalService).
+	// namespace (HostnameGenerator, MeshExternalService, ZoneIngress).
 	SystemOnly bool
 	Columns    []Column
 }
@@ -77,6 +78,11 @@ var kinds = []Kind{
 		meshColumn, hostnames, vips, age}},
 	{Kind: resource.MeshMultiZoneService, Plural: "meshmultizoneservices", Singular: "meshmultizoneservice", ShortNames: []string{"mzsvc"}, Namespaced: true, Columns: []Column{
 		meshColumn, hostnames, vips, age}},
+	{Kind: resource.ZoneIngress, Plural: "zoneingresses", Singular: "zoneingress", Namespaced: true, SystemOnly: true, Columns: []Column{
+		{Name: "Zone", Type: "string", JSONPath: `.metadata.labels.kuma\.io/zone`, Description: "The zone of the ingress."},
+		{Name: "Address", Type: "string", JSONPath: ".spec.networking.address", Description: "The address the ingress listens on."},
+		{Name: "Advertised", Type: "string", JSONPath: ".spec.networking.advertisedAddress", Description: "The address other zones reach the ingress at, when not its own."},
+		age}},
 	{Kind: resource.HostnameGenerator, Plural: "hostnamegenerators", Singular: "hostnamegenerator", ShortNames: []string{"hg"}, Namespaced: true, SystemOnly: true, Columns: []Column{
 		{Name: "Template", Type: "string", JSONPath: ".spec.template", Description: "The template of the hostnames."}, age}},
 }

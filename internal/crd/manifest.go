@@ -90,6 +90,8 @@ func description(k Kind) string {
 		return "A service outside the mesh. Only in the control plane's system namespace."
 	case resource.MeshMultiZoneService:
 		return "A group of MeshServices of several zones under one name."
+	case resource.ZoneIngress:
+		return "A zone's ingress proxy: where it listens and where other zones reach it. Only in the control plane's system namespace."
 	case resource.HostnameGenerator:
 		return "Renders the hostnames of the services it selects. Only in the control plane's system namespace."
 	}
@@ -122,7 +124,7 @@ func systemOnlyPolicy(ns string) []Schema {
 			}}}}},
 			{Key: "validations", Value: []Schema{{
 				{Key: "expression", Value: fmt.Sprintf("object.metadata.namespace == %q", ns)},
-				{Key: "message", Value: fmt.Sprintf("%s must be created in the control plane's system namespace %q (seeds 000 and 003)", strings.Join(names, " and "), ns)},
+				{Key: "message", Value: fmt.Sprintf("%s must be created in the control plane's system namespace %q (seeds 000 and 003 for generators and external services; an ingress belongs to its zone, not to a namespace)", strings.Join(names, ", "), ns)},
 				{Key: "reason", Value: "Invalid"},
 			}}},
 		}},

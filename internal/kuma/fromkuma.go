@@ -67,6 +67,11 @@ func FromKuma(kind resource.Kind, data []byte) (*resource.Object, validate.Error
 		var d hostnameGeneratorDoc
 		f.decode(m, &d)
 		o = f.object(d.Meta, f.hostnameGenerator(d.Spec))
+	case resource.ZoneIngress:
+		var d zoneIngressDoc
+		f.decode(m, &d)
+		o = f.object(d.Meta, f.zoneIngress(d.Networking))
+		f.zone(o, d.Zone)
 	default:
 		return nil, validate.Errors{{Field: "type", Message: fmt.Sprintf("unknown kind %q", kind)}}
 	}
@@ -119,6 +124,35 @@ func (f *from) dataplane(n *Networking) *resource.DataplaneSpec {
 		s.Networking.Inbound = append(s.Networking.Inbound, resource.Inbound{Port: in.Port, ServicePort: in.ServicePort, ServiceAddress: in.ServiceAddress, Name: in.Name})
 	}
 	return s
+}
+
+func (f *from) zoneIngress(n *ZoneIngressNetworking) *resource.ZoneIngressSpec {
+	s := &resource.ZoneIngressSpec{}
+	if n == nil {
+		return s
+	}
+	if n.Admin != nil {
+		f.refuse("networking.admin", "meshnames keeps no Envoy admin port for an ingress; leave it out")
+	}
+	s.Networking = resource.ZoneIngressNetworking{Address: n.Address, AdvertisedAddress: n.AdvertisedAddress, Port: n.Port, AdvertisedPort: n.AdvertisedPort}
+	return s
+}
+
+// zone carries Kuma's zone field of a ZoneIngress into its kuma.io/zone
+// label, where the native write path checks it against the zone it is
+// written in.
+func (f *from) zone(o *resource.Object, zone string) {
+	if zone == "" {
+		return
+	}
+	if l, ok := o.Labels[resource.LabelZone]; ok && l != zone {
+		f.refuse("zone", "must match the label %s, %q, got %q", resource.LabelZone, l, zone)
+		return
+	}
+	if o.Labels == nil {
+		o.Labels = map[string]string{}
+	}
+	o.Labels[resource.LabelZone] = zone
 }
 
 func nativeSelector(s *LabelSelector) *resource.LabelSelector {
@@ -367,8 +401,9 @@ type pathRule struct{ native, kuma string }
 
 // pathRules are tried in order; the longest prefixes come first.
 var pathRules = map[resource.Kind][]pathRule{
-	resource.Dataplane: {{"spec.networking", "networking"}, {"spec", "networking"}},
-	resource.Zone:      {{"spec.enabled", "enabled"}},
+	resource.Dataplane:   {{"spec.networking", "networking"}, {"spec", "networking"}},
+	resource.Zone:        {{"spec.enabled", "enabled"}},
+	resource.ZoneIngress: {{"spec.networking", "networking"}, {"spec", "networking"}},
 	resource.MeshExternalService: {
 		{"spec.match[0]", "spec.match"},
 		{"spec.destination.endpoints", "spec.endpoints"},

@@ -141,6 +141,8 @@ var kumaDocs = []struct {
 		`{"type":"MeshMultiZoneService","mesh":"default","name":"redis-global","spec":{"selector":{"meshService":{"matchLabels":{"app":"redis"}}},"ports":[{"port":6379,"appProtocol":"tcp"}]}}`},
 	{"/kuma/hostnamegenerators/by-team", resource.Key{Kind: resource.HostnameGenerator, Name: "by-team"},
 		`{"type":"HostnameGenerator","name":"by-team","spec":{"selector":{"meshService":{"matchLabels":{"team":"storage"}}},"template":"{{ .DisplayName }}.{{ label \"team\" }}.mesh"}}`},
+	{"/kuma/zoneingresses/ingress-1", resource.Key{Kind: resource.ZoneIngress, Name: "ingress-1"},
+		`{"type":"ZoneIngress","name":"ingress-1","zone":"east","networking":{"address":"192.168.0.1","advertisedAddress":"10.0.0.1","port":10001,"advertisedPort":10000}}`},
 }
 
 // Every kind written through the adapter as kumactl sends it, read back,
@@ -169,8 +171,8 @@ func TestAdapter_EveryKind(t *testing.T) {
 			if got["type"] != string(d.key.Kind) || got["name"] != d.key.Name || got["meshnames"] != nil {
 				t.Errorf("GET %s = %s; want the whole %s", d.path, r.body, d.key.Kind)
 			}
-			if _, flat := got["spec"]; flat == (d.key.Kind == resource.Mesh || d.key.Kind == resource.Zone || d.key.Kind == resource.Dataplane) {
-				t.Errorf("GET %s = %s: Meshes, Zones and Dataplanes are flat, the others have spec", d.path, r.body)
+			if _, flat := got["spec"]; flat == (d.key.Kind == resource.Mesh || d.key.Kind == resource.Zone || d.key.Kind == resource.Dataplane || d.key.Kind == resource.ZoneIngress) {
+				t.Errorf("GET %s = %s: Meshes, Zones, Dataplanes and ZoneIngresses are flat, the others have spec", d.path, r.body)
 			}
 
 			// What kumactl read, applied again: nothing changes.
@@ -253,6 +255,12 @@ func TestAdapter_Errors(t *testing.T) {
 		{"SystemLabels", "PUT", "/kuma/meshes/default/meshservices/x",
 			`{"type":"MeshService","name":"x","mesh":"default","labels":{"kuma.io/zone":"west"},"spec":{}}`,
 			400, []string{`labels["kuma.io/zone"]`}},
+		{"ZoneIngressRules", "PUT", "/kuma/zoneingresses/in",
+			`{"type":"ZoneIngress","name":"in","networking":{"address":"0.0.0.0","port":70000,"advertisedAddress":"10.0.0.1"}}`,
+			400, []string{"networking.address", "networking.port", "networking.advertisedPort"}},
+		{"ZoneIngressOfAnotherZone", "PUT", "/kuma/zoneingresses/in",
+			`{"type":"ZoneIngress","name":"in","zone":"west","networking":{"address":"10.0.0.1","port":10001}}`,
+			400, []string{`labels["kuma.io/zone"]`}},
 		{"WrongKind", "PUT", "/kuma/meshes/default/meshservices/x", `{"type":"Dataplane","name":"x"}`, 400, []string{"type"}},
 		{"MissingMeshOnWrite", "PUT", "/kuma/meshes/nope/meshservices/x", `{"type":"MeshService","name":"x","mesh":"nope","spec":{}}`, 400, []string{"mesh"}},
 		{"MissingMeshOnList", "GET", "/kuma/meshes/nope/meshservices", "", 404, nil},
@@ -276,8 +284,10 @@ func TestAdapter_Errors(t *testing.T) {
 			}
 		})
 	}
-	if objs, _, err := e.st.List(context.Background(), resource.MeshService); err != nil || len(objs) != 0 {
-		t.Errorf("rejected writes stored %v (%v)", objs, err)
+	for _, k := range []resource.Kind{resource.MeshService, resource.ZoneIngress} {
+		if objs, _, err := e.st.List(context.Background(), k); err != nil || len(objs) != 0 {
+			t.Errorf("rejected writes stored %v (%v)", objs, err)
+		}
 	}
 }
 

@@ -192,6 +192,11 @@ func (g gen) object() *resource.Object {
 			s.Selector.MeshMultiZoneService = g.selector()
 		}
 		s.Template = pickOf(g, "{{ .DisplayName }}.svc.mesh.local", `{{ label "app" }}.{{ .Zone }}.mesh`)
+	case *resource.ZoneIngressSpec:
+		s.Networking = resource.ZoneIngressNetworking{Address: pickOf(g, "192.168.0.1", "ingress.east.internal", "fd00::3"), Port: pickOf(g, 10001, 443)}
+		if g.coin() {
+			s.Networking.AdvertisedAddress, s.Networking.AdvertisedPort = pickOf(g, "10.0.0.1", "lb.example.com"), pickOf(g, 10001, 30001)
+		}
 	}
 	return o
 }

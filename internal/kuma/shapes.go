@@ -86,7 +86,27 @@ type (
 		Meta
 		Spec *HostnameGeneratorSpec `json:"spec,omitempty"`
 	}
+	// zoneIngressDoc is flat like a Dataplane. Zone is the kuma.io/zone
+	// label (Kuma's control plane sets both); availableServices is what
+	// Kuma's control plane computes for the ingress, ignored on input and
+	// never set on output (meshnames does not compute it).
+	zoneIngressDoc struct {
+		Meta
+		Zone              string                 `json:"zone,omitempty"`
+		Networking        *ZoneIngressNetworking `json:"networking,omitempty"`
+		AvailableServices any                    `json:"availableServices,omitempty"`
+	}
 )
+
+// ZoneIngressNetworking is Kuma's ZoneIngress networking. Admin (the
+// Envoy admin port) is refused: meshnames keeps none.
+type ZoneIngressNetworking struct {
+	Address           string `json:"address"`
+	AdvertisedAddress string `json:"advertisedAddress,omitempty"`
+	Port              int    `json:"port"`
+	AdvertisedPort    int    `json:"advertisedPort,omitempty"`
+	Admin             any    `json:"admin,omitempty"`
+}
 
 // Networking is a Kuma 3.x Dataplane's networking, as far as meshnames
 // keeps it: the address and the inbounds.

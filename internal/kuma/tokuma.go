@@ -33,6 +33,10 @@ func ToKuma(o *resource.Object) any {
 		return v.done(&meshMultiZoneServiceDoc{Meta: meta, Spec: multiZoneService(s), Status: v.status(o)}, o)
 	case *resource.HostnameGeneratorSpec:
 		return v.done(&hostnameGeneratorDoc{Meta: meta, Spec: hostnameGenerator(s)}, o)
+	case *resource.ZoneIngressSpec:
+		n := s.Networking
+		return v.done(&zoneIngressDoc{Meta: meta, Zone: o.Labels[resource.LabelZone], Networking: &ZoneIngressNetworking{
+			Address: n.Address, AdvertisedAddress: n.AdvertisedAddress, Port: n.Port, AdvertisedPort: n.AdvertisedPort}}, o)
 	}
 	panic(fmt.Sprintf("kuma: no Kuma shape for %s (%T)", o.Kind, o.Spec))
 }
@@ -78,6 +82,8 @@ func metaOf(doc any) *Meta {
 	case *meshMultiZoneServiceDoc:
 		return &d.Meta
 	case *hostnameGeneratorDoc:
+		return &d.Meta
+	case *zoneIngressDoc:
 		return &d.Meta
 	}
 	panic(fmt.Sprintf("kuma: not a document: %T", doc))

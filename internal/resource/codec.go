@@ -94,7 +94,7 @@ func decodeStrict(data []byte) (*Object, validate.Errors) {
 // legacyKinds are written by Kuma with their spec fields at the top level
 // (type: Dataplane, name: dp-1, networking: ...; type: Zone, enabled:
 // false); both shapes are read.
-var legacyKinds = map[string]bool{string(Dataplane): true, string(Mesh): true, string(Zone): true}
+var legacyKinds = map[string]bool{string(Dataplane): true, string(Mesh): true, string(Zone): true, string(ZoneIngress): true}
 
 // envelopeFields are the top-level fields of every document.
 var envelopeFields = map[string]bool{"type": true, "mesh": true, "name": true, "labels": true,

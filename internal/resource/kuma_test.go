@@ -50,6 +50,16 @@ networking:
   - {port: 6379, name: main}
 `, &Object{Kind: Dataplane, Name: "redis-1", Mesh: "default", Labels: map[string]string{"app": "redis"},
 			Spec: &DataplaneSpec{Networking: DataplaneNetworking{Address: "10.0.0.1", Inbound: []Inbound{{Port: 6379, Name: "main"}}}}}},
+		{"FlatZoneIngress", `
+type: ZoneIngress
+name: ingress-1
+networking:
+  address: 192.168.0.1
+  advertisedAddress: 10.0.0.1
+  port: 10001
+  advertisedPort: 10000
+`, &Object{Kind: ZoneIngress, Name: "ingress-1", Spec: &ZoneIngressSpec{Networking: ZoneIngressNetworking{
+			Address: "192.168.0.1", AdvertisedAddress: "10.0.0.1", Port: 10001, AdvertisedPort: 10000}}}},
 		{"HostnameGeneratorMatch", `
 type: MeshExternalService
 name: httpbin

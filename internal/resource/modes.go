@@ -7,8 +7,9 @@ const (
 	ModeGlobal     = "global"
 )
 
-// SystemLabelKeys are the labels the control plane sets on every
-// mesh-scoped resource and HostnameGenerator (internal/admission).
+// SystemLabelKeys are the labels the control plane sets on the kinds
+// whose Descriptor says SystemLabels (internal/admission); kuma.io/mesh
+// only on the mesh-scoped ones.
 var SystemLabelKeys = []string{LabelOrigin, LabelZone, LabelDisplayName, LabelMesh}
 
 // uncountedLabelKeys are the labels that do not count against MaxLabels:

@@ -1,7 +1,7 @@
 // Package resource defines the kinds meshnames stores (Mesh, Dataplane,
 // MeshService, MeshExternalService, MeshMultiZoneService, HostnameGenerator,
-// Zone), the document envelope they share, their validation and defaults,
-// and the YAML/JSON codec for the Kuma universal document shape:
+// Zone, ZoneIngress), the document envelope they share, their validation
+// and defaults, and the YAML/JSON codec for the Kuma universal document shape:
 //
 //	type, name, mesh (mesh-scoped kinds), labels, spec, status (read-only),
 //	creationTime, modificationTime (read-only)
@@ -33,6 +33,7 @@ const (
 	MeshMultiZoneService Kind = "MeshMultiZoneService"
 	HostnameGenerator    Kind = "HostnameGenerator"
 	Zone                 Kind = "Zone"
+	ZoneIngress          Kind = "ZoneIngress"
 )
 
 // Key identifies one resource. Mesh is empty for kinds that are not
@@ -111,15 +112,21 @@ type Descriptor struct {
 	// Plural is the lower case collection name used in REST paths and on
 	// the command line (meshservices).
 	Plural string
-	// ShortName is the Kuma short name (msvc), also accepted on the command line.
+	// ShortName is the Kuma short name (msvc), also accepted on the command
+	// line; empty for a kind without one.
 	ShortName  string
 	MeshScoped bool
 	// ServiceKind marks the kinds that get hostnames and VIPs; their names
 	// must be DNS-1035 labels.
 	ServiceKind bool
 	HasStatus   bool
-	newSpec     func() Spec
-	newStatus   func() Status
+	// SystemLabels marks the kinds the control plane labels with
+	// kuma.io/origin, kuma.io/zone and kuma.io/display-name on write
+	// (internal/admission): the mesh-scoped kinds, HostnameGenerator and
+	// ZoneIngress.
+	SystemLabels bool
+	newSpec      func() Spec
+	newStatus    func() Status
 	// specType and statusType are the types newSpec and newStatus return
 	// (statusType nil for none), set once (init).
 	specType, statusType reflect.Type
@@ -153,18 +160,20 @@ func (d *Descriptor) NewStatus() Status {
 var descriptors = []*Descriptor{
 	{Kind: Mesh, Plural: "meshes", ShortName: "mesh",
 		newSpec: func() Spec { return &MeshSpec{} }},
-	{Kind: Dataplane, Plural: "dataplanes", ShortName: "dp", MeshScoped: true,
+	{Kind: Dataplane, Plural: "dataplanes", ShortName: "dp", MeshScoped: true, SystemLabels: true,
 		newSpec: func() Spec { return &DataplaneSpec{} }},
-	{Kind: MeshService, Plural: "meshservices", ShortName: "msvc", MeshScoped: true, ServiceKind: true, HasStatus: true,
+	{Kind: MeshService, Plural: "meshservices", ShortName: "msvc", MeshScoped: true, SystemLabels: true, ServiceKind: true, HasStatus: true,
 		newSpec: func() Spec { return &MeshServiceSpec{} }, newStatus: func() Status { return &ServiceStatus{} }},
-	{Kind: MeshExternalService, Plural: "meshexternalservices", ShortName: "extsvc", MeshScoped: true, ServiceKind: true, HasStatus: true,
+	{Kind: MeshExternalService, Plural: "meshexternalservices", ShortName: "extsvc", MeshScoped: true, SystemLabels: true, ServiceKind: true, HasStatus: true,
 		newSpec: func() Spec { return &MeshExternalServiceSpec{} }, newStatus: func() Status { return &ServiceStatus{} }},
-	{Kind: MeshMultiZoneService, Plural: "meshmultizoneservices", ShortName: "mzsvc", MeshScoped: true, ServiceKind: true, HasStatus: true,
+	{Kind: MeshMultiZoneService, Plural: "meshmultizoneservices", ShortName: "mzsvc", MeshScoped: true, SystemLabels: true, ServiceKind: true, HasStatus: true,
 		newSpec: func() Spec { return &MeshMultiZoneServiceSpec{} }, newStatus: func() Status { return &MultiZoneServiceStatus{} }},
-	{Kind: HostnameGenerator, Plural: "hostnamegenerators", ShortName: "hg",
+	{Kind: HostnameGenerator, Plural: "hostnamegenerators", ShortName: "hg", SystemLabels: true,
 		newSpec: func() Spec { return &HostnameGeneratorSpec{} }},
 	{Kind: Zone, Plural: "zones", ShortName: "zone",
 		newSpec: func() Spec { return &ZoneSpec{} }},
+	{Kind: ZoneIngress, Plural: "zoneingresses", SystemLabels: true,
+		newSpec: func() Spec { return &ZoneIngressSpec{} }},
 }
 
 // Descriptors returns every kind's descriptor, in a stable order.

@@ -251,21 +251,7 @@ func (s *ZoneSpec) Validate(p validate.Path) validate.Errors { return nil }
 func (s *DataplaneSpec) Validate(p validate.Path) validate.Errors {
 	var errs validate.Errors
 	np := p.Field("networking")
-	addr := s.Networking.Address
-	switch {
-	case addr == "":
-		errs.Add(np.Field("address"), "must not be empty")
-	case isIPLike(addr):
-		if a, msg := checkIP(addr); msg != "" {
-			errs.Add(np.Field("address"), msg+" or a DNS name")
-		} else if a.IsUnspecified() {
-			errs.Add(np.Field("address"), "must not be 0.0.0.0 or :: (unspecified): other proxies cannot reach it")
-		}
-	default:
-		if msg := validate.DNS1123Subdomain(addr); msg != "" {
-			errs.Add(np.Field("address"), "must be an IP address or a DNS name: "+msg)
-		}
-	}
+	checkProxyAddress(&errs, np.Field("address"), s.Networking.Address)
 	ip := np.Field("inbound")
 	if !checkCount(&errs, ip, len(s.Networking.Inbound), MaxInbounds) {
 		return errs
@@ -300,6 +286,26 @@ func (s *DataplaneSpec) Validate(p validate.Path) validate.Errors {
 		checkBackendRefs(&errs, np.Field("transparentProxying").Field("reachableBackends").Field("refs"), tp.ReachableBackends.Refs)
 	}
 	return errs
+}
+
+// checkProxyAddress checks the address of a proxy (a Dataplane, a
+// ZoneIngress): an IP address other than the unspecified one, or a DNS
+// name.
+func checkProxyAddress(errs *validate.Errors, p validate.Path, addr string) {
+	switch {
+	case addr == "":
+		errs.Add(p, "must not be empty")
+	case isIPLike(addr):
+		if a, msg := checkIP(addr); msg != "" {
+			errs.Add(p, msg+" or a DNS name")
+		} else if a.IsUnspecified() {
+			errs.Add(p, "must not be 0.0.0.0 or :: (unspecified): other proxies cannot reach it")
+		}
+	default:
+		if msg := validate.DNS1123Subdomain(addr); msg != "" {
+			errs.Add(p, "must be an IP address or a DNS name: "+msg)
+		}
+	}
 }
 
 // MaxBackendRefs bounds a Dataplane's reachableBackends.

@@ -135,7 +135,7 @@ func (d decoder) decode(c crd.Kind, raw []byte) (decoded, error) {
 	}
 	name := d.name(c, m.Namespace, m.Name)
 	if name == "" {
-		out.errs.Addf("metadata.namespace", "a %s must be in the control plane's system namespace %q, not %q (seeds 000 and 003)", c.Kind, d.system, m.Namespace)
+		out.errs.Addf("metadata.namespace", "a %s must be in the control plane's system namespace %q, not %q (seeds 000 and 003 for generators and external services; an ingress belongs to its zone, not to a namespace)", c.Kind, d.system, m.Namespace)
 		return out, nil
 	}
 	desc := resource.MustLookup(c.Kind)
@@ -205,7 +205,7 @@ func (d decoder) computeLabels(c crd.Kind, m kubeapi.ObjectMeta, obj *resource.O
 	if desc.MeshScoped {
 		l[resource.LabelMesh] = obj.Mesh
 	}
-	if !desc.MeshScoped && c.Kind != resource.HostnameGenerator {
+	if !desc.SystemLabels {
 		return
 	}
 	if _, ok := l[resource.LabelOrigin]; !ok {
@@ -242,7 +242,7 @@ func (d decoder) validate(c crd.Kind, m kubeapi.ObjectMeta, obj *resource.Object
 		}
 		errs = append(errs, e)
 	}
-	if !resource.MustLookup(c.Kind).MeshScoped && c.Kind != resource.HostnameGenerator {
+	if !resource.MustLookup(c.Kind).SystemLabels {
 		return errs
 	}
 	labels := validate.Path("metadata.labels")

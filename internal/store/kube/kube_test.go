@@ -128,6 +128,8 @@ func TestStore_EveryKindRoundTrips(t *testing.T) {
 			Selector: resource.MultiZoneSelector{MeshService: &resource.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}},
 		{Kind: resource.HostnameGenerator, Name: "local", Spec: &resource.HostnameGeneratorSpec{Template: "{{ .DisplayName }}.mesh",
 			Selector: resource.HostnameSelector{MeshService: &resource.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}},
+		{Kind: resource.ZoneIngress, Name: "ingress-1", Spec: &resource.ZoneIngressSpec{Networking: resource.ZoneIngressNetworking{
+			Address: "10.0.0.9", Port: 10001, AdvertisedAddress: "ingress.example.com", AdvertisedPort: 443}}},
 	}
 	for _, o := range objs {
 		o.Spec.Default()
@@ -161,6 +163,14 @@ func TestStore_EveryKindRoundTrips(t *testing.T) {
 		resource.LabelOrigin: resource.OriginZone, resource.LabelZone: "east", resource.LabelEnv: resource.EnvKubernetes}
 	if d := cmp.Diff(want, web.Labels); d != "" {
 		t.Errorf("computed labels of web.shop (-want +got):\n%s", d)
+	}
+	// An ingress is its zone's: the store labels it with the zone, so that
+	// "the ingresses of zone east" is a label query.
+	ingress, _ := s.Get(ctx, resource.Key{Kind: resource.ZoneIngress, Name: "ingress-1"})
+	want = map[string]string{resource.LabelDisplayName: "ingress-1", resource.LabelNamespace: "meshnames-system",
+		resource.LabelOrigin: resource.OriginZone, resource.LabelZone: "east"}
+	if d := cmp.Diff(want, ingress.Labels); d != "" {
+		t.Errorf("computed labels of ingress-1 (-want +got):\n%s", d)
 	}
 }
 

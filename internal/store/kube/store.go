@@ -8,7 +8,8 @@
 //
 // Mesh and Zone are cluster-scoped: a resource's name is the object's.
 // HostnameGenerator and MeshExternalService live only in the system
-// namespace (seeds 000 and 003): the name is the object's; such an object
+// namespace (seeds 000 and 003), and so does ZoneIngress (an ingress is
+// its zone's, not a namespace's): the name is the object's; such an object
 // elsewhere is invalid. The other kinds are named like Kuma's core names,
 // "<name>.<namespace>", but in the system namespace, where synced resources
 // live (seed 002), the name is the object's. The mesh is the label
@@ -95,8 +96,8 @@ import (
 type Options struct {
 	Client *kubeapi.Client
 	// SystemNamespace holds HostnameGenerators, MeshExternalServices,
-	// synced resources and the leases (crd.DefaultSystemNamespace when
-	// empty). Open creates it when it is missing.
+	// ZoneIngresses, synced resources and the leases
+	// (crd.DefaultSystemNamespace when empty). Open creates it when it is missing.
 	SystemNamespace string
 	// Mode and Zone are the control plane's: they fill in the origin and
 	// zone labels of objects written without them.

@@ -91,6 +91,10 @@ func sample(k resource.Kind, name string) *resource.Object {
 			Template: "{{ .DisplayName }}.{{ .Mesh }}.mesh",
 			Selector: resource.HostnameSelector{MeshService: &resource.LabelSelector{MatchLabels: map[string]string{resource.LabelOrigin: resource.OriginZone}}},
 		}}
+	case resource.ZoneIngress:
+		o = &resource.Object{Labels: map[string]string{resource.LabelZone: "east", "kind": string(k)},
+			Spec: &resource.ZoneIngressSpec{Networking: resource.ZoneIngressNetworking{
+				Address: "192.168.0.1", Port: 10001, AdvertisedAddress: "ingress.east.example.com", AdvertisedPort: 443}}}
 	default:
 		panic(fmt.Sprintf("storetest: no sample for kind %s: add one", k))
 	}
