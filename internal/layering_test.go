@@ -63,9 +63,7 @@ var private = map[string][]string{
 
 // exceptions are imports that break the layer rule, each with why. An
 // exception that is no longer used fails the test, so that it is removed.
-var exceptions = map[[2]string]string{
-	{"internal/apiserver", "internal/meshservices"}: "GET /_servicetags runs the Dataplane planner itself (issue 15: the API should read what the controller decided)",
-}
+var exceptions = map[[2]string]string{}
 
 // testOnly are packages for tests and benchmarks: they may import anything,
 // and the binary must not contain them. A path ending in /... is a tree.

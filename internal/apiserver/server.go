@@ -17,8 +17,8 @@
 // /audit and /history.
 //
 // It imports admission, api, auth, audit, history, token, resource, store,
-// cache, hostname, meshservices and validate; nothing imports it but server. Handlers are safe for
-// concurrent use.
+// cache, hostname and validate; nothing imports it but server. Handlers are
+// safe for concurrent use.
 package apiserver
 
 import (
@@ -37,7 +37,6 @@ import (
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/auth"
 	"github.com/meshnames/meshnames/internal/cache"
-	"github.com/meshnames/meshnames/internal/meshservices"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/token"
@@ -80,9 +79,11 @@ type Options struct {
 	// DNS lists what this instance's DNS server answers in a mesh; nil
 	// when it serves no DNS.
 	DNS func(mesh string) api.DNSListing
-	// ServiceTags, when set, are the settings of MeshService synthesis, for
-	// GET /meshes/{mesh}/_servicetags.
-	ServiceTags *meshservices.Options
+	// ServiceTags, when set (where MeshServices are synthesised from
+	// Dataplanes), reports a mesh's service tags for GET
+	// /meshes/{mesh}/_servicetags: what the controller decided, as this
+	// instance's cache shows it (meshservices.Reporter).
+	ServiceTags func(mesh string) []api.ServiceTag
 	// ZoneInsight, when set (on a global control plane), reports a zone's
 	// sync stream for GET /zones/{name}/_insight.
 	ZoneInsight func(ctx context.Context, zone string) (api.ZoneInsight, error)

@@ -4,14 +4,12 @@ import (
 	"net/http"
 
 	"github.com/meshnames/meshnames/internal/api"
-	"github.com/meshnames/meshnames/internal/cache"
-	"github.com/meshnames/meshnames/internal/meshservices"
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
 // serviceTags answers GET /meshes/{mesh}/_servicetags: what the leader's
-// controller decided, as this instance's cache shows it (meshservices.
-// Report, with no clock of its own), so any instance can answer.
+// controller decided, as this instance's cache shows it (Options.
+// ServiceTags), so any instance can answer.
 func (s *Server) serviceTags(w http.ResponseWriter, mesh string) {
 	if _, ok := s.opts.Cache.Get(resource.Key{Kind: resource.Mesh, Name: mesh}); !ok {
 		writeError(w, notFound(resource.Key{Kind: resource.Mesh, Name: mesh}))
@@ -21,11 +19,9 @@ func (s *Server) serviceTags(w http.ResponseWriter, mesh string) {
 		writeError(w, newError(http.StatusNotFound, "Not found", "this control plane does not synthesise MeshServices (it runs in global mode)"))
 		return
 	}
-	dps, _ := s.opts.Cache.List(cache.Query{Kind: resource.Dataplane, Mesh: mesh})
-	mss, _ := s.opts.Cache.List(cache.Query{Kind: resource.MeshService, Mesh: mesh})
-	r := api.ServiceTagsReport{Mesh: mesh, Tags: meshservices.Report(mesh, dps, mss, *s.opts.ServiceTags)}
+	r := api.ServiceTagsReport{Mesh: mesh, Tags: s.opts.ServiceTags(mesh)}
 	if r.Tags == nil {
-		r.Tags = []meshservices.Service{}
+		r.Tags = []api.ServiceTag{}
 	}
 	writeJSON(w, http.StatusOK, r)
 }

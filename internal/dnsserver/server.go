@@ -11,8 +11,9 @@
 // known names without the asked type NODATA, both with an SOA. Other names
 // are forwarded to the configured upstreams or refused.
 //
-// It imports resource, cache and reconcile (its queue) only; it must not
-// import the store.
+// It imports api, resource, cache and reconcile only (api for the bodies
+// Inspector returns, reconcile for its queue); it must not import the
+// store.
 package dnsserver
 
 import (

@@ -131,31 +131,14 @@ type GlobalLink struct {
 	Insight api.ZoneInsight
 }
 
-// DNSMatch is one mesh's records of a name.
-type DNSMatch struct {
-	Mesh string
-	Name api.DNSName
-}
+// DNSMatch is one mesh's records of a name (dnsserver.Inspector).
+type DNSMatch = api.DNSMatch
 
-// Pool is the usage of one VIP pool.
-type Pool struct {
-	Kind        resource.Kind
-	Prefix      netip.Prefix
-	Size        uint64 // usable addresses
-	Used        uint64
-	Quarantined uint64
-}
+// Pool is the usage of one VIP pool (vips.Usage).
+type Pool = api.VIPPool
 
-// VIPState is what the VIP pools know of one address.
-type VIPState struct {
-	// Pool is the kind whose pool holds the address, empty when none does.
-	Pool   resource.Kind
-	Prefix netip.Prefix
-	// Allocated is true while a service holds it; QuarantinedUntil is set
-	// while it is in quarantine after its service let it go.
-	Allocated        bool
-	QuarantinedUntil time.Time
-}
+// VIPState is what the VIP pools know of one address (vips.Usage).
+type VIPState = api.VIPState
 
 // Server serves the GUI.
 type Server struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 )
@@ -466,6 +467,17 @@ func boolFirst(a bool) int {
 // started has no end yet; one that ended is still reported).
 func Report(mesh string, dataplanes, services []*resource.Object, o Options) []Service {
 	return planMesh(mesh, dataplanes, services, o, time.Time{})
+}
+
+// Reporter returns Report over what c holds of a mesh, for the
+// _servicetags inspection: the wiring hands it to the REST API, which does
+// not import this package.
+func Reporter(c *cache.Cache, o Options) func(mesh string) []api.ServiceTag {
+	return func(mesh string) []api.ServiceTag {
+		dps, _ := c.List(cache.Query{Kind: resource.Dataplane, Mesh: mesh})
+		mss, _ := c.List(cache.Query{Kind: resource.MeshService, Mesh: mesh})
+		return Report(mesh, dps, mss, o)
+	}
 }
 
 // planMesh plans every unit of a mesh at now (zero: report, see retire).

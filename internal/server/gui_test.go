@@ -7,26 +7,19 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/apiserver"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/dnsserver"
-	"github.com/meshnames/meshnames/internal/gui"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/sqlite"
-	"github.com/meshnames/meshnames/internal/vips"
 )
 
 func openTestStore(tb testing.TB) store.Store {
@@ -37,70 +30,6 @@ func openTestStore(tb testing.TB) store.Store {
 	}
 	tb.Cleanup(func() { st.Close() })
 	return st
-}
-
-func TestPoolUsage_CountsTheVIPLeases(t *testing.T) {
-	st := openTestStore(t)
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	lease := func(ip string, expires time.Time) store.Op {
-		return store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: vips.LeasePrefix + ip, Value: []byte(`{}`), ExpiresAt: expires}}
-	}
-	if _, err := st.Apply(context.Background(),
-		lease("241.0.0.1", time.Time{}), lease("241.0.0.2", time.Time{}), // in use
-		lease("241.0.0.3", now.Add(time.Minute)),  // in quarantine
-		lease("241.0.0.4", now.Add(-time.Minute)), // quarantine over
-		lease("242.0.0.1", time.Time{}),           // in use, another pool
-		lease("fd00::1", now.Add(time.Minute)),    // quarantined, IPv6 pool
-		lease("10.0.0.1", time.Time{}),            // in no pool
-		store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: vips.LeasePrefix + "garbage"}},
-	); err != nil {
-		t.Fatal(err)
-	}
-	pools := map[resource.Kind]vips.Prefixes{
-		resource.MeshService:          {V4: netip.MustParsePrefix("241.0.0.0/24"), V6: netip.MustParsePrefix("fd00::/64")},
-		resource.MeshExternalService:  {V4: netip.MustParsePrefix("242.0.0.0/8")},
-		resource.MeshMultiZoneService: {V4: netip.MustParsePrefix("243.0.0.0/30")},
-	}
-	got, err := poolUsage(context.Background(), st, pools, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []gui.Pool{
-		{Kind: resource.MeshService, Prefix: netip.MustParsePrefix("241.0.0.0/24"), Size: 254, Used: 2, Quarantined: 1},
-		{Kind: resource.MeshService, Prefix: netip.MustParsePrefix("fd00::/64"), Size: 1<<64 - 2, Quarantined: 1},
-		{Kind: resource.MeshExternalService, Prefix: netip.MustParsePrefix("242.0.0.0/8"), Size: 1<<24 - 2, Used: 1},
-		{Kind: resource.MeshMultiZoneService, Prefix: netip.MustParsePrefix("243.0.0.0/30"), Size: 2},
-	}
-	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
-		t.Errorf("poolUsage (-want +got):\n%s", diff)
-	}
-	tests := []struct {
-		ip   string
-		want gui.VIPState
-	}{
-		{"241.0.0.1", gui.VIPState{Pool: resource.MeshService, Prefix: netip.MustParsePrefix("241.0.0.0/24"), Allocated: true}},
-		{"241.0.0.3", gui.VIPState{Pool: resource.MeshService, Prefix: netip.MustParsePrefix("241.0.0.0/24"), QuarantinedUntil: now.Add(time.Minute)}},
-		{"241.0.0.4", gui.VIPState{Pool: resource.MeshService, Prefix: netip.MustParsePrefix("241.0.0.0/24")}},
-		{"241.0.0.10", gui.VIPState{Pool: resource.MeshService, Prefix: netip.MustParsePrefix("241.0.0.0/24")}}, // no lease: free; not 241.0.0.1's
-		{"10.0.0.1", gui.VIPState{}},
-	}
-	for _, tt := range tests {
-		got, err := vipState(context.Background(), st, pools, netip.MustParseAddr(tt.ip), now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
-			t.Errorf("vipState(%s) (-want +got):\n%s", tt.ip, diff)
-		}
-	}
-}
-
-func TestPoolSize(t *testing.T) {
-	for p, want := range map[string]uint64{"241.0.0.0/8": 1<<24 - 2, "10.0.0.0/30": 2, "10.0.0.0/31": 0, "10.0.0.1/32": 0, "fd00::/64": 1<<64 - 2, "fd00::/16": 1<<64 - 2, "fd00::/120": 254} {
-		if got := poolSize(netip.MustParsePrefix(p)); got != want {
-			t.Errorf("poolSize(%s) = %d, want %d", p, got, want)
-		}
-	}
 }
 
 // tableOf builds the DNS table of objs and a server answering from it.
@@ -123,144 +52,6 @@ func meshService(mesh, name string, vip string, port string, addrs ...resource.A
 
 func addr(host, status string) resource.Address {
 	return resource.Address{Hostname: host, Status: status, Origin: resource.AddressOrigin{Kind: resource.OriginHostnameGenerator, Name: "g"}}
-}
-
-func TestGUIDNSFunctions(t *testing.T) {
-	objs := []*resource.Object{
-		meshService("default", "web", "241.0.0.1", "http", addr("web.svc.mesh.local", resource.AddressAvailable)),
-		meshService("default", "api", "241.0.0.2", "", addr("api.svc.mesh.local", resource.AddressAvailable)),
-		meshService("other", "web", "241.0.0.3", "", addr("web.svc.mesh.local", resource.AddressAvailable)),
-	}
-	srv := tableOf(objs)
-	// dnsPage: sorted by name, filtered, paged, SRV names included.
-	names, total := dnsPage(srv, "default", "", 0, 10)
-	var got []string
-	for _, n := range names {
-		got = append(got, n.Name)
-	}
-	if diff := cmp.Diff([]string{"_http._tcp.web.svc.mesh.local.", "api.svc.mesh.local.", "web.svc.mesh.local."}, got); diff != "" || total != 3 {
-		t.Errorf("dnsPage: %d names (-want +got):\n%s", total, diff)
-	}
-	if names, total := dnsPage(srv, "default", "241.0.0.2", 0, 10); total != 1 || names[0].Service != "api" {
-		t.Errorf("dnsPage by address: %d %+v", total, names)
-	}
-	if names, total := dnsPage(srv, "default", "", 1, 1); total != 3 || len(names) != 1 || names[0].Name != "api.svc.mesh.local." {
-		t.Errorf("dnsPage offset 1 limit 1: %d %+v", total, names)
-	}
-	// The paged names are the _dns listing's, converted alike.
-	full := dnsListing(srv, nil, testTableOptions, "default")
-	all, _ := dnsPage(srv, "default", "", 0, 100)
-	l, err := apiserver.DNSListing(cacheWithMesh(t, "default"), func(string) api.DNSListing { return full }, "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(l.Names, all); diff != "" {
-		t.Errorf("dnsPage differs from the _dns listing (-listing +page):\n%s", diff)
-	}
-	// lookupDNS: every mesh; lookupAddr: the reverse name's records.
-	var meshes []string
-	for _, m := range lookupDNS(srv, "WEB.svc.mesh.local.") {
-		meshes = append(meshes, m.Mesh+"/"+m.Name.Service)
-	}
-	if diff := cmp.Diff([]string{"default/web", "other/web"}, meshes); diff != "" {
-		t.Errorf("lookupDNS (-want +got):\n%s", diff)
-	}
-	if m := lookupAddr(srv, netip.MustParseAddr("241.0.0.2")); len(m) != 1 || m[0].Name.Service != "api" || m[0].Mesh != "default" {
-		t.Errorf("lookupAddr: %+v", m)
-	}
-	// matchDNS: by name and by address.
-	for _, tt := range []struct {
-		word string
-		want []string
-	}{{"web.svc", []string{"default/web", "other/web"}}, {"241.0.0.2", []string{"default/api"}}, {"nothing", nil}} {
-		var keys []string
-		matchDNS(srv, tt.word, func(k resource.Key) { keys = append(keys, k.Mesh+"/"+k.Name) })
-		if diff := cmp.Diff(tt.want, dedupSorted(keys)); diff != "" {
-			t.Errorf("matchDNS(%q) (-want +got):\n%s", tt.word, diff)
-		}
-	}
-}
-
-func dedupSorted(s []string) []string {
-	slices.Sort(s)
-	return slices.Compact(s)
-}
-
-// cacheWithMesh returns a synced cache over a store holding mesh.
-// On a global, every name of every service is listed as not answered,
-// with the reason, though the statuses it holds carry the zones' VIPs and
-// hostnames; its table answers none of them.
-func TestGUIDNSFunctions_Global(t *testing.T) {
-	st := openTestStore(t)
-	ctx := context.Background()
-	objs := []*resource.Object{
-		{Kind: resource.Mesh, Name: "default", Spec: &resource.MeshSpec{}},
-		meshService("default", "web", "241.0.0.1", "http", addr("web.svc.mesh.local", resource.AddressAvailable)),
-		meshService("default", "api", "241.0.0.1", "", addr("api.svc.mesh.local", resource.AddressAvailable)),
-		meshService("other", "db", "241.0.0.1", "", addr("db.svc.mesh.local", resource.AddressAvailable)),
-	}
-	for _, o := range objs {
-		status := o.Status
-		o.Status = nil
-		created, err := store.Create(ctx, st, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if status != nil {
-			created.Status = status
-			if _, err := store.UpdateStatus(ctx, st, created); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	c := runCache(t, st)
-	o := testTableOptions
-	o.Global = true
-	b := dnsserver.NewBuilder(c, dnsserver.New(dnsserver.Options{Addr: "127.0.0.1:0", Log: slog.New(slog.DiscardHandler)}), o)
-	built := make(chan *dnsserver.Table, 1)
-	b.Built = func(tb *dnsserver.Table) { built <- tb }
-	bctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { _ = b.Run(bctx) }()
-	var table *dnsserver.Table
-	select {
-	case table = <-built:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the global's builder published no table")
-	}
-	if len(table.Views) != 0 {
-		t.Errorf("the global's table has views of %d meshes, want none", len(table.Views))
-	}
-	srv := dnsserver.New(dnsserver.Options{Addr: "127.0.0.1:0", Log: slog.New(slog.DiscardHandler)})
-	srv.SetTable(table)
-	l, err := apiserver.DNSListing(c, func(mesh string) api.DNSListing { return dnsListing(srv, c, o, mesh) }, "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, n := range l.NotAnswered {
-		if n.Reason != dnsserver.GlobalAnswersNoNames {
-			t.Errorf("%s: reason %q, want the global's", n.Name, n.Reason)
-		}
-		got = append(got, n.Service+" "+n.Name)
-	}
-	want := []string{"api api.svc.mesh.local.", "web web.svc.mesh.local."}
-	if diff := cmp.Diff(want, got); diff != "" || len(l.Names) != 0 {
-		t.Errorf("the global's _dns listing of default: names %v, not answered (-want +got):\n%s", l.Names, diff)
-	}
-	one := serviceDNS(srv, c, o, resource.Key{Kind: resource.MeshService, Mesh: "other", Name: "db"})
-	if len(one.Names) != 0 || len(one.NotAnswered) != 1 || one.NotAnswered[0].Name != "db.svc.mesh.local." || one.NotAnswered[0].Reason != dnsserver.GlobalAnswersNoNames {
-		t.Errorf("the global's listing of other/db: %+v", one)
-	}
-}
-
-func cacheWithMesh(tb testing.TB, mesh string) *cache.Cache {
-	tb.Helper()
-	st := openTestStore(tb)
-	if _, err := store.Create(context.Background(), st, &resource.Object{Kind: resource.Mesh, Name: mesh, Spec: &resource.MeshSpec{}}); err != nil {
-		tb.Fatal(err)
-	}
-	return runCache(tb, st)
 }
 
 func runCache(tb testing.TB, st store.Store) *cache.Cache {
@@ -329,13 +120,15 @@ func BenchmarkGUIPages_100k(b *testing.B) {
 	c := runCache(b, st)
 	dnsSrv := tableOf(objs)
 	s := New(config.Default(), slog.New(slog.DiscardHandler), "bench")
-	g, err := s.newGUI(st, c, dnsSrv, testTableOptions, apiserver.Options{
-		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, c, testTableOptions, mesh) },
-		Leader: func(context.Context) (api.LeaderStatus, error) { return api.LeaderStatus{Election: "local"}, nil },
-	}, nil, nil)
+	names := dnsserver.NewInspector(dnsSrv, c, testTableOptions)
+	usage, err := s.vipUsage(st)
 	if err != nil {
 		b.Fatal(err)
 	}
+	g := s.newGUI(st, c, names, apiserver.Options{
+		DNS:    names.Listing,
+		Leader: func(context.Context) (api.LeaderStatus, error) { return api.LeaderStatus{Election: "local"}, nil },
+	}, nil, usage)
 	h := g.Handler()
 	get := func(b *testing.B, path string) int {
 		rec := httptest.NewRecorder()
@@ -379,50 +172,5 @@ func BenchmarkGUIPages_100k(b *testing.B) {
 			b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpu-ms/op")
 			b.ReportMetric(float64(size), "bytes/page")
 		})
-	}
-}
-
-// TestPoolsReader_GaugesWhileLeading checks where the pools' usage comes
-// from: the VIP controller's gauges while leading, else the leases.
-func TestPoolsReader_GaugesWhileLeading(t *testing.T) {
-	st := openTestStore(t)
-	if _, err := st.Apply(context.Background(), store.Op{Type: store.OpPutLease, Lease: &store.Lease{Name: vips.LeasePrefix + "241.0.0.1", Value: []byte(`{}`)}}); err != nil {
-		t.Fatal(err)
-	}
-	pools := map[resource.Kind]vips.Prefixes{
-		resource.MeshService:          {V4: netip.MustParsePrefix("241.0.0.0/24")},
-		resource.MeshExternalService:  {V4: netip.MustParsePrefix("242.0.0.0/24")},
-		resource.MeshMultiZoneService: {V4: netip.MustParsePrefix("243.0.0.0/24")},
-	}
-	reg := prometheus.NewRegistry()
-	gauge := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "meshnames_vips_pool_addresses"}, []string{"pool", "state"})
-	reg.MustRegister(gauge)
-	leading := false
-	r := &poolsReader{st: st, gather: reg, pools: pools, leading: func() bool { return leading }}
-	used := func() []uint64 {
-		p, err := r.read(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []uint64
-		for _, x := range p {
-			out = append(out, x.Used, x.Quarantined)
-		}
-		return out
-	}
-	if got := used(); !slices.Equal(got, []uint64{1, 0, 0, 0, 0, 0}) {
-		t.Errorf("not leading: %v, want the lease's 1 used", got)
-	}
-	leading = true
-	if got := used(); !slices.Equal(got, []uint64{1, 0, 0, 0, 0, 0}) {
-		t.Errorf("leading, no gauges yet: %v, want the leases' figures", got)
-	}
-	for _, p := range []string{"241.0.0.0/24", "242.0.0.0/24", "243.0.0.0/24"} {
-		gauge.WithLabelValues(p, "size").Set(254)
-		gauge.WithLabelValues(p, "used").Set(7)
-		gauge.WithLabelValues(p, "quarantined").Set(3)
-	}
-	if got := used(); !slices.Equal(got, []uint64{7, 3, 7, 3, 7, 3}) {
-		t.Errorf("leading: %v, want the gauges' 7 used and 3 quarantined", got)
 	}
 }

@@ -123,8 +123,13 @@ func (s *Server) Run(ctx context.Context) error {
 		Global: s.cfg.Mode == config.ModeGlobal,
 	}
 	builder := dnsserver.NewBuilder(c, dnsSrv, tableOpts)
+	names := dnsserver.NewInspector(dnsSrv, c, tableOpts)
+	usage, err := s.vipUsage(st)
+	if err != nil {
+		return err
+	}
 	gc := newLoadGC(s.cfg.Mode != config.ModeStandalone)
-	ctl, err := s.newControllers(st, c, reg, gc)
+	ctl, err := s.newControllers(st, c, reg, gc, usage)
 	if err != nil {
 		return err
 	}
@@ -144,7 +149,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return s.sync.ready()
 		},
-		DNS:    func(mesh string) api.DNSListing { return dnsListing(dnsSrv, c, tableOpts, mesh) },
+		DNS:    names.Listing,
 		Leader: func(ctx context.Context) (api.LeaderStatus, error) { return s.leaderStatus(ctx, st) },
 		Preview: func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error) {
 			return s.preview(ctx, st, c, objs)
@@ -156,17 +161,13 @@ func (s *Server) Run(ctx context.Context) error {
 		apiOpts.SyncPin = func() (string, error) { return pin, nil }
 	}
 	if s.cfg.Mode != config.ModeGlobal {
-		o := s.serviceOptions()
-		apiOpts.ServiceTags = &o
+		apiOpts.ServiceTags = meshservices.Reporter(c, s.serviceOptions())
 	}
 	proxies := s.newXDS(c, keys, apiTLS, reg)
 	if proxies != nil {
 		apiOpts.XDS = proxies.inspect
 	}
-	webGUI, err := s.newGUI(st, c, dnsSrv, tableOpts, apiOpts, proxies, reg)
-	if err != nil {
-		return err
-	}
+	webGUI := s.newGUI(st, c, names, apiOpts, proxies, usage)
 	apiOpts.GUI, apiOpts.GUIPrompt = webGUI.Handler(), gui.TokenPrompt
 	ln, err := net.Listen("tcp", s.cfg.API.Addr)
 	if err != nil {
@@ -293,11 +294,11 @@ func (ctl *controllers) creator() admission.Creator {
 // newControllers builds the controllers. A global control plane runs none:
 // zones compute hostnames for what they hold (seed 002), and global keeps
 // the status zones report.
-func (s *Server) newControllers(st store.Store, c *cache.Cache, reg prometheus.Registerer, gc *loadGC) (*controllers, error) {
+func (s *Server) newControllers(st store.Store, c *cache.Cache, reg prometheus.Registerer, gc *loadGC, usage *vips.Usage) (*controllers, error) {
 	if s.cfg.Mode == config.ModeGlobal || s.NoControllers {
 		return nil, nil
 	}
-	cores, err := s.cores(reg, s.log)
+	cores, err := s.cores(reg, s.log, usage)
 	if err != nil {
 		return nil, err
 	}
@@ -360,15 +361,15 @@ func (s *Server) recordHistory(old *resource.Object, next resource.Status, patch
 }
 
 // cores returns new cores of the controllers, reporting metrics to reg
-// (none when nil).
-func (s *Server) cores(reg prometheus.Registerer, log *slog.Logger) ([]reconcile.Core, error) {
+// and the VIP pools' usage to usage (none when nil).
+func (s *Server) cores(reg prometheus.Registerer, log *slog.Logger, usage *vips.Usage) ([]reconcile.Core, error) {
 	pools, err := vipPools(s.cfg.VIPs)
 	if err != nil {
 		return nil, err
 	}
 	return []reconcile.Core{
 		hostnames.New(hostnames.Options{Zone: s.cfg.Zone, ServiceTagDomain: s.cfg.DNS.ServiceTagDomain, Log: log.With("component", "hostnames"), Registerer: reg}),
-		vips.New(vips.Options{Zone: s.cfg.Zone, Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: log.With("component", "vips"), Registerer: reg}),
+		vips.New(vips.Options{Zone: s.cfg.Zone, Pools: pools, Quarantine: s.cfg.VIPs.Quarantine.D(), Log: log.With("component", "vips"), Registerer: reg, Usage: usage}),
 		meshservices.New(meshservices.CoreOptions{Options: s.serviceOptions(), Log: log.With("component", "meshservices"), Registerer: reg}),
 		extsvc.New(extsvc.Options{Log: log.With("component", "extsvc"), Registerer: reg}),
 		mzservice.New(mzservice.Options{Zone: s.cfg.Zone, Log: log.With("component", "mzservice"), Registerer: reg}),
@@ -384,7 +385,7 @@ func (s *Server) preview(ctx context.Context, st store.Store, c *cache.Cache, ob
 		return nil, nil
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	all, err := s.cores(nil, quiet)
+	all, err := s.cores(nil, quiet, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -411,17 +412,6 @@ func (s *Server) serviceOptions() meshservices.Options {
 	return meshservices.Options{
 		Zone: s.cfg.Zone, ExportDefault: s.cfg.Services.ExportDefault, GracePeriod: s.cfg.Services.DeletionGracePeriod.D(),
 	}
-}
-
-// dnsListing converts the DNS table's view of mesh for the API.
-func dnsListing(srv *dnsserver.Server, c *cache.Cache, o dnsserver.TableOptions, mesh string) api.DNSListing {
-	l := dnsRejections(srv, c, o, mesh)
-	if v := tableView(srv, mesh); v != nil {
-		for e := range v.Entries() {
-			l.Names = append(l.Names, dnsName(e))
-		}
-	}
-	return l
 }
 
 // vipPools turns the validated configuration into the pools of each kind.

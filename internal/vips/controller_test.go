@@ -58,6 +58,8 @@ type env struct {
 	fence *store.Fence
 	// batch is the runner's BatchSize; 0 for the default.
 	batch int
+	// usage, when set, receives the figures of the cores of new terms.
+	usage *Usage
 }
 
 func defaultPools() map[resource.Kind]Prefixes {
@@ -91,7 +93,7 @@ func (e *env) start() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.rt = reconciletest.Start(e.t, e.st, reconciletest.Options{
 		Cores: func() []reconcile.Core {
-			e.core = New(Options{Pools: e.pools, Quarantine: quarantine, Log: log, Registerer: prometheus.NewRegistry()})
+			e.core = New(Options{Pools: e.pools, Quarantine: quarantine, Log: log, Registerer: prometheus.NewRegistry(), Usage: e.usage})
 			return []reconcile.Core{e.core}
 		},
 		Fence: e.fence, BatchSize: e.batch, Now: e.clock.Now, Log: log,

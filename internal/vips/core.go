@@ -30,7 +30,8 @@
 // Core is the VIP planner for the shared runner of internal/reconcile: it
 // is told which services changed and decides their status.vips and the
 // VIPsAllocated condition, with the leases that must commit with them; it
-// reads no cache and no clock of its own. It imports history, resource,
+// reads no cache and no clock of its own. Usage tells readers on every
+// instance how the pools are used. It imports api, history, resource,
 // store, ipam and reconcile.
 package vips
 
@@ -48,6 +49,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/history"
 	"github.com/meshnames/meshnames/internal/ipam"
 	"github.com/meshnames/meshnames/internal/reconcile"
@@ -79,6 +81,9 @@ type Options struct {
 	Quarantine time.Duration
 	Log        *slog.Logger
 	Registerer prometheus.Registerer
+	// Usage, when set, receives the pools' figures after every pass, for
+	// readers on this instance (the GUI); nil for none (a preview's cores).
+	Usage *Usage
 }
 
 // Core decides status.vips.
@@ -367,8 +372,10 @@ func (c *Core) Wake() time.Time {
 }
 
 // BeforeFlush implements reconcile.Flusher: each batch carries the pool
-// cursors as they stand after it.
+// cursors as they stand after it, and the pools' figures are reported as
+// they stand with it.
 func (c *Core) BeforeFlush() []store.Op {
+	c.updateGauges()
 	var ops []store.Op
 	for _, fams := range c.st.families {
 		for _, f := range fams {
@@ -691,14 +698,27 @@ func toStatus(vs []vip) []resource.VIP {
 	return out
 }
 
+// updateGauges reports the pools' figures as metrics and to Options.Usage.
 func (c *Core) updateGauges() {
 	now := c.st.now()
+	var usage []api.VIPPool
+	if c.o.Usage != nil {
+		usage = emptyPools(c.o.Pools)
+	}
 	for _, fams := range c.st.families {
 		for _, f := range fams {
 			size, used, quarantined := f.pool.Stats(now)
 			c.poolGauge.WithLabelValues(f.name, "size").Set(float64(size))
 			c.poolGauge.WithLabelValues(f.name, "used").Set(float64(used))
 			c.poolGauge.WithLabelValues(f.name, "quarantined").Set(float64(quarantined))
+			for i := range usage {
+				if usage[i].Prefix.String() == f.name {
+					usage[i].Used, usage[i].Quarantined = used, quarantined
+				}
+			}
 		}
+	}
+	if c.o.Usage != nil {
+		c.o.Usage.publish(usage)
 	}
 }
