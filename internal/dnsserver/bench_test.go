@@ -2,11 +2,12 @@ package dnsserver
 
 import (
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"net"
 	"net/netip"
 	"runtime"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/miekg/dns"
 
