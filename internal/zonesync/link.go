@@ -61,14 +61,15 @@ func positionOf(p *pb.Position) Position {
 	return Position{Epoch: p.GetEpoch(), Revision: p.GetRevision()}
 }
 
+// maxInFlight is how many batches the sender sends ahead of the peer's
+// acknowledgements: with the store as the buffer, a slow peer costs no
+// memory beyond these and gRPC's windows. A variable for the tests.
+var maxInFlight = 8
+
 // Tuning of a link.
 const (
 	// pageSize is how many feed events the sender reads at once.
 	pageSize = 1000
-	// maxInFlight is how many batches the sender sends ahead of the
-	// peer's acknowledgements: with the store as the buffer, a slow peer
-	// costs no memory beyond these and gRPC's windows.
-	maxInFlight = 8
 	// silentBeats is how many heartbeats a peer may miss before the
 	// stream is given up.
 	silentBeats = 3

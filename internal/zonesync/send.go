@@ -97,7 +97,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			if sentRev < rev && time.Since(lastSend) >= l.heartbeat {
 				// Nothing of what changed here lately was for the peer:
 				// tell it how far it is, so that it resumes from there.
-				if err := l.sendBatch(ctx, rev, 0, encodeChanges(rev, false, false, nil, nil)); err != nil {
+				if err := l.sendBatch(ctx, rev, 0, encodeChanges(rev, false, false, nil, nil), true); err != nil {
 					return err
 				}
 				sentRev, lastSend = rev, time.Now()
@@ -240,7 +240,12 @@ func (b *batcher) flush(ctx context.Context, revision int64, last bool) error {
 	n := b.items()
 	b.puts, b.dels, b.size = nil, nil, 0
 	b.sent = true
-	return b.l.sendBatch(ctx, revision, n, enc)
+	// The peer acknowledges a full state once, after its last batch (its
+	// position moves only then): waiting for acknowledgements between the
+	// batches of one would wait for good once more than maxInFlight are
+	// sent. Those batches wait on gRPC's flow control and the peer's
+	// bounded inbox instead.
+	return b.l.sendBatch(ctx, revision, n, enc, !b.snapshot || last)
 }
 
 // sendEvents sends what the peer gets of evs, which follow revision from
@@ -381,18 +386,21 @@ func (l *link) sendSnapshot(ctx context.Context) (int64, error) {
 }
 
 // sendBatch sends one batch, encoded as b, of items resources bringing the
-// peer to revision, once fewer than maxInFlight are unacknowledged.
-func (l *link) sendBatch(ctx context.Context, revision int64, items int, b []byte) error {
-	l.ackMu.Lock()
-	for len(l.inflight) >= maxInFlight && ctx.Err() == nil {
-		l.ackCond.Wait()
-	}
-	if ctx.Err() != nil {
+// peer to revision; with acked, once fewer than maxInFlight are
+// unacknowledged, and counted among them until the peer acknowledges it.
+func (l *link) sendBatch(ctx context.Context, revision int64, items int, b []byte, acked bool) error {
+	if acked {
+		l.ackMu.Lock()
+		for len(l.inflight) >= maxInFlight && ctx.Err() == nil {
+			l.ackCond.Wait()
+		}
+		if ctx.Err() != nil {
+			l.ackMu.Unlock()
+			return nil
+		}
+		l.inflight = append(l.inflight, revision)
 		l.ackMu.Unlock()
-		return nil
 	}
-	l.inflight = append(l.inflight, revision)
-	l.ackMu.Unlock()
 	if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_Changes{Changes: b}}); err != nil {
 		return fmt.Errorf("send a batch: %w", err)
 	}
