@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/meshnames/meshnames/internal/api"
+	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/miekg/dns"
 )
 
@@ -124,5 +129,88 @@ func TestDNS_AnswersWithinMillisecondsOfStatus(t *testing.T) {
 	// Names outside the mesh domains are refused (no upstream configured).
 	if r := query(t, p.dns, "example.com", dns.TypeA); r.Rcode != dns.RcodeRefused {
 		t.Errorf("example.com: rcode %s, want REFUSED", dns.RcodeToString[r.Rcode])
+	}
+}
+
+const tagCollisionInput = `type: HostnameGenerator
+name: odd
+spec:
+  selector:
+    meshService:
+      matchLabels:
+        squat: "yes"
+  template: 'shop.default.svc.80.mesh'
+---
+type: MeshService
+name: shop
+mesh: default
+spec:
+  identities:
+  - type: ServiceTag
+    value: shop_default_svc_80
+  ports:
+  - port: 80
+---
+type: MeshService
+name: squatter
+mesh: default
+labels:
+  squat: "yes"
+spec:
+  ports:
+  - port: 80
+`
+
+// TestDNS_ServiceTagLosesToAGeneratedHostname runs a real server where a
+// generated hostname is the dot alias of another service's tag (seed
+// 004): the hostnames controller gives the name to the generated
+// hostname, both statuses say so with their reasons, DNS answers the
+// holder's VIP, and the _dns listing lists the alias as not answered with
+// the controller's reason.
+func TestDNS_ServiceTagLosesToAGeneratedHostname(t *testing.T) {
+	p := start(t, "server", "--data-dir", t.TempDir())
+	p.waitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, stderr, err := run(t, ctx, []byte(tagCollisionInput), "apply", "-f", "-", "--server", p.api); err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr)
+	}
+	shop := waitAddresses(t, p.api, "meshservices", "shop", "shop.svc.mesh.local=Available",
+		"shop_default_svc_80.mesh=Available", "shop-default-svc-80.mesh=Available", "shop.default.svc.80.mesh=NotAvailable")
+	const lost = `hostname "shop.default.svc.80.mesh" is already taken by MeshService default/squatter (from generator odd), which has precedence`
+	if a := shop[3]; a.Reason != lost || a.Origin.Name != "shop_default_svc_80" {
+		t.Errorf("shop's alias: reason %q, origin %q; want %q, the tag", a.Reason, a.Origin.Name, lost)
+	}
+	squatter := waitAddresses(t, p.api, "meshservices", "squatter", "squatter.svc.mesh.local=Available", "shop.default.svc.80.mesh=Available")
+	if want := "also claimed by MeshService default/shop (an alias of its service tag), which does not get it"; squatter[1].Reason != want {
+		t.Errorf("squatter's name: reason %q, want %q", squatter[1].Reason, want)
+	}
+	ips, err := serviceVIPs(p.api, "squatter")
+	if err != nil || len(ips) != 1 {
+		t.Fatalf("squatter's VIPs: %v %v", ips, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := query(t, p.dns, "shop.default.svc.80.mesh", dns.TypeA)
+		if got := answerA(r); got == ips[0] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shop.default.svc.80.mesh: answer %v, want squatter's %s", r.Answer, ips[0])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	resp, err := http.Get(p.api + "/meshes/default/_dns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l api.DNSListing
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		t.Fatal(err)
+	}
+	want := api.DNSNotAnswer{Name: "shop.default.svc.80.mesh.", Kind: resource.MeshService, Service: "shop", Source: "alias", Reason: lost}
+	if !slices.Contains(l.NotAnswered, want) {
+		t.Errorf("_dns lists as not answered %+v, want %+v among them", l.NotAnswered, want)
 	}
 }
