@@ -31,11 +31,14 @@ type Type int
 
 // The types, in the order a change is sent: clusters before the
 // endpoints they load and the listeners that route to them (Envoy's
-// make-before-break order).
+// make-before-break order). Secrets (SDS) hold the certificates and keys
+// of TLS origination; Envoy asks for them by name once it has the
+// cluster that names them.
 const (
 	ClusterType Type = iota
 	EndpointType
 	ListenerType
+	SecretType
 	numTypes
 )
 
@@ -44,15 +47,16 @@ const (
 	ClusterURL  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 	EndpointURL = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 	ListenerURL = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	SecretURL   = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 )
 
-var typeURLs = [numTypes]string{ClusterURL, EndpointURL, ListenerURL}
+var typeURLs = [numTypes]string{ClusterURL, EndpointURL, ListenerURL, SecretURL}
 
 // URL returns the type URL of t.
 func (t Type) URL() string { return typeURLs[t] }
 
-// String is the short name of t (CDS, EDS, LDS).
-func (t Type) String() string { return [numTypes]string{"CDS", "EDS", "LDS"}[t] }
+// String is the short name of t (CDS, EDS, LDS, SDS).
+func (t Type) String() string { return [numTypes]string{"CDS", "EDS", "LDS", "SDS"}[t] }
 
 // typeOf returns the type of a type URL.
 func typeOf(url string) (Type, bool) {
@@ -79,6 +83,8 @@ type Service struct {
 	Endpoints map[int][]Endpoint
 	// NoEndpoints says why a port without endpoints has none.
 	NoEndpoints string
+	// External is set for a MeshExternalService (extsvc.go).
+	External *External
 }
 
 // Port is one port of a service.
@@ -101,7 +107,8 @@ type Endpoint struct {
 
 // Resource is one rendered resource. Port is the service port it serves;
 // API marks the API listeners of proxyless gRPC, which are sent only to a
-// client that names them.
+// client that names them. A Resource without Msg is a note only: what
+// inspection says of the service (of Port, when set), sent to no proxy.
 type Resource struct {
 	Type Type
 	Name string
@@ -144,6 +151,9 @@ func APIListenerName(hostname string, port int) string {
 // API listener per hostname. The result is deterministic: the same
 // service renders the same messages.
 func Render(s *Service) []Resource {
+	if s.External != nil {
+		return renderExternal(s)
+	}
 	out := make([]Resource, 0, len(s.Ports)*(3+len(s.Hostnames)))
 	for _, p := range s.Ports {
 		name := ClusterName(s.Key, p.Port)

@@ -49,6 +49,7 @@ type meshState struct {
 	t     *meshTable
 	ix    *endpointIndex
 	zones *zoneIndex
+	ext   *extIndex
 }
 
 type activation struct {
@@ -63,7 +64,7 @@ func NewBuilder(c *cache.Cache, zone string) *Builder {
 }
 
 // serviceKinds are the kinds proxies get resources for.
-var serviceKinds = []resource.Kind{resource.MeshService, resource.MeshMultiZoneService}
+var serviceKinds = []resource.Kind{resource.MeshService, resource.MeshMultiZoneService, resource.MeshExternalService}
 
 func watched(k resource.Kind) bool {
 	return k == resource.Dataplane || slices.Contains(serviceKinds, k)
@@ -153,7 +154,7 @@ func (b *Builder) activate(mesh string) {
 	b.mu.Lock()
 	b.active[mesh] = true
 	b.mu.Unlock()
-	st := &meshState{t: newMeshTable(), ix: newEndpointIndex(), zones: newZoneIndex()}
+	st := &meshState{t: newMeshTable(), ix: newEndpointIndex(), zones: newZoneIndex(), ext: newExtIndex()}
 	b.states[mesh] = st
 	b.cache.Scan(cache.Query{Kind: resource.Dataplane, Mesh: mesh, Unordered: true}, func(o *resource.Object) {
 		st.ix.dataplaneChanged(o.Key(), o)
@@ -166,6 +167,7 @@ func (b *Builder) activate(mesh string) {
 			b.render(k, changed)
 		}
 	}
+	b.renderShared(st, mesh, changed)
 	b.mu.Lock()
 	b.meshes[mesh] = st.t
 	st.t.idleSince = time.Now()
@@ -220,6 +222,9 @@ func (b *Builder) apply(keys []resource.Key) {
 	for k := range multi {
 		b.render(k, changed)
 	}
+	for k := range services {
+		b.renderShared(b.states[k.Mesh], k.Mesh, changed)
+	}
 	for mesh := range changed {
 		t := b.states[mesh].t
 		t.mu.RLock()
@@ -260,6 +265,7 @@ func (b *Builder) render(k resource.Key, changed map[string]bool) set[resource.K
 	} else {
 		st.ix.serviceGone(k)
 		st.zones.forget(k)
+		st.ext.forget(k)
 	}
 	t := st.t
 	var rs []Resource
@@ -317,6 +323,8 @@ func (b *Builder) service(st *meshState, o *resource.Object) *Service {
 		}
 	case *resource.MeshMultiZoneServiceSpec:
 		b.multiZone(st, o, s)
+	case *resource.MeshExternalServiceSpec:
+		b.externalService(st, o, spec, s)
 	}
 	return s
 }

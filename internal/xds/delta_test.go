@@ -136,31 +136,14 @@ func (c *deltaClient) settle() int {
 // (wildcard), as name -> version.
 func sotwState(t *testing.T, e *env, node string) map[string]map[string]string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := dialADS(t, e.addr).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]map[string]string{}
 	for _, url := range typeURLs {
-		if err := s.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: url}); err != nil {
-			t.Fatal(err)
-		}
-		r, err := s.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
 		st := map[string]string{}
-		for _, a := range r.GetResources() {
-			m, err := a.UnmarshalNew()
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, m := range fetch(t, e, node, url) {
 			b, _ := protoMarshal(m)
 			st[nameOf(m)] = version(b)
 		}
-		out[r.GetTypeUrl()] = st
+		out[url] = st
 	}
 	return out
 }

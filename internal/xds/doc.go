@@ -25,6 +25,14 @@
 // Endpoints are the address and port of every Ready inbound of a local
 // Dataplane that the service selects.
 //
+// A MeshExternalService (extsvc.go, exttls.go, extlisteners.go) has the
+// endpoints of its destination, or an ORIGINAL_DST cluster for
+// Passthrough; the TLS the proxy originates, whose certificates and keys
+// are Secrets sent by SDS on the same stream; listeners on the VIPs of
+// its InternalVIP and HostnameGenerator matches; and filter chains for
+// its Domain, IP and CIDR matches in a listener per port that the mesh's
+// external services share (outbound:extsvc:<port>).
+//
 // # How it is built
 //
 // Builder follows the cache (every instance, leader or not) and keeps one

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -21,8 +23,8 @@ import (
 var ErrNoDataplane = errors.New("no such dataplane")
 
 // Inspect returns what the proxy p gets (every resource of its view:
-// outbound and API listeners, clusters, endpoints) and its streams on
-// this instance.
+// outbound and API listeners, clusters, endpoints, secrets with their
+// private keys redacted) and its streams on this instance.
 func (s *Server) Inspect(p Proxy) (api.XDSInspection, error) {
 	dp, ok := s.o.Builder.cache.Peek(p.Key())
 	if !ok {
@@ -52,6 +54,13 @@ func (s *Server) Inspect(p Proxy) (api.XDSInspection, error) {
 			}
 			slices.SortFunc(view[typ], func(a, b *entry) int { return compareStrings(a.name, b.name) })
 		}
+		for k, o := range t.owners {
+			for _, n := range o.notes {
+				if sel.selects(&entry{owner: k, port: n.port}, o.labels) {
+					out.Notes = append(out.Notes, n.text)
+				}
+			}
+		}
 		t.mu.RUnlock()
 	}
 	slices.Sort(out.Notes)
@@ -70,7 +79,13 @@ func (s *Server) Inspect(p Proxy) (api.XDSInspection, error) {
 			Name: e.name, ActiveState: &adminv3.ListenersConfigDump_DynamicListenerState{VersionInfo: e.version, Listener: e.any},
 		})
 	}
-	for _, m := range []proto.Message{clusters, endpoints, listeners} {
+	secrets := &adminv3.SecretsConfigDump{}
+	for _, e := range view[SecretType] {
+		secrets.DynamicActiveSecrets = append(secrets.DynamicActiveSecrets, &adminv3.SecretsConfigDump_DynamicSecret{
+			Name: e.name, VersionInfo: e.version, Secret: redacted(e.any),
+		})
+	}
+	for _, m := range []proto.Message{clusters, endpoints, listeners, secrets} {
 		a, err := anypb.New(m)
 		if err != nil {
 			return out, err
@@ -115,4 +130,19 @@ func (s *stream) state() api.XDSStream {
 		out.Types = append(out.Types, ts)
 	}
 	return out
+}
+
+// redacted returns a Secret with its private key replaced by
+// "[redacted]", as Envoy's own config dump shows it: an inspection is
+// read by operators and tools, and a key must not leave the proxy's
+// configuration.
+func redacted(a *anypb.Any) *anypb.Any {
+	var sec tlsv3.Secret
+	if err := a.UnmarshalTo(&sec); err != nil {
+		return nil
+	}
+	if c := sec.GetTlsCertificate(); c != nil && c.PrivateKey != nil {
+		c.PrivateKey = &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "[redacted]"}}
+	}
+	return mustAny(&sec)
 }

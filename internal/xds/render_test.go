@@ -41,6 +41,10 @@ type renderCase struct {
 	// Endpoints: port -> "ip:port zone priority [sni]"
 	Endpoints   map[int][]string `yaml:"endpoints"`
 	NoEndpoints string           `yaml:"noEndpoints"`
+	// External is a MeshExternalService's spec, as the API takes it, and
+	// NamedVIPs the VIPs of its InternalVIP values.
+	External  map[string]any      `yaml:"external"`
+	NamedVIPs map[string][]string `yaml:"namedVIPs"`
 }
 
 func (c renderCase) service(t *testing.T) *Service {
@@ -50,6 +54,14 @@ func (c renderCase) service(t *testing.T) *Service {
 	}
 	for _, v := range c.VIPs {
 		s.VIPs = append(s.VIPs, netip.MustParseAddr(v))
+	}
+	if c.External != nil {
+		s.External = &External{Spec: externalSpec(t, c.External), NamedVIPs: map[string][]netip.Addr{}}
+		for h, vs := range c.NamedVIPs {
+			for _, v := range vs {
+				s.External.NamedVIPs[h] = append(s.External.NamedVIPs[h], netip.MustParseAddr(v))
+			}
+		}
 	}
 	for port, eps := range c.Endpoints {
 		for _, e := range eps {
@@ -75,7 +87,20 @@ func (c renderCase) service(t *testing.T) *Service {
 // every typed config inside it, must pass its Validate. -update rewrites
 // the sections.
 func TestRender_Golden(t *testing.T) {
-	files, err := filepath.Glob("testdata/render/*.txtar")
+	goldenRender(t, "testdata/render", "service.yaml", func(t *testing.T, input []byte) []Resource {
+		var c renderCase
+		decodeStrict(t, "service.yaml", input, &c)
+		return Render(c.service(t))
+	})
+}
+
+// goldenRender runs render on the first section (named input) of each
+// txtar file of dir and compares what it renders with the other
+// sections: a resource per section, named TYPE NAME, its proxyless shape
+// next to it; a resource's note, and the notes of the service, in
+// sections of their own.
+func goldenRender(t *testing.T, dir, input string, render func(*testing.T, []byte) []Resource) {
+	files, err := filepath.Glob(dir + "/*.txtar")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no golden files: %v", err)
 	}
@@ -85,17 +110,16 @@ func TestRender_Golden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(ar.Files) == 0 || ar.Files[0].Name != "service.yaml" {
-				t.Fatal("the first section must be service.yaml")
-			}
-			var c renderCase
-			dec := yaml.NewDecoder(bytes.NewReader(ar.Files[0].Data))
-			dec.KnownFields(true)
-			if err := dec.Decode(&c); err != nil {
-				t.Fatalf("service.yaml: %v", err)
+			if len(ar.Files) == 0 || ar.Files[0].Name != input {
+				t.Fatalf("the first section must be %s", input)
 			}
 			got := []txtar.File{ar.Files[0]}
-			for _, r := range Render(c.service(t)) {
+			var notes []byte
+			for _, r := range render(t, ar.Files[0].Data) {
+				if r.Msg == nil {
+					notes = append(notes, r.Note+"\n"...)
+					continue
+				}
 				validateDeep(t, r.Name, r.Msg)
 				got = append(got, txtar.File{Name: r.Type.String() + " " + r.Name, Data: indentJSON(t, r.Msg)})
 				if r.Proxyless != nil {
@@ -105,6 +129,9 @@ func TestRender_Golden(t *testing.T) {
 				if r.Note != "" {
 					got = append(got, txtar.File{Name: "note " + r.Name, Data: []byte(r.Note + "\n")})
 				}
+			}
+			if notes != nil {
+				got = append(got, txtar.File{Name: "notes", Data: notes})
 			}
 			if *update {
 				ar.Files = got
@@ -117,6 +144,15 @@ func TestRender_Golden(t *testing.T) {
 				t.Errorf("rendered resources differ (-golden +got); run with -update if intended:\n%s", d)
 			}
 		})
+	}
+}
+
+func decodeStrict(t *testing.T, name string, data []byte, v any) {
+	t.Helper()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 }
 

@@ -55,6 +55,9 @@ func (s *selector) selects(e *entry, labels map[string]string) bool {
 		if r.Kind != e.owner.Kind || (r.Port != 0 && r.Port != e.port) {
 			continue
 		}
+		if isShared(e.owner) {
+			return true // the listener the external services share on a port
+		}
 		if r.Name != "" {
 			if r.Name != e.owner.Name && r.Name != labels[resource.LabelDisplayName] {
 				continue

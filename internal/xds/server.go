@@ -80,7 +80,7 @@ func New(o Options) *Server {
 		}, []string{"protocol"}),
 		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshnames_xds_pushes_total",
-			Help: "xDS responses sent to proxies, by type (CDS, EDS, LDS).",
+			Help: "xDS responses sent to proxies, by type (CDS, EDS, LDS, SDS).",
 		}, []string{"type"}),
 		ackDelay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "meshnames_xds_push_ack_seconds",

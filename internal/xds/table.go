@@ -69,6 +69,14 @@ type meshTable struct {
 type owned struct {
 	labels map[string]string
 	names  [numTypes][]string
+	// notes are what inspection says of the service as a whole, or of
+	// one of its ports (Resources without Msg).
+	notes []note
+}
+
+type note struct {
+	text string
+	port int
 }
 
 func newMeshTable() *meshTable {
@@ -90,6 +98,10 @@ func (t *meshTable) put(k resource.Key, labels map[string]string, rs []Resource)
 	changed := false
 	seen := map[string]bool{}
 	for _, r := range rs {
+		if r.Msg == nil {
+			next.notes = append(next.notes, note{r.Note, r.Port})
+			continue
+		}
 		key := string(rune('0'+r.Type)) + r.Name
 		if seen[key] {
 			continue // two hostnames that differ only in case render one listener
