@@ -45,6 +45,11 @@
 // it touches, bumps the mesh's generation and logs the names that changed.
 // Streams are woken (never blocked) and send what changed since the
 // generation they last sent: O(changes) per proxy, without a timer.
+// What every Envoy subscribed with a wildcard (no names, no
+// reachableBackends) gets in full is the same for all of them: it is
+// built and encoded once per change of its type and shared, each stream
+// adding only its nonce. Responses are encoded in wire.go and handed to
+// gRPC as they are (the server's codec), not through proto.Marshal.
 //
 // The ADS server is written here over go-control-plane's API types rather
 // than on its server and caches: its SnapshotCache keeps a snapshot per

@@ -62,6 +62,10 @@ type metrics struct {
 	ackDelay *prometheus.HistogramVec
 	nacks    *prometheus.CounterVec
 	refused  *prometheus.CounterVec
+	// the series of each type, looked up once: every push and ACK of
+	// every proxy counts
+	pushesOf   [numTypes]prometheus.Counter
+	ackDelayOf [numTypes]prometheus.Observer
 }
 
 // New returns a server; it does no I/O.
@@ -96,6 +100,10 @@ func New(o Options) *Server {
 			Help: "ADS streams refused, by reason (missing, expired, revoked, unknown_dataplane, other_dataplane, ...).",
 		}, []string{"reason"}),
 	}
+	for typ := range numTypes {
+		s.m.pushesOf[typ] = s.m.pushes.WithLabelValues(typ.String())
+		s.m.ackDelayOf[typ] = s.m.ackDelay.WithLabelValues(typ.String())
+	}
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(s.m.streams, s.m.pushes, s.m.ackDelay, s.m.nacks, s.m.refused)
 	}
@@ -110,6 +118,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(4 << 20),
+		// A static window: with gRPC's dynamic one the server pings the
+		// client after every request it receives that starts a bandwidth
+		// sample, which for a proxy is every ACK: a ping and its answer
+		// more, per response, per proxy. Requests are small.
+		grpc.StaticStreamWindowSize(1 << 20), grpc.StaticConnWindowSize(1 << 20),
+		// responses are encoded in wire.go and written as they are
+		grpc.ForceServerCodecV2(newCodec()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
@@ -184,9 +199,7 @@ func (c sotwConn) recv() (*request, error) {
 }
 
 func (c sotwConn) send(o *out) error {
-	return c.gs.Send(&discovery.DiscoveryResponse{
-		VersionInfo: o.version, Resources: o.anys(), TypeUrl: o.typ.URL(), Nonce: o.nonce,
-	})
+	return c.gs.SendMsg(encode(o, false)) // a DiscoveryResponse (wire.go)
 }
 
 type deltaConn struct {
@@ -203,13 +216,7 @@ func (c deltaConn) recv() (*request, error) {
 }
 
 func (c deltaConn) send(o *out) error {
-	rs := make([]*discovery.Resource, len(o.resources))
-	for i, e := range o.resources {
-		rs[i] = &discovery.Resource{Name: e.name, Version: e.version, Resource: e.any}
-	}
-	return c.gs.Send(&discovery.DeltaDiscoveryResponse{
-		SystemVersionInfo: o.version, Resources: rs, RemovedResources: o.removed, TypeUrl: o.typ.URL(), Nonce: o.nonce,
-	})
+	return c.gs.SendMsg(encode(o, true)) // a DeltaDiscoveryResponse (wire.go)
 }
 
 func detail(st *statuspb.Status) string {
@@ -260,10 +267,13 @@ func (s *Server) serve(ctx context.Context, delta bool, c conn) error {
 		id: s.nextID.Add(1), proxy: proxy, delta: delta, proxyless: isProxyless(first.node), peer: peerAddr, since: time.Now(),
 		table: table, wakeCh: make(chan struct{}, 1),
 	}
-	dp, _ := s.o.Builder.cache.Peek(proxy.Key())
-	st.sel = selectorOf(dp)
 	s.attach(st)
 	defer s.detach(st)
+	// read the Dataplane once attached, so that a change of it from now
+	// on wakes the stream
+	if err := s.refresh(st); err != nil {
+		return err
+	}
 	proto := "sotw"
 	if delta {
 		proto = "delta"
@@ -272,26 +282,30 @@ func (s *Server) serve(ctx context.Context, delta bool, c conn) error {
 	defer s.m.streams.WithLabelValues(proto).Dec()
 	s.o.Log.Debug("proxy connected", "mesh", proxy.Mesh, "name", proxy.Name, "protocol", proto, "source", peerAddr)
 
-	reqs := make(chan *request, 16)
+	if _, err := s.handle(st, first); err != nil {
+		return err
+	}
+	// The receiving goroutine applies each request itself and wakes the
+	// sending loop only for a new subscription: an ACK (every response
+	// gets one, from every proxy) changes nothing to send.
 	recvErr := make(chan error, 1)
 	go func() {
-		defer close(reqs)
 		for {
 			r, err := c.recv()
+			if err != nil {
+				recvErr <- nil // the client went, or the stream ended
+				return
+			}
+			subscribed, err := s.handle(st, r)
 			if err != nil {
 				recvErr <- err
 				return
 			}
-			select {
-			case reqs <- r:
-			case <-ctx.Done():
-				return
+			if subscribed {
+				st.poke()
 			}
 		}
 	}()
-	if err := s.handle(st, first); err != nil {
-		return err
-	}
 	for {
 		if err := s.push(st, c); err != nil {
 			return err
@@ -299,27 +313,8 @@ func (s *Server) serve(ctx context.Context, delta bool, c conn) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case r, ok := <-reqs:
-			if !ok {
-				return nil
-			}
-			if err := s.handle(st, r); err != nil {
-				return err
-			}
-		drain:
-			for { // take every queued request before computing
-				select {
-				case r, ok := <-reqs:
-					if !ok {
-						return nil
-					}
-					if err := s.handle(st, r); err != nil {
-						return err
-					}
-				default:
-					break drain
-				}
-			}
+		case err := <-recvErr:
+			return err
 		case <-st.wakeCh:
 			if err := s.refresh(st); err != nil {
 				return err
@@ -335,14 +330,16 @@ func isProxyless(node *corev3.Node) bool {
 	return strings.HasPrefix(node.GetUserAgentName(), "gRPC")
 }
 
-// handle applies one request: its ACK or NACK, and its subscription.
-func (s *Server) handle(st *stream, r *request) error {
+// handle applies one request: its ACK or NACK, and its subscription. It
+// reports whether the request may have subscribed to something (a
+// response may be due).
+func (s *Server) handle(st *stream, r *request) (bool, error) {
 	typ, ok := typeOf(r.typeURL)
 	if !ok {
 		if r.typeURL == "" {
-			return status.Error(codes.InvalidArgument, "type_url is required on an ADS stream")
+			return false, status.Error(codes.InvalidArgument, "type_url is required on an ADS stream")
 		}
-		return nil // a type this control plane does not serve: no answer
+		return false, nil // a type this control plane does not serve: no answer
 	}
 	now := time.Now()
 	st.mu.Lock()
@@ -351,10 +348,10 @@ func (s *Server) handle(st *stream, r *request) error {
 		st.mu.Unlock()
 		d, current, nacked := st.ack(typ, r.nonce, r.errMsg, now)
 		if !current {
-			return nil // an answer to an older response: the client will ask again
+			return false, nil // an answer to an older response: the client will ask again
 		}
 		if d > 0 {
-			s.m.ackDelay.WithLabelValues(typ.String()).Observe(d.Seconds())
+			s.m.ackDelayOf[typ].Observe(d.Seconds())
 		}
 		if nacked {
 			s.m.nacks.WithLabelValues(typ.String()).Inc()
@@ -367,11 +364,12 @@ func (s *Server) handle(st *stream, r *request) error {
 		ts = &typeState{names: set[string]{}, initial: r.initial}
 		st.types[typ] = ts
 	}
-	if st.delta || first || !sameNames(ts, r.sub) {
+	subscribed := first || (st.delta && (len(r.sub) > 0 || len(r.unsub) > 0)) || (!st.delta && !sameNames(ts, r.sub))
+	if subscribed {
 		ts.subscribe(st.delta, first, r.sub, r.unsub, fullState(typ))
 	}
 	st.mu.Unlock()
-	return nil
+	return subscribed, nil
 }
 
 // sameNames reports whether a SotW request names what ts subscribes.
@@ -404,6 +402,12 @@ func contains(xs []string, x string) bool {
 // refresh re-reads the proxy's Dataplane: a new selection means a full
 // diff; a deleted Dataplane ends the stream.
 func (s *Server) refresh(st *stream) error {
+	// by revision first: every change of the mesh wakes every stream,
+	// and reading a Dataplane the cache holds frozen decodes it
+	rev, ok := s.o.Builder.cache.RevisionOf(st.proxy.Key())
+	if ok && rev == st.dpRev {
+		return nil
+	}
 	dp, ok := s.o.Builder.cache.Peek(st.proxy.Key())
 	if !ok {
 		return status.Errorf(codes.NotFound, "dataplane %s was deleted", st.proxy)
@@ -411,6 +415,7 @@ func (s *Server) refresh(st *stream) error {
 	sel := selectorOf(dp)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.dpRev = dp.Revision
 	if !sel.equal(st.sel) {
 		for _, ts := range st.types {
 			if ts != nil {
@@ -435,7 +440,7 @@ func (s *Server) push(st *stream, c conn) error {
 			}
 			return err
 		}
-		s.m.pushes.WithLabelValues(typ.String()).Inc()
+		s.m.pushesOf[typ].Inc()
 	}
 	return nil
 }

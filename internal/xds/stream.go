@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"hash/fnv"
 	"slices"
@@ -26,6 +27,7 @@ type stream struct {
 	wakeCh    chan struct{}
 
 	mu    sync.Mutex
+	dpRev int64 // the revision of the Dataplane sel was read from
 	sel   *selector
 	types [numTypes]*typeState
 }
@@ -71,14 +73,15 @@ type Nack struct {
 type sent struct {
 	name, version string
 	any           *anypb.Any
+	sum           uint64 // entrySum(name, version)
 }
 
 // pick returns e as this stream gets it.
 func (s *stream) pick(e *entry) sent {
 	if s.proxyless && e.alt != nil {
-		return sent{e.name, e.alt.version, e.alt.any}
+		return sent{e.name, e.alt.version, e.alt.any, e.alt.sum}
 	}
-	return sent{e.name, e.version, e.any}
+	return sent{e.name, e.version, e.any, e.sum}
 }
 
 func (s *stream) poke() {
@@ -96,6 +99,9 @@ type out struct {
 	removed   []string
 	version   string
 	nonce     string
+	// shared, when set, is the set of resources (and its encodings) that
+	// every plain wildcard stream gets in full
+	shared *wildcardSet
 }
 
 // subscribe applies a request's subscription to typ: names (SotW: the
@@ -167,6 +173,15 @@ func (s *stream) inView(st *typeState, sel *selector, e *entry) bool {
 	return o != nil && sel.selects(e, o.labels)
 }
 
+// plain reports whether the stream gets every resource of typ that
+// wildcard subscriptions get, and nothing else, when it gets them all:
+// an Envoy (not proxyless: their shapes may differ) subscribed with a
+// wildcard without names, without reachableBackends, without a selection
+// to leave and without versions it already holds.
+func (s *stream) plain(st *typeState, sel *selector) bool {
+	return !s.proxyless && st.wildcard && len(st.names) == 0 && sel == nil && !st.hadSel && len(st.initial) == 0
+}
+
 // fullState reports whether a SotW response of typ must hold every
 // resource of the subscription (LDS and CDS), not only those changed.
 func fullState(typ Type) bool { return typ == ListenerType || typ == ClusterType }
@@ -198,9 +213,14 @@ func (s *stream) compute(typ Type) *out {
 	// a SotW full-state response is the whole set: sent even empty,
 	// which tells the client everything it had is gone
 	wholeSet := false
+	sorted := false // o.resources are in name order
 	switch {
+	case full && s.delta && s.plain(st, sel):
+		o.shared = t.wildcardSet(typ)
+		st.initial = nil
 	case full && s.delta:
-		for _, e := range res {
+		sorted = true
+		for _, e := range t.sortedEntries(typ) {
 			if s.inView(st, sel, e) {
 				if v, ok := st.initial[e.name]; !ok || v != s.pick(e).version {
 					o.resources = append(o.resources, s.pick(e))
@@ -217,8 +237,11 @@ func (s *stream) compute(typ Type) *out {
 		st.initial = nil
 	case full || (fullState(typ) && !s.delta && (len(st.added) > 0 || s.relevant(st, typ, sel, changed))):
 		wholeSet = fullState(typ) && !s.delta
-		if st.wildcard {
-			for _, e := range res {
+		if s.plain(st, sel) {
+			o.shared = t.wildcardSet(typ)
+		} else if st.wildcard {
+			sorted = true
+			for _, e := range t.sortedEntries(typ) {
 				if s.inView(st, sel, e) {
 					o.resources = append(o.resources, s.pick(e))
 				}
@@ -257,14 +280,23 @@ func (s *stream) compute(typ Type) *out {
 		}
 	}
 	st.gen, st.full, st.added, st.hadSel, st.prevSel = t.gen, false, nil, false, nil
+	if o.shared != nil {
+		o.resources = o.shared.resources
+	}
 	if len(o.resources) == 0 && len(o.removed) == 0 && !first && !wholeSet {
 		return nil
 	}
-	slices.SortFunc(o.resources, func(a, b sent) int { return compareStrings(a.name, b.name) })
-	slices.Sort(o.removed)
+	if o.shared != nil {
+		o.version = o.shared.version
+	} else {
+		if !sorted {
+			slices.SortFunc(o.resources, func(a, b sent) int { return compareStrings(a.name, b.name) })
+		}
+		slices.Sort(o.removed)
+		o.version = responseVersion(o.resources, o.removed)
+	}
 	st.nonce++
 	o.nonce = strconv.Itoa(st.nonce)
-	o.version = responseVersion(o.resources, o.removed)
 	st.version, st.sentAt, st.pending, st.responded = o.version, time.Now(), true, true
 	st.sentCount++
 	return o
@@ -310,26 +342,16 @@ func (s *stream) relevant(st *typeState, typ Type, sel *selector, changed []stri
 // and versions it holds, the same on every instance.
 func responseVersion(rs []sent, removed []string) string {
 	h := fnv.New64a()
+	var b [8]byte
 	for _, e := range rs {
-		h.Write([]byte(e.name))
-		h.Write([]byte{0})
-		h.Write([]byte(e.version))
-		h.Write([]byte{0})
+		binary.LittleEndian.PutUint64(b[:], e.sum)
+		h.Write(b[:])
 	}
 	for _, n := range removed {
 		h.Write([]byte{1})
 		h.Write([]byte(n))
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// anys returns the resources' Any values.
-func (o *out) anys() []*anypb.Any {
-	a := make([]*anypb.Any, len(o.resources))
-	for i, e := range o.resources {
-		a[i] = e.any
-	}
-	return a
 }
 
 // ack records a client's answer to the response nonce of typ: an ACK, or

@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"hash/fnv"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 type entry struct {
 	name    string
 	version string
+	sum     uint64 // entrySum(name, version), for response versions
 	any     *anypb.Any
 	owner   resource.Key
 	port    int
@@ -31,6 +34,7 @@ type entry struct {
 type variant struct {
 	version string
 	any     *anypb.Any
+	sum     uint64 // entrySum(name, version)
 }
 
 // change is one name of a type that changed (or went) at gen.
@@ -63,6 +67,43 @@ type meshTable struct {
 	// idleSince is when the last ended; both under Builder.mu.
 	refs      int
 	idleSince time.Time
+
+	// sorted are the resources of each type in name order, for full
+	// diffs to send without sorting 10,000 resources per proxy: kept
+	// when a resource changes, dropped when a name comes or goes and
+	// made again by the next full diff (under sortMu, as streams compute
+	// under mu.RLock).
+	sortMu sync.Mutex
+	sorted [numTypes][]*entry
+	// wildcard is, per type, what every plain wildcard subscription
+	// (stream.plain) gets in full, made once for all of them (under
+	// sortMu).
+	wildcard [numTypes]*wildcardSet
+	// typeGen is the generation of each type's last change.
+	typeGen [numTypes]uint64
+}
+
+// wildcardSet is every resource of a type that a wildcard subscription
+// without names or reachableBackends gets, at generation gen of the type:
+// the same for every such proxy, so built and encoded once for all of
+// them (a first config of 10,000 services is 30,000 resources and 8 MB).
+type wildcardSet struct {
+	gen       uint64
+	resources []sent
+	version   string
+	once      [2]sync.Once // delta, state of the world
+	body      [2][]byte
+}
+
+// encoded returns the response body (wire.go) of the set for a delta or
+// state-of-the-world stream, encoded by the first stream that asks.
+func (w *wildcardSet) encoded(delta bool, encode func() []byte) []byte {
+	i := 1
+	if delta {
+		i = 0
+	}
+	w.once[i].Do(func() { w.body[i] = encode() })
+	return w.body[i]
 }
 
 // owned is what the table keeps of a service.
@@ -112,7 +153,8 @@ func (t *meshTable) put(k resource.Key, labels map[string]string, rs []Resource)
 		var alt *variant
 		if r.Proxyless != nil {
 			pa := mustAny(r.Proxyless)
-			alt = &variant{version(pa.Value), pa}
+			pv := version(pa.Value)
+			alt = &variant{pv, pa, entrySum(r.Name, pv)}
 		}
 		next.names[r.Type] = append(next.names[r.Type], r.Name)
 		old := t.res[r.Type][r.Name]
@@ -120,7 +162,9 @@ func (t *meshTable) put(k resource.Key, labels map[string]string, rs []Resource)
 			old.note = r.Note
 			continue
 		}
-		t.res[r.Type][r.Name] = &entry{name: r.Name, version: v, any: a, owner: k, port: r.Port, api: r.API, gen: gen, note: r.Note, alt: alt}
+		e := &entry{name: r.Name, version: v, sum: entrySum(r.Name, v), any: a, owner: k, port: r.Port, api: r.API, gen: gen, note: r.Note, alt: alt}
+		t.res[r.Type][r.Name] = e
+		t.resort(r.Type, old, e)
 		t.logChange(r.Type, gen, r.Name)
 		changed = true
 	}
@@ -132,6 +176,7 @@ func (t *meshTable) put(k resource.Key, labels map[string]string, rs []Resource)
 				}
 				if e := t.res[typ][n]; e != nil && e.owner == k {
 					delete(t.res[typ], n)
+					t.resort(Type(typ), e, nil)
 					t.logChange(Type(typ), gen, n)
 					changed = true
 				}
@@ -166,6 +211,7 @@ func sameVariant(a, b *variant) bool {
 }
 
 func (t *meshTable) logChange(typ Type, gen uint64, name string) {
+	t.typeGen[typ] = gen
 	l := append(t.log[typ], change{gen, name})
 	if len(l) > maxLog {
 		drop := len(l) - maxLog/2
@@ -200,11 +246,76 @@ func (t *meshTable) since(typ Type, gen uint64) ([]string, bool) {
 	return names, true
 }
 
+// resort keeps t.sorted[typ] when old is replaced by e, and drops it
+// when a name came (old nil) or went (e nil). Under t.mu held for writing.
+func (t *meshTable) resort(typ Type, old, e *entry) {
+	l := t.sorted[typ]
+	if l == nil {
+		return
+	}
+	if old == nil || e == nil {
+		t.sorted[typ] = nil
+		return
+	}
+	i, found := slices.BinarySearchFunc(l, e.name, func(x *entry, name string) int { return strings.Compare(x.name, name) })
+	if !found {
+		t.sorted[typ] = nil // cannot be: old was there
+		return
+	}
+	l[i] = e
+}
+
+// sortedEntries returns the resources of typ in name order. Under
+// t.mu.RLock; the caller must not change the slice.
+func (t *meshTable) sortedEntries(typ Type) []*entry {
+	t.sortMu.Lock()
+	defer t.sortMu.Unlock()
+	if t.sorted[typ] == nil {
+		l := make([]*entry, 0, len(t.res[typ]))
+		for _, e := range t.res[typ] {
+			l = append(l, e)
+		}
+		slices.SortFunc(l, func(a, b *entry) int { return strings.Compare(a.name, b.name) })
+		t.sorted[typ] = l
+	}
+	return t.sorted[typ]
+}
+
+// wildcardSet returns the resources of typ that every plain wildcard
+// subscription gets. Under t.mu.RLock.
+func (t *meshTable) wildcardSet(typ Type) *wildcardSet {
+	l := t.sortedEntries(typ)
+	t.sortMu.Lock()
+	defer t.sortMu.Unlock()
+	if w := t.wildcard[typ]; w != nil && w.gen == t.typeGen[typ] {
+		return w
+	}
+	w := &wildcardSet{gen: t.typeGen[typ], resources: make([]sent, 0, len(l))}
+	for _, e := range l {
+		if !e.api {
+			w.resources = append(w.resources, sent{e.name, e.version, e.any, e.sum})
+		}
+	}
+	w.version = responseVersion(w.resources, nil)
+	t.wildcard[typ] = w
+	return w
+}
+
 // wake tells every stream of the mesh that it changed. It never blocks.
 func (t *meshTable) wake() {
 	for s := range t.streams {
 		s.poke()
 	}
+}
+
+// entrySum is the hash of a resource's name and version that response
+// versions are made of.
+func entrySum(name, version string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write([]byte(version))
+	return h.Sum64()
 }
 
 // version is the content hash of a marshaled resource: the same on every
