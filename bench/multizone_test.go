@@ -541,8 +541,15 @@ func memoryReturns(c *http.Client, procs []*serverProc) float64 {
 // the memory watch, the metrics this reads).
 func settle(tb testing.TB, c *http.Client, procs []*serverProc, timeout time.Duration) {
 	tb.Helper()
+	settleBelow(tb, c, procs, timeout, 20*time.Millisecond)
+}
+
+// settleBelow is settle with the CPU a settled process may use each
+// second (on average over procs).
+func settleBelow(tb testing.TB, c *http.Client, procs []*serverProc, timeout, cpu time.Duration) {
+	tb.Helper()
 	const settledSeconds = 3
-	settledCPU := time.Duration(len(procs)) * 20 * time.Millisecond
+	settledCPU := time.Duration(len(procs)) * cpu
 	deadline := time.Now().Add(timeout)
 	total := func() time.Duration {
 		var sum time.Duration
