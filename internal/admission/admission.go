@@ -281,6 +281,10 @@ func (a *Admitter) owns(cur *resource.Object, w Writer) *Error {
 	origin := cur.Labels[resource.LabelOrigin]
 	switch {
 	case a.o.Mode == resource.ModeZone && origin == resource.OriginGlobal && w.Source != FromGlobal:
+		if z := cur.Labels[resource.LabelZone]; z != "" {
+			// Another zone's service or ingress: the global only passes it on.
+			return newError(ErrReadOnly, "%s was synced from zone %q through the global control plane and is read-only here; change it in zone %q", cur.Key(), z, z)
+		}
 		return newError(ErrReadOnly, "%s was synced from the global control plane and is read-only here; change it on the global control plane", cur.Key())
 	case a.o.Mode == resource.ModeZone && origin != resource.OriginGlobal && w.Source == FromGlobal:
 		return newError(ErrReadOnly, "%s was created in this zone; the global control plane cannot replace it", cur.Key())

@@ -167,7 +167,7 @@ func storeRoundTrip(obj *resource.Object) *resource.Object {
 
 func TestAgreement_WhatAZoneAdmitsEveryoneAdmits(t *testing.T) {
 	a := newAgreement()
-	kinds := []resource.Kind{resource.Mesh, resource.Dataplane, resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService, resource.HostnameGenerator}
+	kinds := []resource.Kind{resource.Mesh, resource.Dataplane, resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService, resource.HostnameGenerator, resource.ZoneIngress}
 	n := 600
 	if testing.Short() {
 		n = 100
@@ -205,7 +205,7 @@ func FuzzAgreement(f *testing.F) {
 	f.Add(uint64(42), uint8(2))
 	f.Add(uint64(7), uint8(5))
 	a := newAgreement()
-	kinds := []resource.Kind{resource.Mesh, resource.Dataplane, resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService, resource.HostnameGenerator}
+	kinds := []resource.Kind{resource.Mesh, resource.Dataplane, resource.MeshService, resource.MeshExternalService, resource.MeshMultiZoneService, resource.HostnameGenerator, resource.ZoneIngress}
 	f.Fuzz(func(t *testing.T, seed uint64, kind uint8) {
 		k := kinds[int(kind)%len(kinds)]
 		obj := docGen{rand.New(rand.NewPCG(seed, uint64(kind)))}.object(k)
@@ -368,6 +368,8 @@ func (g docGen) object(k resource.Kind) *resource.Object {
 		}
 	case resource.HostnameGenerator:
 		obj.Spec = g.generator()
+	case resource.ZoneIngress:
+		obj.Spec = g.zoneIngress()
 	}
 	return obj
 }
@@ -535,6 +537,20 @@ func (g docGen) dataplane() *resource.DataplaneSpec {
 		}
 		in.Tags = map[string]string{resource.TagService: g.label(g.length(63), false)}
 		s.Networking.Inbound = append(s.Networking.Inbound, in)
+	}
+	return s
+}
+
+func (g docGen) zoneIngress() *resource.ZoneIngressSpec {
+	address := func() string {
+		if g.chance(0.3) {
+			return g.subdomain(253)
+		}
+		return g.ip()
+	}
+	s := &resource.ZoneIngressSpec{Networking: resource.ZoneIngressNetworking{Address: address(), Port: 1 + g.r.IntN(65535)}}
+	if g.chance(0.5) {
+		s.Networking.AdvertisedAddress, s.Networking.AdvertisedPort = address(), 1+g.r.IntN(65535)
 	}
 	return s
 }

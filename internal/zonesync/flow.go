@@ -11,17 +11,19 @@ import (
 // section 7):
 //
 //   - zone to global: the zone's own MeshServices (with status), its
-//     Dataplanes, and the HostnameGenerators and MeshExternalServices
-//     created in the zone; the global keeps them and sends none of them on,
-//     but the MeshServices.
+//     Dataplanes and ZoneIngresses, and the HostnameGenerators and
+//     MeshExternalServices created in the zone; the global keeps them and
+//     sends none of them on, but the MeshServices and ZoneIngresses.
 //   - global to zones: Meshes, the HostnameGenerators, MeshExternalServices
-//     and MeshMultiZoneServices created on the global, and every other
-//     zone's exported MeshServices, without status.
+//     and MeshMultiZoneServices created on the global, every other zone's
+//     exported MeshServices, without status, and every other zone's
+//     ZoneIngresses (seed 002: a proxy reaches another zone's service
+//     through that zone's ingress).
 
 // fromZone reports whether resources of kind k flow from zones to global.
 func fromZone(k resource.Kind) bool {
 	switch k {
-	case resource.MeshService, resource.Dataplane, resource.HostnameGenerator, resource.MeshExternalService:
+	case resource.MeshService, resource.Dataplane, resource.ZoneIngress, resource.HostnameGenerator, resource.MeshExternalService:
 		return true
 	}
 	return false
@@ -30,7 +32,7 @@ func fromZone(k resource.Kind) bool {
 // fromGlobal reports whether resources of kind k flow from global to zones.
 func fromGlobal(k resource.Kind) bool {
 	switch k {
-	case resource.Mesh, resource.HostnameGenerator, resource.MeshExternalService, resource.MeshMultiZoneService, resource.MeshService:
+	case resource.Mesh, resource.HostnameGenerator, resource.MeshExternalService, resource.MeshMultiZoneService, resource.MeshService, resource.ZoneIngress:
 		return true
 	}
 	return false
@@ -153,8 +155,8 @@ const (
 )
 
 // target returns where obj, a resource of the global, goes: the key zones
-// store it under, the zone a MeshService came from ("" for other kinds),
-// and whether it flows.
+// store it under, the zone a MeshService or ZoneIngress came from (""
+// for other kinds), and whether it flows.
 func (g globalOut) target(obj *resource.Object) (k resource.Key, from string, fl flow) {
 	k = obj.Key()
 	switch obj.Kind {
@@ -175,6 +177,15 @@ func (g globalOut) target(obj *resource.Object) (k resource.Key, from string, fl
 			return k, from, flowDelete
 		}
 		return k, from, flowPut
+	case resource.ZoneIngress:
+		// Every zone's ingress goes to the other zones under the
+		// global's name, which two zones' ingress-1 need to differ, with
+		// its kuma.io/zone, by which xDS finds the ingresses of a zone.
+		from = obj.Labels[resource.LabelZone]
+		if obj.Labels[resource.LabelOrigin] != resource.OriginZone || from == "" {
+			return k, "", flowNone
+		}
+		return k, from, flowPut
 	}
 	return k, "", flowNone
 }
@@ -182,7 +193,7 @@ func (g globalOut) target(obj *resource.Object) (k resource.Key, from string, fl
 // shared returns what every zone gets of obj, a resource of the global: a
 // resource to store, or a key to delete there when obj stopped flowing
 // (its export mode turned None), or neither; and from, the zone a
-// MeshService came from ("" for other kinds). The resource shares what it
+// MeshService or ZoneIngress came from ("" for other kinds). The resource shares what it
 // does not change with obj, which it leaves as it is.
 func (g globalOut) shared(obj *resource.Object) (out *resource.Object, del *resource.Key, from string) {
 	k, from, fl := g.target(obj)
@@ -195,7 +206,7 @@ func (g globalOut) shared(obj *resource.Object) (out *resource.Object, del *reso
 	o := *obj
 	o.Name = k.Name
 	switch obj.Kind {
-	case resource.Mesh, resource.MeshService:
+	case resource.Mesh, resource.MeshService, resource.ZoneIngress:
 		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal)
 	default:
 		o.Labels = withLabels(o.Labels, resource.LabelOrigin, resource.OriginGlobal, resource.LabelDisplayName, resource.DisplayName(obj.Name))
@@ -234,7 +245,7 @@ func (g globalOut) exported(obj *resource.Object) bool {
 // got from global.
 func (g globalOut) tombstone(k resource.Key) (resource.Key, bool) {
 	switch k.Kind {
-	case resource.Mesh, resource.MeshService:
+	case resource.Mesh, resource.MeshService, resource.ZoneIngress:
 		return k, true
 	case resource.HostnameGenerator, resource.MeshExternalService, resource.MeshMultiZoneService:
 		return resource.Key{Kind: k.Kind, Mesh: k.Mesh, Name: HashedName(k.Kind, k.Mesh, k.Name, "", "")}, true
@@ -243,18 +254,26 @@ func (g globalOut) tombstone(k resource.Key) (resource.Key, bool) {
 }
 
 // acceptFromGlobal turns what the global sent into the zone's resource: a
-// kind that flows from global, never this zone's own service, labelled
-// kuma.io/origin: global, without status (the zone computes its own).
+// kind that flows from global, never this zone's own service or ingress,
+// labelled kuma.io/origin: global, without status (the zone computes its
+// own).
 func acceptFromGlobal(obj *resource.Object, zone string) (*resource.Object, error) {
 	if !fromGlobal(obj.Kind) {
 		return nil, refuse("kind", "%s resources do not flow from global to zones", obj.Kind)
 	}
-	if obj.Kind == resource.MeshService {
+	what := ""
+	switch obj.Kind {
+	case resource.MeshService:
+		what = "service"
+	case resource.ZoneIngress:
+		what = "ingress"
+	}
+	if what != "" {
 		switch from := obj.Labels[resource.LabelZone]; from {
 		case zone:
-			return nil, refuse("zone", "%s is this zone's own service; global must not send it back", obj.Key())
+			return nil, refuse("zone", "%s is this zone's own %s; global must not send it back", obj.Key(), what)
 		case "":
-			return nil, refuse("invalid", "%s has no kuma.io/zone label: a synced service names its zone", obj.Key())
+			return nil, refuse("invalid", "%s has no kuma.io/zone label: a synced %s names its zone", obj.Key(), what)
 		}
 	}
 	if localName(obj.Name, obj.Labels[resource.LabelNamespace]) != obj.Name {

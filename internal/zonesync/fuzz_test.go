@@ -93,6 +93,7 @@ func FuzzDecodeResource(f *testing.F) {
 	f.Add("Mesh", "", "default", []byte(`{}`), []byte(nil))
 	f.Add("MeshExternalService", "default", "httpbin", []byte(`{"match":{"type":"HostnameGenerator","port":80}}`), []byte(`null`))
 	f.Add("Zone", "", "east", []byte(`{"enabled":false}`), []byte(`{}`))
+	f.Add("ZoneIngress", "", "ingress-1", []byte(`{"networking":{"address":"192.168.0.1","port":10001}}`), []byte(nil))
 	f.Fuzz(func(t *testing.T, kind, mesh, name string, spec, status []byte) {
 		obj, err := DecodeResource(&pb.Resource{Kind: kind, Mesh: mesh, Name: name, Spec: spec, Status: status})
 		if err != nil {
@@ -118,6 +119,8 @@ func FuzzCanonicalSpec(f *testing.F) {
 	f.Add("MeshService", []byte(`{"selector":{"dataplaneTags":{"app":"redis"}},"ports":[{"name":"tcp","port":6379,"targetPort":6379}],"export":{"mode":"None"}}`))
 	f.Add("MeshService", []byte(`{"export":{},"state":"Available","identities":[{"type":"ServiceTag","value":"redis"}]}`))
 	f.Add("MeshExternalService", []byte(`{"match":{"type":"HostnameGenerator","port":80,"protocol":"tcp"},"endpoints":[{"address":"1.1.1.1","port":443}]}`))
+	f.Add("ZoneIngress", []byte(`{"networking":{"address":"192.168.0.1","advertisedAddress":"10.0.0.1","port":10001,"advertisedPort":10000}}`))
+	f.Add("ZoneIngress", []byte(`{"networking":{"port":10001,"address":"fd00::1"}}`))
 	f.Fuzz(func(t *testing.T, kind string, spec []byte) {
 		d, ok := resource.Lookup(resource.Kind(kind))
 		if !ok {

@@ -79,8 +79,8 @@ func (g *globalSide) pass(it *outItem) (bool, bool) { return g.out.forZone(g.zon
 
 func (g *globalSide) outTombstone(k resource.Key) (resource.Key, bool) { return g.out.tombstone(k) }
 
-// related returns, for a change of a Zone, the services of that zone: its
-// spec.enabled decides whether they go to other zones. The creation of an
+// related returns, for a change of a Zone, the services and ingresses of
+// that zone: its spec.enabled decides whether they go to other zones. The creation of an
 // enabled Zone (a zone connecting for the first time) changes nothing:
 // without a Zone its services went to other zones already, so nothing is
 // sent again (a stream behind the feed would otherwise encode every
@@ -99,9 +99,10 @@ func (g *globalSide) related(ctx context.Context, ev store.Event) []*resource.Ob
 			}
 		}
 	}
-	objs, _ := g.cache.List(cache.Query{Kind: resource.MeshService,
-		Labels: map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelZone: ev.Key.Name}})
-	return objs
+	labels := map[string]string{resource.LabelOrigin: resource.OriginZone, resource.LabelZone: ev.Key.Name}
+	objs, _ := g.cache.List(cache.Query{Kind: resource.MeshService, Labels: labels})
+	ingresses, _ := g.cache.List(cache.Query{Kind: resource.ZoneIngress, Labels: labels})
+	return append(objs, ingresses...)
 }
 
 // decode validates a zone's resource as the zone names it (a Kubernetes
