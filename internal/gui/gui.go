@@ -225,6 +225,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.search(w, r)
 	case rest == "zones":
 		s.zones(w, r)
+	case rest == "zoneingresses":
+		s.zoneIngresses(w, r)
 	case seg[0] == "dataplanes" && len(seg) == 1:
 		s.dataplanes(w, r)
 	case seg[0] == "dataplanes" && len(seg) == 3:

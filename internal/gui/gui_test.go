@@ -282,7 +282,8 @@ func TestRoutes(t *testing.T) {
 		{"/gui/search?q=red", 200, []string{"Services whose name, hostnames, DNS names or VIPs contain", "MeshService default/redis", "MeshExternalService default/redis-cloud"}},
 		{"/gui/search?q=httpbin.extsvc.mesh.local", 200, []string{"MeshExternalService default/httpbin", "this service"}}, // held without a VIP
 		{"/gui/services?q=httpbin.extsvc", 200, []string{"Services 1-1 of 1", ">httpbin</a>"}},
-		{"/gui/zones", 200, []string{"This is a standalone control plane: it has no global and keeps no zone insights."}},
+		{"/gui/zones", 200, []string{"This is a standalone control plane: it has no global and keeps no zone insights.", `<a href="/gui/zoneingresses">Zone ingresses</a>: 0`}},
+		{"/gui/zoneingresses", 200, []string{"There are no ZoneIngresses."}},
 		{"/gui/dataplanes", 200, []string{"No Dataplanes match.", `<label for="dp-q">Name</label>`}},
 		{"/gui", 301, nil},
 		{"/gui/static/htmx.min.js", 200, []string{"htmx"}},

@@ -14,7 +14,7 @@ import (
 
 // pageFiles are the templates of the pages, each rendered inside
 // templates/layout.html.
-var pageFiles = []string{"overview.html", "services.html", "service.html", "generators.html", "dns.html", "search.html", "zones.html", "dataplanes.html", "dataplane.html", "error.html"}
+var pageFiles = []string{"overview.html", "services.html", "service.html", "generators.html", "dns.html", "search.html", "zones.html", "zoneingresses.html", "dataplanes.html", "dataplane.html", "error.html"}
 
 func parsePages() map[string]*template.Template {
 	out := map[string]*template.Template{}

@@ -33,6 +33,8 @@ type zonesData struct {
 	// global).
 	Insights bool
 	Link     *linkRow
+	// Ingresses counts the ZoneIngresses this control plane holds.
+	Ingresses int
 }
 
 // stream is a sync stream's insight, with the time the page was rendered
@@ -99,6 +101,7 @@ func (s *Server) zonesData(ctx context.Context) zonesData {
 		}
 		d.Zones = append(d.Zones, z)
 	}
+	_, d.Ingresses = s.o.Cache.List(cache.Query{Kind: resource.ZoneIngress, Size: 1})
 	if s.o.GlobalLink != nil {
 		l := s.o.GlobalLink()
 		d.Link = &linkRow{stream: stream{Insight: &l.Insight, Now: now}, Address: l.Address, Leading: l.Leading}
