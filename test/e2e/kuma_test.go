@@ -118,6 +118,8 @@ func TestKuma_KumactlAgainstTheAdapter(t *testing.T) {
 			"spec": map[string]any{"selector": map[string]any{"meshService": map[string]any{"matchLabels": map[string]string{"kuma.io/origin": "zone"}}},
 				"template": "{{ .DisplayName }}.app.mesh"}}},
 		{"/zones/west", map[string]any{"type": "Zone", "name": "west", "enabled": false}},
+		{"/zoneingresses/ingress-1", map[string]any{"type": "ZoneIngress", "name": "ingress-1", "zone": "default",
+			"networking": map[string]any{"address": "192.168.0.1", "advertisedAddress": "10.0.0.1", "port": 10001, "advertisedPort": 10000}}},
 	}
 	for _, a := range applies {
 		code, body := k.do(http.MethodPut, a.path, a.doc)
@@ -166,7 +168,7 @@ func TestKuma_KumactlAgainstTheAdapter(t *testing.T) {
 
 	// The external service, the multi-zone service and the cross-mesh
 	// lists decode too.
-	for _, path := range []string{"/meshes/default/meshexternalservices", "/meshes/default/meshmultizoneservices", "/meshservices", "/dataplanes", "/hostnamegenerators", "/zones", "/zones/_overview"} {
+	for _, path := range []string{"/meshes/default/meshexternalservices", "/meshes/default/meshmultizoneservices", "/meshservices", "/dataplanes", "/hostnamegenerators", "/zones", "/zones/_overview", "/zoneingresses"} {
 		code, body := k.do(http.MethodGet, path, nil)
 		var l kumaList
 		if code != http.StatusOK || json.Unmarshal(body, &l) != nil || l.Total == 0 {
@@ -182,6 +184,20 @@ func TestKuma_KumactlAgainstTheAdapter(t *testing.T) {
 	}
 	if code != http.StatusOK || json.Unmarshal(body, &mes) != nil || mes.Spec.Match.Type != "HostnameGenerator" || len(mes.Spec.Endpoints) != 1 {
 		t.Errorf("GET meshexternalservices/httpbin = %d %s", code, body)
+	}
+
+	// `kumactl get zone-ingresses`: Kuma's flat ZoneIngress, its zone
+	// this control plane's.
+	code, body = k.do(http.MethodGet, "/zoneingresses/ingress-1", nil)
+	var zi struct {
+		Zone       string
+		Networking struct {
+			Address, AdvertisedAddress string
+			Port, AdvertisedPort       int
+		}
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &zi) != nil || zi.Zone != "default" || zi.Networking.AdvertisedAddress != "10.0.0.1" || zi.Networking.AdvertisedPort != 10000 {
+		t.Errorf("GET zoneingresses/ingress-1 = %d %s", code, body)
 	}
 
 	// `kumactl get meshservice redis -o yaml | kumactl apply -f -` stores

@@ -350,6 +350,20 @@ func TestStore_SyncedKeepsOriginalNames(t *testing.T) {
 			if err != nil || ns != crd.DefaultSystemNamespace || name != "web-bbmrhn96mpxqs9" {
 				t.Errorf("the synced service's object: %s/%s (%v), want it in the system namespace under its name", ns, name, err)
 			}
+			// Another zone's ingress, as the sync stores it: its zone and
+			// display name kept, so that a label query finds it by zone.
+			ingress := &resource.Object{Kind: resource.ZoneIngress, Name: "ingress-1-fnb78pc9sh6ttd",
+				Labels: map[string]string{resource.LabelOrigin: tc.origin, resource.LabelZone: "east", resource.LabelDisplayName: "ingress-1"},
+				Spec:   &resource.ZoneIngressSpec{Networking: resource.ZoneIngressNetworking{Address: "10.0.0.1", Port: 10001}}}
+			if _, err := store.Create(t.Context(), s, ingress); err != nil {
+				t.Fatal(err)
+			}
+			if read, err = s.Get(t.Context(), ingress.Key()); err != nil {
+				t.Fatal(err)
+			}
+			if read.Labels[resource.LabelZone] != "east" || read.Labels[resource.LabelDisplayName] != "ingress-1" || read.Labels[resource.LabelOrigin] != tc.origin {
+				t.Errorf("the synced ingress's labels: %v, want zone east, display name ingress-1", read.Labels)
+			}
 			own := msvc("", "db", "default")
 			own.Labels = map[string]string{resource.LabelOrigin: tc.own, resource.LabelDisplayName: "other", resource.LabelNamespace: "elsewhere"}
 			own.Spec.Default()
