@@ -212,6 +212,30 @@ func TestController_RebuildsOnRestart(t *testing.T) {
 	e.waitMessage("b", "b and a have overlapping IPs 2001:db8::1, which can disrupt your traffic.")
 }
 
+// TestController_ReportsSameDomains: two services that match the same
+// domain on a port carry the condition with reason OverlappingDomains,
+// which gives way to OverlappingIPs when their IPs overlap too.
+func TestController_ReportsSameDomains(t *testing.T) {
+	e := newEnv(t)
+	e.put("httpbin", "Domain httpbin.org 443")
+	e.put("httpbin-2", "Domain httpbin.org 443", "Domain other.org 443")
+	sentence := "httpbin and httpbin-2 both match the domain httpbin.org, which can disrupt your traffic."
+	e.waitMessage("httpbin", sentence)
+	want := resource.Condition{Type: "Overlapping", Status: "True", Reason: "OverlappingDomains", Message: sentence}
+	if d := cmp.Diff([]resource.Condition{want}, e.conditions("httpbin")); d != "" {
+		t.Errorf("conditions (-want +got):\n%s", d)
+	}
+	if !strings.Contains(e.log.String(), `level=WARN msg="httpbin and httpbin-2 both match the domain httpbin.org, which can disrupt your traffic." mesh=default ports=[443]`) {
+		t.Errorf("log does not say that the domains overlap:\n%s", e.log.String())
+	}
+	e.put("httpbin-2", "Domain httpbin.org 443", "IP 10.0.0.1 80")
+	e.put("httpbin", "Domain httpbin.org 443", "CIDR 10.0.0.0/24 80")
+	e.waitMessage("httpbin", "httpbin and httpbin-2 have overlapping IPs 10.0.0.1, which can disrupt your traffic. "+sentence)
+	if got := e.conditions("httpbin")[0].Reason; got != "OverlappingIPs" {
+		t.Errorf("reason with IPs and domains = %q, want OverlappingIPs", got)
+	}
+}
+
 func TestCondition_ListsAtMostFive(t *testing.T) {
 	var overlaps []Overlap
 	for _, n := range []string{"b", "c", "d", "e", "f", "g", "h"} {

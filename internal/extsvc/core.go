@@ -1,14 +1,17 @@
 // Package extsvc is the controller that reports MeshExternalServices whose
 // IP and CIDR matches overlap on a port (seed 003, "IP intersections";
-// ARCHITECTURE.md section 8). Such services cannot both get the traffic to
-// the shared addresses, and validation cannot see it, since it looks at one
-// document. For every overlapping pair the controller logs seed 003's
+// ARCHITECTURE.md section 8), or whose Domain matches name the same domain
+// on a port. Such services cannot both get that traffic (a proxy gives it
+// to one: internal/xds), and validation cannot see it, since it looks at
+// one document. For every overlapping pair the controller logs seed 003's
 // sentence, with the real names and the shared range:
 //
 //	external-service1 and external-service2 have overlapping IPs 10.1.1.7, which can disrupt your traffic.
 //
-// and both services carry the condition Overlapping (status True, reason
-// OverlappingIPs) naming the other, until the overlap ends.
+// (for domains: "... both match the domain httpbin.org, which can disrupt
+// your traffic.") and both services carry the condition Overlapping
+// (status True, reason OverlappingIPs, or OverlappingDomains when no IPs
+// overlap) naming the other, until the overlap ends.
 //
 // The work is incremental: the pure engine (overlaps.go) keeps an index per
 // mesh and port and re-checks only the services a change meets. Core hosts
@@ -110,7 +113,9 @@ func (c *Core) Dirty() []resource.Key {
 			continue
 		}
 		// seed 003's words, exactly.
-		c.o.Log.Warn(Message(ev.A, ev.B, ev.IPs), "mesh", ev.Mesh, "ports", ev.Ports)
+		for _, msg := range (Overlap{Other: ev.B, IPs: ev.IPs, Domains: ev.Domains}).Messages(ev.A) {
+			c.o.Log.Warn(msg, "mesh", ev.Mesh, "ports", ev.Ports)
+		}
 	}
 	c.pairs.Set(float64(c.engine.Pairs()))
 	keys := c.changed
@@ -157,10 +162,10 @@ func (c *Core) Sum(d *reconcile.Digest, st resource.Status) {
 }
 
 // ServiceOf converts a MeshExternalService for the engine: the prefixes of
-// its IP and CIDR matches, by port. Values that do not parse (stored under
-// older rules) capture nothing.
+// its IP and CIDR matches and the domains of its Domain matches, by port.
+// Values that do not parse (stored under older rules) capture nothing.
 func ServiceOf(obj *resource.Object) Service {
-	s := Service{Key: Key{obj.Mesh, obj.Name}, Ranges: map[int][]netip.Prefix{}}
+	s := Service{Key: Key{obj.Mesh, obj.Name}, Ranges: map[int][]netip.Prefix{}, Domains: map[int][]string{}}
 	spec, ok := obj.Spec.(*resource.MeshExternalServiceSpec)
 	if !ok {
 		return s
@@ -179,6 +184,9 @@ func ServiceOf(obj *resource.Object) Service {
 			if p, err = netip.ParsePrefix(m.Value); err != nil {
 				continue
 			}
+		case resource.MatchDomain:
+			s.Domains[m.Port] = append(s.Domains[m.Port], m.Value)
+			continue
 		default:
 			continue
 		}
@@ -195,10 +203,16 @@ func condition(name string, overlaps []Overlap) *resource.Condition {
 	}
 	var msg []string
 	for _, o := range overlaps[:min(len(overlaps), maxListed)] {
-		msg = append(msg, Message(name, o.Other, o.IPs))
+		msg = append(msg, o.Messages(name)...)
 	}
 	if n := len(overlaps) - maxListed; n > 0 {
 		msg = append(msg, fmt.Sprintf("And %d more external services.", n))
 	}
-	return &resource.Condition{Type: resource.ConditionOverlapping, Status: resource.ConditionTrue, Reason: resource.ReasonOverlappingIPs, Message: strings.Join(msg, " ")}
+	reason := resource.ReasonOverlappingDomains
+	for _, o := range overlaps {
+		if len(o.IPs) > 0 {
+			reason = resource.ReasonOverlappingIPs
+		}
+	}
+	return &resource.Condition{Type: resource.ConditionOverlapping, Status: resource.ConditionTrue, Reason: reason, Message: strings.Join(msg, " ")}
 }

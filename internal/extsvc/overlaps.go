@@ -37,10 +37,12 @@ type Key struct {
 }
 
 // Service is what the engine needs of an external service: the prefixes
-// of its IP and CIDR matches, by port.
+// of its IP and CIDR matches, and the domains of its Domain matches (in
+// lower case), by port.
 type Service struct {
-	Key    Key
-	Ranges map[int][]netip.Prefix
+	Key     Key
+	Ranges  map[int][]netip.Prefix
+	Domains map[int][]string
 }
 
 // Overlap is the overlap of a service with another one of its mesh.
@@ -51,6 +53,8 @@ type Overlap struct {
 	// IPs are the overlapping addresses, as prefixes (a single address
 	// without its length), in address order.
 	IPs []string
+	// Domains are the domains both match on a common port, in order.
+	Domains []string
 }
 
 // Event says that two services started or stopped overlapping, or that the
@@ -58,15 +62,38 @@ type Overlap struct {
 type Event struct {
 	Mesh string
 	A, B string
-	// Ports and IPs as in Overlap; empty when Gone.
-	Ports []int
-	IPs   []string
-	Gone  bool
+	// Ports, IPs and Domains as in Overlap; empty when Gone.
+	Ports   []int
+	IPs     []string
+	Domains []string
+	Gone    bool
 }
 
 // Message is seed 003's sentence for two overlapping services.
 func Message(a, b string, ips []string) string {
 	return fmt.Sprintf("%s and %s have overlapping IPs %s, which can disrupt your traffic.", a, b, strings.Join(ips, ", "))
+}
+
+// DomainMessage is the same sentence for two services that match the
+// same domains on a port: a proxy sends that traffic to one of them.
+func DomainMessage(a, b string, domains []string) string {
+	what := "domain"
+	if len(domains) > 1 {
+		what = "domains"
+	}
+	return fmt.Sprintf("%s and %s both match the %s %s, which can disrupt your traffic.", a, b, what, strings.Join(domains, ", "))
+}
+
+// Messages are the sentences of an overlap of a with o.Other.
+func (o Overlap) Messages(a string) []string {
+	var out []string
+	if len(o.IPs) > 0 {
+		out = append(out, Message(a, o.Other, o.IPs))
+	}
+	if len(o.Domains) > 0 {
+		out = append(out, DomainMessage(a, o.Other, o.Domains))
+	}
+	return out
 }
 
 // Engine finds overlapping external services.
@@ -80,11 +107,14 @@ type Engine struct {
 type meshState struct {
 	svcs  map[string]*svcState
 	ports map[int]*portIndex
+	// domains are the services that match each domain, by port.
+	domains map[int]map[string][]*svcState
 }
 
 type svcState struct {
-	name   string
-	ranges map[int][]netip.Prefix
+	name    string
+	ranges  map[int][]netip.Prefix
+	domains map[int][]string
 	// overlaps with other services of the mesh, by their name.
 	overlaps map[string]*Overlap
 }
@@ -115,8 +145,9 @@ func NewEngine() *Engine {
 func (e *Engine) Load(svcs []Service) {
 	for _, s := range svcs {
 		m := e.mesh(s.Key.Mesh)
-		st := &svcState{name: s.Key.Name, ranges: normalize(s.Ranges), overlaps: map[string]*Overlap{}}
+		st := &svcState{name: s.Key.Name, ranges: normalize(s.Ranges), domains: normalizeDomains(s.Domains), overlaps: map[string]*Overlap{}}
 		m.svcs[st.name] = st
+		m.addDomains(st)
 		for port, ps := range st.ranges {
 			idx := m.port(port)
 			for _, p := range ps {
@@ -142,19 +173,19 @@ func (e *Engine) Load(svcs []Service) {
 func (e *Engine) Set(s Service) {
 	m := e.mesh(s.Key.Mesh)
 	st := m.svcs[s.Key.Name]
-	ranges := normalize(s.Ranges)
+	ranges, domains := normalize(s.Ranges), normalizeDomains(s.Domains)
 	var before []string
 	if st == nil {
 		st = &svcState{name: s.Key.Name, overlaps: map[string]*Overlap{}}
 		m.svcs[st.name] = st
 	} else {
-		if equalRanges(st.ranges, ranges) {
+		if equalRanges(st.ranges, ranges) && equalDomains(st.domains, domains) {
 			return
 		}
 		m.remove(st)
 		before = slices.Collect(maps.Keys(st.overlaps))
 	}
-	st.ranges = ranges
+	st.ranges, st.domains = ranges, domains
 	m.add(st)
 	e.refresh(s.Key.Mesh, m, st, before)
 }
@@ -167,7 +198,7 @@ func (e *Engine) Delete(k Key) {
 	}
 	st := m.svcs[k.Name]
 	m.remove(st)
-	st.ranges = nil
+	st.ranges, st.domains = nil, nil
 	e.refresh(k.Mesh, m, st, slices.Collect(maps.Keys(st.overlaps)))
 	delete(m.svcs, k.Name)
 	delete(e.dirty, k)
@@ -213,7 +244,7 @@ func (e *Engine) TakeEvents() []Event {
 func (e *Engine) mesh(name string) *meshState {
 	m := e.meshes[name]
 	if m == nil {
-		m = &meshState{svcs: map[string]*svcState{}, ports: map[int]*portIndex{}}
+		m = &meshState{svcs: map[string]*svcState{}, ports: map[int]*portIndex{}, domains: map[int]map[string][]*svcState{}}
 		e.meshes[name] = m
 	}
 	return m
@@ -223,31 +254,46 @@ func (e *Engine) mesh(name string) *meshState {
 // current ranges; before are the services it overlapped until now.
 func (e *Engine) refresh(mesh string, m *meshState, st *svcState, before []string) {
 	found := map[*svcState]*shared{}
+	// with returns what st shares with o on port, nil for st itself.
+	with := func(o *svcState, port int) *shared {
+		if o == st {
+			return nil
+		}
+		sh := found[o]
+		if sh == nil {
+			sh = &shared{}
+			found[o] = sh
+		}
+		if !slices.Contains(sh.ports, port) {
+			sh.ports = append(sh.ports, port)
+		}
+		return sh
+	}
 	for _, port := range slices.Sorted(maps.Keys(st.ranges)) {
 		idx := m.ports[port]
 		for _, p := range st.ranges[port] {
 			idx.overlapping(p, func(o *svcState, q netip.Prefix) {
-				if o == st {
-					return
+				if sh := with(o, port); sh != nil {
+					if q.Bits() < p.Bits() {
+						q = p // the longer prefix is the intersection
+					}
+					sh.ips.AddPrefix(q)
 				}
-				sh := found[o]
-				if sh == nil {
-					sh = &shared{}
-					found[o] = sh
-				}
-				if !slices.Contains(sh.ports, port) {
-					sh.ports = append(sh.ports, port)
-				}
-				if q.Bits() < p.Bits() {
-					q = p // the longer prefix is the intersection
-				}
-				sh.ips.AddPrefix(q)
 			})
+		}
+	}
+	for port, ds := range st.domains {
+		for _, d := range ds {
+			for _, o := range m.domains[port][d] {
+				if sh := with(o, port); sh != nil {
+					sh.domains = append(sh.domains, d)
+				}
+			}
 		}
 	}
 	for o, sh := range found {
 		ov := sh.overlap(o.name)
-		if old := st.overlaps[o.name]; old != nil && slices.Equal(old.Ports, ov.Ports) && slices.Equal(old.IPs, ov.IPs) {
+		if old := st.overlaps[o.name]; old != nil && slices.Equal(old.Ports, ov.Ports) && slices.Equal(old.IPs, ov.IPs) && slices.Equal(old.Domains, ov.Domains) {
 			continue
 		}
 		if st.overlaps[o.name] == nil {
@@ -257,7 +303,7 @@ func (e *Engine) refresh(mesh string, m *meshState, st *svcState, before []strin
 		back := ov
 		back.Other = st.name
 		o.overlaps[st.name] = &back
-		e.changed(mesh, st, o, ov.Ports, ov.IPs, false)
+		e.changed(mesh, st, o, ov, false)
 	}
 	for _, name := range before {
 		o := m.svcs[name]
@@ -267,24 +313,25 @@ func (e *Engine) refresh(mesh string, m *meshState, st *svcState, before []strin
 		delete(st.overlaps, name)
 		delete(o.overlaps, st.name)
 		e.pairs--
-		e.changed(mesh, st, o, nil, nil, true)
+		e.changed(mesh, st, o, Overlap{}, true)
 	}
 }
 
-func (e *Engine) changed(mesh string, a, b *svcState, ports []int, ips []string, gone bool) {
+func (e *Engine) changed(mesh string, a, b *svcState, ov Overlap, gone bool) {
 	e.dirty[Key{mesh, a.name}] = struct{}{}
 	e.dirty[Key{mesh, b.name}] = struct{}{}
 	x, y := a.name, b.name
 	if y < x {
 		x, y = y, x
 	}
-	e.events = append(e.events, Event{Mesh: mesh, A: x, B: y, Ports: ports, IPs: ips, Gone: gone})
+	e.events = append(e.events, Event{Mesh: mesh, A: x, B: y, Ports: ov.Ports, IPs: ov.IPs, Domains: ov.Domains, Gone: gone})
 }
 
 // shared collects what a changed service shares with another one.
 type shared struct {
-	ports []int
-	ips   netipx.IPSetBuilder
+	ports   []int
+	ips     netipx.IPSetBuilder
+	domains []string
 }
 
 // overlap returns what was collected, as the changed service's overlap
@@ -292,7 +339,8 @@ type shared struct {
 func (sh *shared) overlap(other string) Overlap {
 	slices.Sort(sh.ports)
 	set, _ := sh.ips.IPSet() // prefixes from normalize are valid
-	ov := Overlap{Other: other, Ports: sh.ports}
+	slices.Sort(sh.domains)
+	ov := Overlap{Other: other, Ports: sh.ports, Domains: slices.Compact(sh.domains)}
 	for _, p := range set.Prefixes() {
 		if p.IsSingleIP() {
 			ov.IPs = append(ov.IPs, p.Addr().String())
@@ -312,7 +360,20 @@ func (m *meshState) port(port int) *portIndex {
 	return idx
 }
 
+// addDomains indexes the domains of st.
+func (m *meshState) addDomains(st *svcState) {
+	for port, ds := range st.domains {
+		if m.domains[port] == nil {
+			m.domains[port] = map[string][]*svcState{}
+		}
+		for _, d := range ds {
+			m.domains[port][d] = append(m.domains[port][d], st)
+		}
+	}
+}
+
 func (m *meshState) add(st *svcState) {
+	m.addDomains(st)
 	for port, ps := range st.ranges {
 		idx := m.port(port)
 		for _, p := range ps {
@@ -326,6 +387,17 @@ func (m *meshState) add(st *svcState) {
 }
 
 func (m *meshState) remove(st *svcState) {
+	for port, ds := range st.domains {
+		for _, d := range ds {
+			m.domains[port][d] = slices.DeleteFunc(m.domains[port][d], func(o *svcState) bool { return o == st })
+			if len(m.domains[port][d]) == 0 {
+				delete(m.domains[port], d)
+			}
+		}
+		if len(m.domains[port]) == 0 {
+			delete(m.domains, port)
+		}
+	}
 	for port, ps := range st.ranges {
 		idx := m.ports[port]
 		for _, p := range ps {
@@ -407,6 +479,30 @@ func normalize(in map[int][]netip.Prefix) map[int][]netip.Prefix {
 // prefix P then form one run, from P's address to its last.
 func byAddr(a, b netip.Prefix) int {
 	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+}
+
+// normalizeDomains returns domains in lower case, sorted and without
+// repeats; empty ports are dropped.
+func normalizeDomains(in map[int][]string) map[int][]string {
+	if len(in) == 0 {
+		return nil // most services match no domain
+	}
+	out := map[int][]string{}
+	for port, ds := range in {
+		var n []string
+		for _, d := range ds {
+			n = append(n, strings.ToLower(d))
+		}
+		if len(n) > 0 {
+			slices.Sort(n)
+			out[port] = slices.Compact(n)
+		}
+	}
+	return out
+}
+
+func equalDomains(a, b map[int][]string) bool {
+	return maps.EqualFunc(a, b, slices.Equal[[]string])
 }
 
 func equalRanges(a, b map[int][]netip.Prefix) bool {

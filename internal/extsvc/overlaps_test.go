@@ -31,6 +31,15 @@ func es(name string, pairs ...any) Service {
 	return Service{Key: Key{"default", name}, Ranges: ranges(pairs...)}
 }
 
+// withDomains adds Domain matches to s from "port domain" pairs.
+func withDomains(s Service, pairs ...any) Service {
+	s.Domains = map[int][]string{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		s.Domains[pairs[i].(int)] = append(s.Domains[pairs[i].(int)], pairs[i+1].(string))
+	}
+	return s
+}
+
 func TestEngine_Overlaps(t *testing.T) {
 	tests := []struct {
 		name string
@@ -61,6 +70,14 @@ func TestEngine_Overlaps(t *testing.T) {
 		}, []Overlap{{Other: "b", Ports: []int{80, 443}, IPs: []string{"10.0.1.0/24", "10.0.2.0/24", "10.0.3.3"}}}},
 		// A service's own ranges may overlap; that is not reported.
 		{"OwnRangesIgnored", []Service{es("a", 80, "10.0.0.0/8", 80, "10.1.1.1")}, []Overlap{}},
+		{"SameDomain", []Service{withDomains(es("a"), 443, "httpbin.org"), withDomains(es("b"), 443, "HTTPBIN.org", 443, "other.org")},
+			[]Overlap{{Other: "b", Ports: []int{443}, Domains: []string{"httpbin.org"}}}},
+		{"DomainOnAnotherPort", []Service{withDomains(es("a"), 443, "httpbin.org"), withDomains(es("b"), 80, "httpbin.org")}, nil},
+		// A wildcard and a name it covers are not the same: the proxy
+		// takes the exact name first.
+		{"WildcardIsNotTheName", []Service{withDomains(es("a"), 443, "*.example.com"), withDomains(es("b"), 443, "api.example.com")}, nil},
+		{"DomainsAndIPs", []Service{withDomains(es("a", 80, "10.0.0.0/8"), 80, "x.com", 443, "y.com"), withDomains(es("b", 80, "10.1.1.1"), 443, "y.com", 443, "x.com")},
+			[]Overlap{{Other: "b", Ports: []int{80, 443}, IPs: []string{"10.1.1.1"}, Domains: []string{"y.com"}}}},
 		{"Three", []Service{es("a", 80, "10.0.0.0/8"), es("c", 80, "10.2.0.0/16"), es("b", 80, "10.1.0.0/16"), es("d", 80, "11.0.0.0/8")},
 			[]Overlap{{Other: "b", Ports: []int{80}, IPs: []string{"10.1.0.0/16"}}, {Other: "c", Ports: []int{80}, IPs: []string{"10.2.0.0/16"}}}},
 	}
@@ -82,7 +99,7 @@ func TestEngine_Overlaps(t *testing.T) {
 				for _, o := range tt.want {
 					back := e.Overlaps(Key{"default", o.Other})
 					i := slices.IndexFunc(back, func(x Overlap) bool { return x.Other == "a" })
-					if i < 0 || !slices.Equal(back[i].IPs, o.IPs) || !slices.Equal(back[i].Ports, o.Ports) {
+					if i < 0 || !slices.Equal(back[i].IPs, o.IPs) || !slices.Equal(back[i].Ports, o.Ports) || !slices.Equal(back[i].Domains, o.Domains) {
 						t.Errorf("overlaps of %s = %+v, want the mirror of %+v", o.Other, back, o)
 					}
 				}
@@ -246,6 +263,27 @@ func allPairs(live map[Key]Service, k Key) []Overlap {
 	return out
 }
 
+// TestEngine_DomainChanges follows a domain overlap through changes: it
+// begins, moves to another domain, and ends when a service goes.
+func TestEngine_DomainChanges(t *testing.T) {
+	e := NewEngine()
+	e.Set(withDomains(es("a"), 443, "x.com", 443, "y.com"))
+	e.Set(withDomains(es("b"), 443, "x.com"))
+	e.Set(withDomains(es("b"), 443, "y.com"))
+	e.Delete(Key{"default", "a"})
+	want := []Event{
+		{Mesh: "default", A: "a", B: "b", Ports: []int{443}, Domains: []string{"x.com"}},
+		{Mesh: "default", A: "a", B: "b", Ports: []int{443}, Domains: []string{"y.com"}},
+		{Mesh: "default", A: "a", B: "b", Gone: true},
+	}
+	if d := cmp.Diff(want, e.TakeEvents()); d != "" {
+		t.Errorf("events (-want +got):\n%s", d)
+	}
+	if e.Pairs() != 0 || len(e.Overlaps(Key{"default", "b"})) != 0 {
+		t.Errorf("after the deletion: %d pairs, overlaps of b %v", e.Pairs(), e.Overlaps(Key{"default", "b"}))
+	}
+}
+
 func TestMessage(t *testing.T) {
 	// seed 003's words, with the real names and the overlapping range.
 	got := Message("external-service1", "external-service2", []string{"10.1.1.7"})
@@ -254,5 +292,19 @@ func TestMessage(t *testing.T) {
 	}
 	if got := Message("a", "b", []string{"10.0.0.0/24", "10.0.2.1"}); got != "a and b have overlapping IPs 10.0.0.0/24, 10.0.2.1, which can disrupt your traffic." {
 		t.Errorf("Message with two ranges = %q", got)
+	}
+}
+
+func TestOverlap_Messages(t *testing.T) {
+	o := Overlap{Other: "b", Ports: []int{80, 443}, IPs: []string{"10.1.1.1"}, Domains: []string{"x.com", "y.com"}}
+	want := []string{
+		"a and b have overlapping IPs 10.1.1.1, which can disrupt your traffic.",
+		"a and b both match the domains x.com, y.com, which can disrupt your traffic.",
+	}
+	if d := cmp.Diff(want, o.Messages("a")); d != "" {
+		t.Errorf("messages (-want +got):\n%s", d)
+	}
+	if got := DomainMessage("a", "b", []string{"x.com"}); got != "a and b both match the domain x.com, which can disrupt your traffic." {
+		t.Errorf("DomainMessage = %q", got)
 	}
 }

@@ -55,9 +55,12 @@ const (
 	ConditionVIPsAllocated = "VIPsAllocated"
 	ReasonPoolExhausted    = "PoolExhausted"
 	// Overlapping is True while a MeshExternalService's IP or CIDR matches
-	// overlap another's (seed 003; internal/extsvc); absent otherwise.
-	ConditionOverlapping = "Overlapping"
-	ReasonOverlappingIPs = "OverlappingIPs"
+	// overlap another's (seed 003; internal/extsvc), or its Domain matches
+	// name a domain another's name on the same port; absent otherwise.
+	// The reason is OverlappingIPs when some overlap is of IPs.
+	ConditionOverlapping     = "Overlapping"
+	ReasonOverlappingIPs     = "OverlappingIPs"
+	ReasonOverlappingDomains = "OverlappingDomains"
 	// On a MeshService synthesised from Dataplanes (internal/meshservices),
 	// PortsConsistent (ConditionPortsConsistent) is False while its
 	// Dataplanes disagree on a port, and ExportModeConsistent while they
