@@ -129,6 +129,35 @@ func TestMultizone_KubernetesZone(t *testing.T) {
 		t.Errorf("the custom resource of the global's httpbin in east: %v", err)
 	}
 
+	// Each zone's ingress reaches the other: west's is a custom resource
+	// in east's system namespace, and east's, written with kubectl in its
+	// system namespace, reaches west; each keeps its kuma.io/zone.
+	if code := put(t, west.api, "/zoneingresses/ingress-1", `{"type":"ZoneIngress","name":"ingress-1",
+		"networking":{"address":"192.168.1.1","port":10001}}`); code != http.StatusCreated {
+		t.Fatalf("PUT the ingress in west = %d", code)
+	}
+	westIngress := zonesync.HashedName(resource.ZoneIngress, "", "ingress-1", "west", "")
+	waitFor(t, 30*time.Second, "east holds west's ingress", func() bool {
+		got := zoneIngresses(t, east, "west")
+		return len(got) == 1 && got[0].Name == westIngress
+	})
+	zir := kubeapi.Resource{Group: "kuma.io", Version: "v1alpha1", Resource: "zoneingresses", Namespaced: true}
+	if err := c.Client.Get(t.Context(), zir, "meshnames-system", westIngress, nil); err != nil {
+		t.Errorf("the custom resource of west's ingress in east: %v", err)
+	}
+	kubeApply(t, c, "meshnames-system", `apiVersion: kuma.io/v1alpha1
+kind: ZoneIngress
+metadata: {name: ingress-1, namespace: $NS}
+spec:
+  networking: {address: 10.0.0.1, port: 10001, advertisedAddress: ingress.east.example.com, advertisedPort: 443}
+`)
+	eastIngress := zonesync.HashedName(resource.ZoneIngress, "", "ingress-1", "east", "meshnames-system")
+	waitFor(t, 30*time.Second, "west holds east's ingress", func() bool {
+		got := zoneIngresses(t, west, "east")
+		return len(got) == 1 && got[0].Name == eastIngress &&
+			got[0].Spec.(*resource.ZoneIngressSpec).Networking.AdvertisedAddress == "ingress.east.example.com"
+	})
+
 	// kuma.io/export-mode: None keeps a Service home: the global has it,
 	// marked None, and west does not, though a Service created after it
 	// has arrived there.
