@@ -1,0 +1,202 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/meshnames/meshnames/internal/crd"
+	"github.com/meshnames/meshnames/internal/kubeapi"
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+// This file turns what the watches see (kubeapi.Follow's lists and events,
+// one watch per kind) into the store's entries and its change feed, and
+// wakes the readers and the writers waiting for their echo.
+
+// kindHandler feeds what kubeapi.Follow sees of one kind to the store.
+type kindHandler struct {
+	s *Store
+	k crd.Kind
+}
+
+func (h kindHandler) Replace(items []json.RawMessage, rv string) { h.s.replace(h.k, items, rv) }
+func (h kindHandler) Event(ev kubeapi.Event)                     { h.s.event(h.k, ev) }
+
+// event applies one watch event of kind k.
+func (s *Store) event(k crd.Kind, ev kubeapi.Event) {
+	switch ev.Type {
+	case kubeapi.Added, kubeapi.Modified:
+		d, err := s.dec.decode(k, ev.Object)
+		if err != nil {
+			s.o.Log.Warn("kube store: skipping an object it cannot read", "kind", k.Kind, "err", err)
+			return
+		}
+		s.mu.Lock()
+		s.put(d, s.o.Now())
+		s.mu.Unlock()
+		return
+	}
+	var meta struct {
+		Metadata kubeapi.ObjectMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(ev.Object, &meta); err != nil {
+		s.o.Log.Warn("kube store: skipping an event it cannot read", "kind", k.Kind, "err", err)
+		return
+	}
+	v, _ := kubeapi.Revision(meta.Metadata.ResourceVersion)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch ev.Type {
+	case kubeapi.Bookmark:
+		s.progress[k.Kind] = max(s.progress[k.Kind], v)
+		s.wake()
+	case kubeapi.Deleted:
+		ref := crRef{kind: k.Kind, name: meta.Metadata.Name}
+		if k.Namespaced {
+			ref.namespace = meta.Metadata.Namespace
+		}
+		s.remove(ref, meta.Metadata.UID, v, s.o.Now())
+	}
+}
+
+// relist lists kind k and brings the copy in line with it; it returns the
+// list's resourceVersion.
+func (s *Store) relist(ctx context.Context, k crd.Kind) (string, error) {
+	var items []json.RawMessage
+	rv, err := s.c.List(ctx, k.Resource(), "", kubeapi.ListOptions{}, func(raw json.RawMessage) error {
+		items = append(items, raw)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	s.replace(k, items, rv)
+	return rv, nil
+}
+
+// replace brings the copy of kind k in line with a list: puts for what
+// changed, deletes for what is gone.
+func (s *Store) replace(k crd.Kind, raws []json.RawMessage, rv string) {
+	items := make([]decoded, 0, len(raws))
+	for _, raw := range raws {
+		d, err := s.dec.decode(k, raw)
+		if err != nil {
+			s.o.Log.Warn("kube store: skipping an object it cannot read", "kind", k.Kind, "err", err)
+			continue
+		}
+		items = append(items, d)
+	}
+	listRV, _ := kubeapi.Revision(rv)
+	now := s.o.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[crRef]bool{}
+	for _, d := range items {
+		seen[d.ref] = true
+		s.put(d, now)
+	}
+	for ref := range s.refs {
+		if ref.kind == k.Kind && !seen[ref] {
+			s.remove(ref, "", listRV, now)
+		}
+	}
+	for ref := range s.invalid {
+		if ref.kind == k.Kind && !seen[ref] {
+			delete(s.invalid, ref)
+		}
+	}
+	s.progress[k.Kind] = max(s.progress[k.Kind], listRV)
+	s.wake()
+}
+
+// nextRev returns the revision of the next event. Revisions are dense,
+// and the first event of a process follows the etcd revision at which it
+// opened: a process issues at most one event per write to the cluster, so
+// its revisions stay below the next process's.
+func (s *Store) nextRev() int64 {
+	s.rev = max(s.rev, s.base) + 1
+	return s.rev
+}
+
+// put applies the current state of a custom resource. s.mu is held.
+func (s *Store) put(d decoded, now time.Time) {
+	s.progress[d.ref.kind] = max(s.progress[d.ref.kind], d.version)
+	defer s.wake()
+	ack := ackKey{ref: d.ref, version: d.version}
+	prev, had := s.refs[d.ref]
+	if d.obj == nil {
+		s.invalid[d.ref] = &d
+		if had {
+			s.deleteKey(prev, s.nextRev(), now)
+			delete(s.refs, d.ref)
+		}
+		s.acks.add(ack, s.rev)
+		return
+	}
+	delete(s.invalid, d.ref)
+	delete(s.stale, d.ref)
+	k := d.obj.Key()
+	if had && prev == k {
+		if e := s.objects[k]; e.uid == d.uid && e.version == d.version {
+			s.acks.add(ack, e.rev)
+			return // a relist of what the watch showed
+		}
+	}
+	if had && prev != k {
+		s.deleteKey(prev, s.nextRev(), now) // its mesh label changed
+	}
+	data, err := json.Marshal(d.obj)
+	if err != nil {
+		s.o.Log.Error("kube store: encoding an object", "kind", k.Kind, "name", k.Name, "err", err)
+		return
+	}
+	e := &entry{ref: d.ref, uid: d.uid, version: d.version, rev: s.nextRev(), data: data}
+	s.objects[k] = e
+	s.refs[d.ref] = k
+	if d.reported != "" {
+		s.stale[d.ref] = staleReport(d, data)
+	}
+	s.feed.add(e.rev, k, e, now)
+	s.acks.add(ack, e.rev)
+	s.notify()
+}
+
+// remove applies the deletion of a custom resource (of incarnation uid,
+// when known) at resourceVersion v. s.mu is held.
+func (s *Store) remove(ref crRef, uid string, v int64, now time.Time) {
+	s.progress[ref.kind] = max(s.progress[ref.kind], v)
+	defer s.wake()
+	delete(s.invalid, ref)
+	delete(s.stale, ref)
+	k, ok := s.refs[ref]
+	if !ok {
+		s.acks.add(ackKey{ref: ref, uid: uid, deleted: true}, s.rev)
+		return
+	}
+	if e := s.objects[k]; uid != "" && e.uid != uid {
+		return // an older incarnation's deletion, seen after the new one
+	}
+	delete(s.refs, ref)
+	rev := s.nextRev()
+	s.deleteKey(k, rev, now)
+	s.acks.add(ackKey{ref: ref, uid: uid, deleted: true}, rev)
+}
+
+func (s *Store) deleteKey(k resource.Key, rev int64, now time.Time) {
+	delete(s.objects, k)
+	s.feed.add(rev, k, nil, now)
+	s.notify()
+}
+
+// notify wakes the readers of the feed. s.mu is held.
+func (s *Store) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// wake wakes the writers waiting for their echo. s.mu is held.
+func (s *Store) wake() {
+	close(s.advanced)
+	s.advanced = make(chan struct{})
+}
