@@ -161,7 +161,7 @@ func classify(r *http.Request) (auth.Action, string) {
 		if len(seg) == 1 {
 			return a, "/tokens"
 		}
-		if seg[1] == "zone" || seg[1] == "dataplane" || seg[1] == "_rotate-key" {
+		if seg[1] == "zone" || seg[1] == "dataplane" || seg[1] == "ingress" || seg[1] == "_rotate-key" {
 			return a, "/tokens/" + seg[1]
 		}
 		return a, "/tokens/{id}"

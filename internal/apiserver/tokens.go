@@ -71,6 +71,11 @@ func (s *Server) security(w http.ResponseWriter, r *http.Request, seg []string) 
 			s.issueToken(w, r, dataplaneToken)
 		}
 		return "/tokens/dataplane"
+	case len(seg) == 2 && seg[1] == "ingress":
+		if allow(w, r, http.MethodPost) {
+			s.issueToken(w, r, ingressToken)
+		}
+		return "/tokens/ingress"
 	case len(seg) == 2 && seg[1] == "_rotate-key":
 		if allow(w, r, http.MethodPost) {
 			s.rotateKey(w, r)
@@ -139,6 +144,7 @@ const (
 	userToken      tokenKind = iota // POST /tokens
 	zoneToken                       // POST /tokens/zone
 	dataplaneToken                  // POST /tokens/dataplane
+	ingressToken                    // POST /tokens/ingress
 )
 
 func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, kind tokenKind) {
@@ -219,6 +225,18 @@ func (s *Server) tokenClaims(req api.TokenRequest, kind tokenKind) (token.Claims
 			errs.Add("meshes", "must be empty for a dataplane token: mesh names its one mesh")
 		}
 		c.Subject, c.Role, c.Meshes = req.Name, token.RoleDataplane, []string{req.Mesh}
+	case ingressToken:
+		validity = DefaultDataplaneTokenValidity
+		errs.Check("name", validate.DNS1123Subdomain(req.Name))
+		for _, f := range []struct{ name, v string }{{"role", req.Role}, {"zone", req.Zone}, {"mesh", req.Mesh}} {
+			if f.v != "" {
+				errs.Addf(validate.Path(f.name), "must be empty for an ingress token")
+			}
+		}
+		if len(req.Meshes) > 0 {
+			errs.Add("meshes", "must be empty for an ingress token: a ZoneIngress serves every mesh")
+		}
+		c.Subject, c.Role = req.Name, token.RoleIngress
 	case zoneToken:
 		validity = DefaultZoneTokenValidity
 		errs.Check("zone", validate.DNS1123Label(req.Zone))

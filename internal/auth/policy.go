@@ -87,8 +87,8 @@ func Authorize(id Identity, a Action) error {
 	switch id.Role {
 	case token.RoleZone:
 		return deny("a zone token identifies a zone to the sync endpoint of its global (gRPC on the sync port); it is not accepted on the REST API")
-	case token.RoleDataplane:
-		return deny("a dataplane token identifies a proxy to the xDS control plane (gRPC on the xDS port); it is not accepted on the REST API")
+	case token.RoleDataplane, token.RoleIngress:
+		return deny("a %s token identifies a proxy to the xDS control plane (gRPC on the xDS port); it is not accepted on the REST API", id.Role)
 	case token.RoleAdmin, token.RoleOperator, token.RoleServiceOwner, token.RoleReadOnly:
 	default:
 		return deny("unknown role %q", id.Role)

@@ -178,6 +178,35 @@ token alone goes to standard output.`,
 	dpCmd.Flags().StringVar(&dpValidFor, "ttl", "8760h", "the same as --valid-for (kumactl's spelling)")
 	_ = dpCmd.MarkFlagRequired("name")
 
+	var ingName, ingValidFor string
+	ingCmd := &cobra.Command{
+		Use:   "ingress",
+		Short: "Issue a ZoneIngress proxy's token for the xDS control plane of its zone",
+		Long: `Issue the token a ZoneIngress proxy presents to the xDS control plane of its
+zone: it names one ZoneIngress, and a stream that presents it may fetch that
+ingress's configuration and nothing else. The proxy's node id is the
+ZoneIngress's name, with the node metadata proxyType: ingress. The token
+alone goes to standard output.`,
+		Example: `  meshnames token ingress --name ingress-1 > ingress-1.token`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			t, err := c.IssueIngressToken(cmd.Context(), ingName, ingValidFor)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(env.Out, t.Token)
+			fmt.Fprintf(env.Err, "Issued token %s for ZoneIngress %s, valid until %s.\n", t.Info.ID, t.Info.Subject, t.Info.ExpiresAt.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	ingCmd.Flags().StringVar(&ingName, "name", "", "the ZoneIngress the token is for")
+	ingCmd.Flags().StringVar(&ingValidFor, "valid-for", "8760h", "how long the token is valid (at most 87600h)")
+	_ = ingCmd.MarkFlagRequired("name")
+
 	var output string
 	list := &cobra.Command{
 		Use:   "list",
@@ -260,7 +289,7 @@ stay valid until they expire.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(user, zoneCmd, dpCmd, list, revoke, rotate)
+	cmd.AddCommand(user, zoneCmd, dpCmd, ingCmd, list, revoke, rotate)
 	return cmd
 }
 

@@ -63,6 +63,16 @@ func (c *Client) IssueDataplaneToken(ctx context.Context, mesh, name, validFor s
 	return &out, nil
 }
 
+// IssueIngressToken issues the token of the ZoneIngress name's proxy
+// (POST /tokens/ingress).
+func (c *Client) IssueIngressToken(ctx context.Context, name, validFor string) (*api.TokenResponse, error) {
+	var out api.TokenResponse
+	if err := c.call(ctx, http.MethodPost, "/tokens/ingress", api.TokenRequest{Name: name, ValidFor: validFor}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Tokens lists the tokens issued (GET /tokens).
 func (c *Client) Tokens(ctx context.Context) ([]api.TokenInfo, error) {
 	var out api.TokenList

@@ -31,16 +31,14 @@ func (s *Server) newXDS(c *cache.Cache, keys *token.Keys, apiTLS *tls.Config, re
 		return nil
 	}
 	b := xds.NewBuilder(c, s.cfg.Zone)
+	b.ExportDefault = s.cfg.Services.ExportDefault
 	loopback := s.cfg.API.Auth.LoopbackAdmin && config.LoopbackAddr(xc.Addr)
 	if loopback {
 		s.log.Info("xDS listens on loopback: streams from this host without a dataplane token are accepted (api.auth.loopbackAdmin)")
 	}
 	srv := xds.New(xds.Options{
 		Addr: xc.Addr, Builder: b, TLS: apiTLS, MaxStreamsPerPeer: xc.MaxStreamsPerClient,
-		Auth: &xds.Authenticator{Keys: keys, LoopbackTokenless: loopback, Exists: func(p xds.Proxy) bool {
-			_, ok := c.Peek(p.Key())
-			return ok
-		}},
+		Auth:     &xds.Authenticator{Keys: keys, LoopbackTokenless: loopback, Exists: b.Knows},
 		Instance: leader.NewHolderID(xc.Addr), Log: s.log.With("component", "xds"), Registerer: reg,
 		Listening: s.XDSListening,
 	})

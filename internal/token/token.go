@@ -62,11 +62,14 @@ const (
 	// it may fetch the configuration of one Dataplane (Meshes holds its
 	// mesh, Subject its name) and nothing else.
 	RoleDataplane Role = "dataplane"
+	// RoleIngress is a ZoneIngress proxy's identity towards the xDS
+	// control plane of its zone: Subject names the ZoneIngress.
+	RoleIngress Role = "ingress"
 )
 
 // Roles lists every role, most powerful first.
 func Roles() []Role {
-	return []Role{RoleAdmin, RoleOperator, RoleServiceOwner, RoleReadOnly, RoleZone, RoleDataplane}
+	return []Role{RoleAdmin, RoleOperator, RoleServiceOwner, RoleReadOnly, RoleZone, RoleDataplane, RoleIngress}
 }
 
 // UserRoles lists the roles of user tokens (every role but zone and
@@ -209,6 +212,12 @@ func (c Claims) Validate() validate.Errors {
 		if c.Role == RoleDataplane {
 			if len(c.Meshes) != 1 {
 				errs.Add("meshes", "must name exactly one mesh for a dataplane token: the mesh of its Dataplane")
+			}
+			errs.Check("subject", validate.DNS1123Subdomain(c.Subject))
+		}
+		if c.Role == RoleIngress {
+			if len(c.Meshes) > 0 {
+				errs.Add("meshes", "must be empty for an ingress token: a ZoneIngress serves every mesh")
 			}
 			errs.Check("subject", validate.DNS1123Subdomain(c.Subject))
 		}

@@ -19,16 +19,40 @@ import (
 	"github.com/meshnames/meshnames/internal/token"
 )
 
-// Proxy names a Dataplane: the proxy that connects as it.
+// Proxy names the resource a proxy connects as: a Dataplane of a mesh, or,
+// with no mesh, a ZoneIngress of this zone.
 type Proxy struct {
 	Mesh, Name string
 }
 
-func (p Proxy) String() string { return p.Mesh + "/" + p.Name }
+func (p Proxy) String() string {
+	if p.Ingress() {
+		return "zoneingress/" + p.Name
+	}
+	return p.Mesh + "/" + p.Name
+}
 
-// Key is the proxy's Dataplane key.
+// Ingress reports whether the proxy is a ZoneIngress.
+func (p Proxy) Ingress() bool { return p.Mesh == "" }
+
+// Key is the proxy's Dataplane (or ZoneIngress) key.
 func (p Proxy) Key() resource.Key {
+	if p.Ingress() {
+		return resource.Key{Kind: resource.ZoneIngress, Name: p.Name}
+	}
 	return resource.Key{Kind: resource.Dataplane, Mesh: p.Mesh, Name: p.Name}
+}
+
+// isIngressNode reports whether node says it is a ZoneIngress proxy: node
+// metadata proxyType (or Kuma's dataplane.proxyType) "ingress".
+func isIngressNode(node *corev3.Node) bool {
+	f := node.GetMetadata().GetFields()
+	for _, k := range []string{"proxyType", "dataplane.proxyType"} {
+		if v, ok := f[k]; ok && v.GetStringValue() == "ingress" {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxNodeIDBytes bounds a node id: a mesh name, a dot and a Dataplane
@@ -119,6 +143,9 @@ func (a *Authenticator) Check(ctx context.Context, node *corev3.Node) (Proxy, *R
 	if node == nil {
 		return Proxy{}, refuse(codes.InvalidArgument, "no_node", "the first request of a stream must carry node (id <mesh>.<dataplane name>)")
 	}
+	if isIngressNode(node) {
+		return a.checkIngress(ctx, node)
+	}
 	candidates, err := ParseNodeID(node.GetId())
 	if err != nil {
 		return Proxy{}, refuse(codes.InvalidArgument, "bad_node_id", "%s", err.Error())
@@ -164,6 +191,45 @@ func (a *Authenticator) Check(ctx context.Context, node *corev3.Node) (Proxy, *R
 		}
 		return Proxy{}, refuse(codes.PermissionDenied, "unknown_dataplane",
 			"no Dataplane %s exists for node %q: create it (meshnames apply) before its proxy connects", p, node.GetId())
+	}
+	return p, nil
+}
+
+// checkIngress authenticates a ZoneIngress proxy: its node id is the
+// ZoneIngress's name, of this zone, and its token an ingress token for it.
+func (a *Authenticator) checkIngress(ctx context.Context, node *corev3.Node) (Proxy, *Refusal) {
+	p := Proxy{Name: node.GetId()}
+	if !isName(p.Name) {
+		return Proxy{}, refuse(codes.InvalidArgument, "bad_node_id", "node.id %q of a ZoneIngress proxy must be the ZoneIngress's name (a DNS-1123 subdomain)", p.Name)
+	}
+	raw, ref := tokenOf(ctx, node)
+	if ref != nil {
+		return Proxy{}, ref
+	}
+	if raw == "" {
+		if !a.LoopbackTokenless || !fromLoopback(ctx) {
+			return Proxy{}, refuse(codes.Unauthenticated, "missing",
+				"this stream needs an ingress token: send authorization: Bearer <token> or node metadata \"token\" (meshnames token ingress --name N)")
+		}
+	} else {
+		now := time.Now
+		if a.Now != nil {
+			now = a.Now
+		}
+		c, err := a.Keys.Verify(raw, now())
+		if err != nil {
+			return Proxy{}, refuse(codes.Unauthenticated, token.Reason(err), "the ingress token is not accepted: %s", err.Error())
+		}
+		if c.Role != token.RoleIngress {
+			return Proxy{}, refuse(codes.PermissionDenied, "role", "a %s token does not identify a ZoneIngress: issue one with meshnames token ingress", c.Role)
+		}
+		if c.Subject != p.Name {
+			return Proxy{}, refuse(codes.PermissionDenied, "other_dataplane", "the token is for ZoneIngress %s, not for node %q", c.Subject, p.Name)
+		}
+	}
+	if !a.Exists(p) {
+		return Proxy{}, refuse(codes.PermissionDenied, "unknown_dataplane",
+			"no ZoneIngress %s of this zone exists for node %q: create it (meshnames apply) before its proxy connects", p.Name, p.Name)
 	}
 	return p, nil
 }

@@ -31,17 +31,27 @@ type Builder struct {
 	// IngressesOf, when set, gives the advertised addresses of a zone's
 	// ZoneIngresses instead of the cache (tests).
 	IngressesOf func(c *cache.Cache, zone string) []netip.AddrPort
+	// ExportDefault is spec.export.mode of a MeshService without one
+	// (services.exportDefault): whether this zone's ZoneIngress routes it.
+	ExportDefault string
 
 	mu sync.Mutex
 	// meshes are the built tables; active the meshes whose changes are
 	// followed (built, or being built).
 	meshes map[string]*meshTable
 	active map[string]bool
+	// followAll is set while the ZoneIngress table is active: it routes
+	// every mesh's exported services, so every mesh is followed.
+	followAll bool
 
 	ready       chan struct{} // closed once the cache is synced
 	activations chan activation
 
 	states map[string]*meshState // builder goroutine only
+	// ingress is the ZoneIngress table's state while it is active, and
+	// ingressZones the zone of each ZoneIngress seen (builder goroutine).
+	ingress      *ingressState
+	ingressZones map[resource.Key]string
 }
 
 // meshState is what the builder keeps of an active mesh.
@@ -59,8 +69,8 @@ type activation struct {
 
 // NewBuilder returns a builder over c for a control plane of zone.
 func NewBuilder(c *cache.Cache, zone string) *Builder {
-	return &Builder{cache: c, zone: zone, IdleGrace: time.Minute, meshes: map[string]*meshTable{}, active: map[string]bool{},
-		ready: make(chan struct{}), activations: make(chan activation), states: map[string]*meshState{}}
+	return &Builder{cache: c, zone: zone, IdleGrace: time.Minute, ExportDefault: resource.ExportAll, meshes: map[string]*meshTable{}, active: map[string]bool{},
+		ready: make(chan struct{}), activations: make(chan activation), states: map[string]*meshState{}, ingressZones: map[resource.Key]string{}}
 }
 
 // serviceKinds are the kinds proxies get resources for.
@@ -78,7 +88,10 @@ func (b *Builder) Run(ctx context.Context) error {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for _, k := range keys {
-			if watched(k.Kind) && b.active[k.Mesh] {
+			switch {
+			case k.Kind == resource.ZoneIngress, k.Kind == resource.Mesh && b.followAll:
+				q.Add(k)
+			case watched(k.Kind) && (b.active[k.Mesh] || b.followAll):
 				q.Add(k)
 			}
 		}
@@ -151,6 +164,11 @@ func (b *Builder) activate(mesh string) {
 	if b.states[mesh] != nil {
 		return
 	}
+	if mesh == ingressMesh {
+		b.activateIngress()
+		b.publish(mesh)
+		return
+	}
 	b.mu.Lock()
 	b.active[mesh] = true
 	b.mu.Unlock()
@@ -168,16 +186,46 @@ func (b *Builder) activate(mesh string) {
 		}
 	}
 	b.renderShared(st, mesh, changed)
+	b.publish(mesh)
+	if changed[ingressMesh] {
+		b.wake(ingressMesh)
+	}
+}
+
+// publish makes the built table of mesh available to acquire.
+func (b *Builder) publish(mesh string) {
+	t := b.states[mesh].t
 	b.mu.Lock()
-	b.meshes[mesh] = st.t
-	st.t.idleSince = time.Now()
+	b.meshes[mesh] = t
+	t.idleSince = time.Now()
 	b.mu.Unlock()
+}
+
+// wake tells the streams of mesh's table that it changed.
+func (b *Builder) wake(mesh string) {
+	t := b.states[mesh].t
+	t.mu.RLock()
+	t.wake()
+	t.mu.RUnlock()
 }
 
 // deactivateIdle drops the tables no proxy has used for IdleGrace.
 func (b *Builder) deactivateIdle(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if t := b.meshes[ingressMesh]; t != nil {
+		if t.refs > 0 || now.Sub(t.idleSince) < b.IdleGrace {
+			return // a ZoneIngress proxy uses every mesh
+		}
+		delete(b.meshes, ingressMesh)
+		delete(b.active, ingressMesh)
+		delete(b.states, ingressMesh)
+		b.ingress, b.followAll = nil, false
+		for _, mt := range b.meshes {
+			mt.idleSince = now // each mesh's own grace starts now
+		}
+		return
+	}
 	for mesh, t := range b.meshes {
 		if t.refs == 0 && now.Sub(t.idleSince) >= b.IdleGrace {
 			delete(b.meshes, mesh)
@@ -192,7 +240,39 @@ func (b *Builder) deactivateIdle(now time.Time) {
 func (b *Builder) apply(keys []resource.Key) {
 	services := map[resource.Key]bool{}
 	proxies := map[resource.Key]bool{}
+	ingressChanged := false
 	for _, k := range keys {
+		switch k.Kind {
+		case resource.ZoneIngress:
+			zone := b.ingressChanged(k)
+			ingressChanged = ingressChanged || zone == b.zone || zone == ""
+			for mesh, st := range b.states {
+				if mesh == ingressMesh {
+					continue
+				}
+				for s := range st.zones.byZone[zone] {
+					services[s] = true
+				}
+				if zone == "" { // a deletion of an ingress never seen: every remote service
+					for _, ks := range st.zones.byZone {
+						for s := range ks {
+							services[s] = true
+						}
+					}
+				}
+			}
+			continue
+		case resource.Mesh:
+			if b.followAll && b.states[k.Name] == nil {
+				if _, ok := b.cache.Peek(k); ok {
+					b.activate(k.Name)
+				}
+			}
+			continue
+		}
+		if b.followAll && b.states[k.Mesh] == nil {
+			b.activate(k.Mesh)
+		}
 		st := b.states[k.Mesh]
 		if st == nil {
 			continue // the mesh went idle since the key was queued
@@ -225,14 +305,12 @@ func (b *Builder) apply(keys []resource.Key) {
 	for k := range services {
 		b.renderShared(b.states[k.Mesh], k.Mesh, changed)
 	}
+	b.renderIngressListeners(ingressChanged, changed)
 	for mesh := range changed {
-		t := b.states[mesh].t
-		t.mu.RLock()
-		t.wake()
-		t.mu.RUnlock()
+		b.wake(mesh)
 	}
 	for k := range proxies {
-		if changed[k.Mesh] {
+		if changed[k.Mesh] || b.states[k.Mesh] == nil {
 			continue // its streams were woken with the mesh
 		}
 		t := b.states[k.Mesh].t
@@ -278,6 +356,7 @@ func (b *Builder) render(k resource.Key, changed map[string]bool) set[resource.K
 		changed[k.Mesh] = true
 	}
 	t.mu.Unlock()
+	b.renderIngress(k, obj, svc, changed)
 	return dependents
 }
 

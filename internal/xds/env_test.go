@@ -64,7 +64,7 @@ func newEnvAuth(t *testing.T, auth *Authenticator, fn func(*Builder)) *env {
 		auth = &Authenticator{LoopbackTokenless: true}
 	}
 	if auth.Exists == nil {
-		auth.Exists = func(p Proxy) bool { _, ok := c.Peek(p.Key()); return ok }
+		auth.Exists = b.Knows
 	}
 	listening := make(chan struct{})
 	e.srv = New(Options{Addr: e.addr, Builder: b, Auth: auth, Log: discard, Listening: func(string) { close(listening) }})

@@ -132,12 +132,34 @@ func (z *zoneIndex) forget(k resource.Key) {
 	z.useZones(k, nil)
 }
 
-// ingresses returns the advertised addresses of zone's ZoneIngresses.
+// ingresses returns where other zones reach zone's ZoneIngresses: their
+// advertised address and port (else address and port). An address that is
+// a DNS name is left out: endpoints are IP addresses.
 func (b *Builder) ingresses(zone string) []netip.AddrPort {
-	if b.IngressesOf == nil {
-		return nil
+	if b.IngressesOf != nil {
+		return b.IngressesOf(b.cache, zone)
 	}
-	return b.IngressesOf(b.cache, zone)
+	var out []netip.AddrPort
+	b.cache.Scan(cache.Query{Kind: resource.ZoneIngress, Labels: map[string]string{resource.LabelZone: zone}}, func(o *resource.Object) {
+		addr, port := o.Spec.(*resource.ZoneIngressSpec).Reachable()
+		if a, err := netip.ParseAddr(addr); err == nil {
+			out = append(out, netip.AddrPortFrom(a, uint16(port)))
+		}
+	})
+	return out
+}
+
+// ingressChanged records the zone of the ZoneIngress k, and returns it
+// ("" for a deleted ingress never seen).
+func (b *Builder) ingressChanged(k resource.Key) string {
+	if o, ok := b.cache.Peek(k); ok {
+		zone := o.Labels[resource.LabelZone]
+		b.ingressZones[k] = zone
+		return zone
+	}
+	zone := b.ingressZones[k]
+	delete(b.ingressZones, k)
+	return zone
 }
 
 // remoteEndpoints are the endpoints of port of a service of another

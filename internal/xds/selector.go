@@ -17,7 +17,11 @@ func selectorOf(dp *resource.Object) *selector {
 	if dp == nil {
 		return nil
 	}
-	tp := dp.Spec.(*resource.DataplaneSpec).Networking.TransparentProxying
+	spec, ok := dp.Spec.(*resource.DataplaneSpec)
+	if !ok {
+		return nil
+	}
+	tp := spec.Networking.TransparentProxying
 	if tp == nil || tp.ReachableBackends == nil {
 		return nil
 	}

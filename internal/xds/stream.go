@@ -312,7 +312,6 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-func has(s set[string], n string) bool { _, ok := s[n]; return ok }
 
 func ownerLabels(t *meshTable, e *entry) map[string]string {
 	if o := t.owners[e.owner]; o != nil {
