@@ -312,7 +312,6 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-
 func ownerLabels(t *meshTable, e *entry) map[string]string {
 	if o := t.owners[e.owner]; o != nil {
 		return o.labels
