@@ -10,6 +10,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/google/go-cmp/cmp"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
@@ -28,8 +29,10 @@ type deltaClient struct {
 	state  map[string]map[string]string // type URL -> name -> version
 	nack   func(*discovery.DeltaDiscoveryResponse) string
 	got    chan *discovery.DeltaDiscoveryResponse
-	// last holds the load assignments received, by name.
-	last map[string]*endpointv3.ClusterLoadAssignment
+	// last holds the load assignments received, by name; listeners the
+	// listeners.
+	last      map[string]*endpointv3.ClusterLoadAssignment
+	listeners map[string]*listenerv3.Listener
 }
 
 func dialADS(t *testing.T, addr string) discovery.AggregatedDiscoveryServiceClient {
@@ -64,7 +67,7 @@ func newDeltaClientInitial(t *testing.T, ctx context.Context, e *env, node strin
 		t.Fatal(err)
 	}
 	c := &deltaClient{t: t, stream: s, state: map[string]map[string]string{}, got: make(chan *discovery.DeltaDiscoveryResponse, 64),
-		last: map[string]*endpointv3.ClusterLoadAssignment{}}
+		last: map[string]*endpointv3.ClusterLoadAssignment{}, listeners: map[string]*listenerv3.Listener{}}
 	for _, url := range typeURLs {
 		c.state[url] = maps.Clone(initial[url])
 		if c.state[url] == nil {
@@ -74,17 +77,19 @@ func newDeltaClientInitial(t *testing.T, ctx context.Context, e *env, node strin
 			t.Fatal(err)
 		}
 	}
-	go func() {
-		for {
-			r, err := s.Recv()
-			if err != nil {
-				close(c.got)
-				return
-			}
-			c.got <- r
-		}
-	}()
+	go c.recv()
 	return c
+}
+
+func (c *deltaClient) recv() {
+	for {
+		r, err := c.stream.Recv()
+		if err != nil {
+			close(c.got)
+			return
+		}
+		c.got <- r
+	}
 }
 
 // next receives one response, applies it unless it is NACKed, and answers.
@@ -107,6 +112,9 @@ func (c *deltaClient) next(timeout time.Duration) *discovery.DeltaDiscoveryRespo
 				st[res.GetName()] = res.GetVersion()
 				if cla := new(endpointv3.ClusterLoadAssignment); r.GetTypeUrl() == EndpointURL && res.GetResource().UnmarshalTo(cla) == nil {
 					c.last[res.GetName()] = cla
+				}
+				if l := new(listenerv3.Listener); r.GetTypeUrl() == ListenerURL && res.GetResource().UnmarshalTo(l) == nil {
+					c.listeners[res.GetName()] = l
 				}
 			}
 			for _, n := range r.GetRemovedResources() {

@@ -3,11 +3,16 @@ package xds
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/resource"
@@ -151,5 +156,127 @@ func TestBuilder_BuildsMeshesProxiesUse(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// ingressClient opens a delta stream as the ZoneIngress name's proxy.
+func ingressClient(t *testing.T, e *env, name string) *deltaClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := dialADS(t, e.addr).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &deltaClient{t: t, stream: s, state: map[string]map[string]string{}, got: make(chan *discovery.DeltaDiscoveryResponse, 64),
+		last: map[string]*endpointv3.ClusterLoadAssignment{}, listeners: map[string]*listenerv3.Listener{}}
+	node := &corev3.Node{Id: name, Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{"proxyType": structpb.NewStringValue("ingress")}}}
+	for _, url := range typeURLs {
+		c.state[url] = map[string]string{}
+		if err := s.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: url}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go c.recv()
+	return c
+}
+
+// ingressObject creates a ZoneIngress of zone (origin global when it is
+// not zone-a, as the sync writes it).
+func (e *env) ingressObject(name, zone, addr string, port int) {
+	e.t.Helper()
+	labels := map[string]string{resource.LabelZone: zone, resource.LabelOrigin: resource.OriginZone}
+	if zone != "zone-a" {
+		labels[resource.LabelOrigin] = resource.OriginGlobal
+	}
+	e.create(&resource.Object{Kind: resource.ZoneIngress, Name: name, Labels: labels,
+		Spec: &resource.ZoneIngressSpec{Networking: resource.ZoneIngressNetworking{Address: addr, Port: port}}})
+}
+
+// TestIngress_RoutesExportedServicesBySNI: this zone's ZoneIngress proxy
+// gets a listener with one SNI filter chain per port of each exported
+// local MeshService, passing through to a cluster of its local endpoints;
+// an unexported service gets none; an export change reaches it.
+func TestIngress_RoutesExportedServicesBySNI(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ingressObject("ingress-1", "zone-a", "127.0.0.1", 10001)
+	e.dataplane("web-1", "web", 7001)
+	e.dataplane("db-1", "db", 5432)
+	e.service("web", "241.0.0.1", nil, grpcPort("grpc"))
+	db := e.service("db", "241.0.0.2", nil, resource.Port{Port: 5432, TargetPort: &resource.IntOrString{Int: 5432}, AppProtocol: resource.ProtocolTCP})
+	e.update(db.Key(), func(o *resource.Object) {
+		o.Spec.(*resource.MeshServiceSpec).Export = &resource.Export{Mode: resource.ExportNone}
+	})
+	c := ingressClient(t, e, "ingress-1")
+	c.settle()
+	l := c.listeners["ingress:ingress-1"]
+	if l == nil {
+		t.Fatalf("no ingress listener: %v", c.state)
+	}
+	var snis []string
+	for _, fc := range l.GetFilterChains() {
+		snis = append(snis, fc.GetFilterChainMatch().GetServerNames()...)
+	}
+	if want := []string{"web.8080.zone-a.default.mesh"}; !slices.Equal(snis, want) {
+		t.Errorf("ingress SNIs %v, want %v (db is not exported)", snis, want)
+	}
+	if cla := c.last["default:web_msvc_8080"]; cla == nil || len(cla.GetEndpoints()) != 1 {
+		t.Errorf("the ingress's web cluster: %v", cla)
+	}
+	if _, ok := c.state[ClusterURL]["default:db_msvc_5432"]; ok {
+		t.Error("the ingress got a cluster of the unexported db")
+	}
+	e.update(db.Key(), func(o *resource.Object) { o.Spec.(*resource.MeshServiceSpec).Export = nil })
+	c.settle()
+	snis = nil
+	for _, fc := range c.listeners["ingress:ingress-1"].GetFilterChains() {
+		snis = append(snis, fc.GetFilterChainMatch().GetServerNames()...)
+	}
+	if want := []string{"db.5432.zone-a.default.mesh", "web.8080.zone-a.default.mesh"}; !slices.Equal(snis, want) {
+		t.Errorf("after db is exported: SNIs %v, want %v", snis, want)
+	}
+	validateDeep(t, "ingress:ingress-1", c.listeners["ingress:ingress-1"])
+	// An ingress of another zone is no proxy of this control plane.
+	e.ingressObject("ingress-b", "zone-b", "192.0.2.1", 10001)
+	p, ref := e.srv.o.Auth.Check(peerCtx("127.0.0.1", nil), &corev3.Node{Id: "ingress-b",
+		Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{"proxyType": structpb.NewStringValue("ingress")}}})
+	if ref == nil || ref.Reason != "unknown_dataplane" {
+		t.Errorf("another zone's ingress connecting here: %v, %v", p, ref)
+	}
+}
+
+// TestIngress_OtherZonesThroughTheirIngress: a MeshService synced from
+// zone-b has zone-b's ingress (advertised address and port) as its
+// endpoint, with the SNI that ingress matches; no ingress, no endpoint,
+// and inspect says why.
+func TestIngress_OtherZonesThroughTheirIngress(t *testing.T) {
+	e := newEnv(t, nil)
+	e.dataplane("client", "client", 9999)
+	o := e.create(&resource.Object{Kind: resource.MeshService, Mesh: "default", Name: "api-x1y2",
+		Labels: map[string]string{resource.LabelZone: "zone-b", resource.LabelOrigin: resource.OriginGlobal, resource.LabelDisplayName: "api"},
+		Spec:   &resource.MeshServiceSpec{Ports: []resource.Port{{Port: 80, AppProtocol: resource.ProtocolHTTP}}}})
+	o.Status = &resource.ServiceStatus{VIPs: []resource.VIP{{IP: "241.0.0.9", Type: resource.VIPKuma}}}
+	e.updateStatus(o)
+	c := newDeltaClient(t, e, "default.client", nil)
+	c.settle()
+	if cla := c.last["api-x1y2_msvc_80"]; cla == nil || len(cla.GetEndpoints()) != 0 {
+		t.Fatalf("without an ingress in zone-b: %v", cla)
+	}
+	in, _ := e.srv.Inspect(Proxy{Mesh: "default", Name: "client"})
+	if !slices.ContainsFunc(in.Notes, func(n string) bool { return strings.Contains(n, "no ZoneIngress of that zone is known") }) {
+		t.Errorf("inspect notes %q: want why the cluster is empty", in.Notes)
+	}
+	e.create(&resource.Object{Kind: resource.ZoneIngress, Name: "ingress-1-h", Labels: map[string]string{resource.LabelZone: "zone-b", resource.LabelOrigin: resource.OriginGlobal},
+		Spec: &resource.ZoneIngressSpec{Networking: resource.ZoneIngressNetworking{Address: "10.1.0.1", Port: 10001, AdvertisedAddress: "192.0.2.7", AdvertisedPort: 443}}})
+	c.settle()
+	cla := c.last["api-x1y2_msvc_80"]
+	if cla == nil || len(cla.GetEndpoints()) != 1 {
+		t.Fatalf("with zone-b's ingress: %v", cla)
+	}
+	lb := cla.GetEndpoints()[0].GetLbEndpoints()[0]
+	a := lb.GetEndpoint().GetAddress().GetSocketAddress()
+	sni := lb.GetMetadata().GetFilterMetadata()["envoy.transport_socket_match"].GetFields()[sniKey].GetStringValue()
+	if a.GetAddress() != "192.0.2.7" || a.GetPortValue() != 443 || sni != "api.80.zone-b.default.mesh" {
+		t.Errorf("endpoint %v, SNI %q", a, sni)
 	}
 }
