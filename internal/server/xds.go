@@ -36,8 +36,15 @@ func (s *Server) newXDS(c *cache.Cache, keys *token.Keys, apiTLS *tls.Config, re
 	if loopback {
 		s.log.Info("xDS listens on loopback: streams from this host without a dataplane token are accepted (api.auth.loopbackAdmin)")
 	}
+	// The REST server's net/http adds its ALPN protocols to the config it
+	// is given when it starts serving; the xDS server gets a copy made
+	// now, before either starts, so the two never share one config.
+	var xdsTLS *tls.Config
+	if apiTLS != nil {
+		xdsTLS = apiTLS.Clone()
+	}
 	srv := xds.New(xds.Options{
-		Addr: xc.Addr, Builder: b, TLS: apiTLS, MaxStreamsPerPeer: xc.MaxStreamsPerClient,
+		Addr: xc.Addr, Builder: b, TLS: xdsTLS, MaxStreamsPerPeer: xc.MaxStreamsPerClient,
 		Auth:     &xds.Authenticator{Keys: keys, LoopbackTokenless: loopback, Exists: b.Knows},
 		Instance: leader.NewHolderID(xc.Addr), Log: s.log.With("component", "xds"), Registerer: reg,
 		Listening: s.XDSListening,
