@@ -23,6 +23,21 @@ func startEmbeddedGlobal(t *testing.T, name string) *global {
 	return &global{proc: p, syncAddr: syncAddr}
 }
 
+// startZones runs an embedded global and a zone of each name, and waits
+// until every zone has received the default mesh from it.
+func startZones(t *testing.T, names ...string) (*global, []*proc) {
+	t.Helper()
+	g := startEmbeddedGlobal(t, "global")
+	var zones []*proc
+	for _, z := range names {
+		zones = append(zones, startZone(t, z, z, g.syncAddr, g.cliToken(t, z), t.TempDir()))
+	}
+	for _, z := range zones {
+		waitDefaultMesh(t, z)
+	}
+	return g, zones
+}
+
 // waitDefaultMesh waits until zone z has received the default mesh from
 // its global.
 func waitDefaultMesh(t *testing.T, z *proc) {

@@ -3,83 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"maps"
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshnames/meshnames/internal/store/postgres/pgtest"
 	"github.com/meshnames/meshnames/internal/xds"
 )
-
-// adsTypes are the types a proxy subscribes to, clusters first.
-var adsTypes = []string{xds.ClusterURL, xds.EndpointURL, xds.ListenerURL}
-
-// deltaState opens a delta stream to addr as node, with initial versions,
-// applies what comes until the stream has been quiet for quiet, and
-// returns the state (type -> name -> version) and how many resources
-// came.
-func deltaState(t *testing.T, addr, node string, initial map[string]map[string]string, quiet time.Duration) (map[string]map[string]string, int) {
-	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := discovery.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := map[string]map[string]string{}
-	for _, url := range adsTypes {
-		state[url] = maps.Clone(initial[url])
-		if state[url] == nil {
-			state[url] = map[string]string{}
-		}
-		if err := s.Send(&discovery.DeltaDiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: url, InitialResourceVersions: initial[url]}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := make(chan *discovery.DeltaDiscoveryResponse)
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			r, err := s.Recv()
-			if err != nil {
-				errc <- err
-				return
-			}
-			got <- r
-		}
-	}()
-	n := 0
-	for {
-		select {
-		case r := <-got:
-			for _, res := range r.GetResources() {
-				state[r.GetTypeUrl()][res.GetName()] = res.GetVersion()
-				n++
-			}
-			for _, name := range r.GetRemovedResources() {
-				delete(state[r.GetTypeUrl()], name)
-			}
-			if err := s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
-				t.Fatal(err)
-			}
-		case err := <-errc:
-			t.Fatalf("delta stream to %s: %v", addr, err)
-		case <-time.After(quiet):
-			return state, n
-		}
-	}
-}
 
 // TestXDS_HA: two instances on one PostgreSQL database give a proxy the
 // same resources with the same versions, leader or follower; after the

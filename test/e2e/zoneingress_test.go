@@ -39,12 +39,8 @@ func zoneIngresses(t *testing.T, p *proc, zone string) []*resource.Object {
 // only there; the global refuses its own; a change in b follows; a
 // deletion in b removes it from both.
 func TestMultizone_ZoneIngress(t *testing.T) {
-	g := startEmbeddedGlobal(t, "global")
-	a := startZone(t, "a", "a", g.syncAddr, g.cliToken(t, "a"), t.TempDir())
-	b := startZone(t, "b", "b", g.syncAddr, g.cliToken(t, "b"), t.TempDir())
-	for _, z := range []*proc{a, b} {
-		waitDefaultMesh(t, z)
-	}
+	g, zones := startZones(t, "a", "b")
+	a, b := zones[0], zones[1]
 	ingress := func(advertised string) string {
 		n := `"address":"192.168.0.1","port":10001`
 		if advertised != "" {
