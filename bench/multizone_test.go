@@ -64,6 +64,33 @@ func prepareGlobal(tb testing.TB, dir string, zones []string) map[string]string 
 	return files
 }
 
+// federation is a global and the tokens and sync address its zones
+// connect with.
+type federation struct {
+	global   *serverProc
+	syncAddr string            // host:port of the global's sync service
+	tokens   map[string]string // zone token files, by zone
+}
+
+// startGlobal starts a global on a new embedded store prepared for zones
+// (prepareGlobal), with env, and waits until it is ready.
+func startGlobal(tb testing.TB, c *http.Client, zones []string, env []string) federation {
+	tb.Helper()
+	dir := tb.TempDir()
+	f := federation{tokens: prepareGlobal(tb, dir, zones), syncAddr: fmt.Sprintf("127.0.0.1:%d", freePort(tb))}
+	f.global = startServerEnv(tb, env, "--mode", "global", "--data-dir", dir, "--sync-addr", f.syncAddr, "--log-level", "warn")
+	f.global.waitReady(c, 2*time.Minute)
+	return f
+}
+
+// startZone starts zone on the embedded store in dir, with env and args,
+// syncing with the global at syncAddr (host:port; a proxy of it, say).
+func (f federation) startZone(tb testing.TB, env []string, zone, dir, syncAddr string, args ...string) *serverProc {
+	tb.Helper()
+	return startServerEnv(tb, env, append([]string{"--mode", "zone", "--zone", zone, "--data-dir", dir, "--log-level", "warn",
+		"--global-address", "grpcs://" + syncAddr, "--zone-token-file", f.tokens[zone]}, args...)...)
+}
+
 // seedZone stores n MeshServices of zone in the embedded store in dir, as
 // the zone's API would have (and the mesh default, as the global's sync
 // would have).
@@ -263,11 +290,8 @@ func BenchmarkMultizone(b *testing.B) {
 		for i := range zones {
 			zones[i] = fmt.Sprintf("z%d", i)
 		}
-		gdir := b.TempDir()
-		tokens := prepareGlobal(b, gdir, zones)
-		syncAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-		global := startServerEnv(b, profEnv("global"), "--mode", "global", "--data-dir", gdir, "--sync-addr", syncAddr, "--log-level", "warn")
-		global.waitReady(c, 2*time.Minute)
+		fed := startGlobal(b, c, zones, profEnv("global"))
+		global, syncAddr := fed.global, fed.syncAddr
 		dirs := make([]string, nZones)
 		for i, z := range zones {
 			dirs[i] = b.TempDir()
@@ -286,8 +310,7 @@ func BenchmarkMultizone(b *testing.B) {
 			if i == profZone {
 				env = profEnv("zone")
 			}
-			procs[i] = startServerEnv(b, env, "--mode", "zone", "--zone", z, "--data-dir", dirs[i], "--log-level", "warn",
-				"--global-address", "grpcs://"+addr, "--zone-token-file", tokens[z])
+			procs[i] = fed.startZone(b, env, z, dirs[i], addr)
 		}
 		waitSynced(b, c, global.api, zones, procs, float64(nZones*nServices))
 		synced := time.Since(start)

@@ -48,17 +48,13 @@ func BenchmarkZoneReceive(b *testing.B) {
 	for i := range feeders {
 		zones = append(zones, fmt.Sprintf("f%d", i))
 	}
-	gdir := b.TempDir()
-	tokens := prepareGlobal(b, gdir, zones)
-	syncAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	global := startServerEnv(b, nil, "--mode", "global", "--data-dir", gdir, "--sync-addr", syncAddr, "--log-level", "warn")
-	global.waitReady(c, 2*time.Minute)
+	fed := startGlobal(b, c, zones, nil)
+	global := fed.global
 	procs := make([]*serverProc, feeders)
 	for i, z := range zones[1:] {
 		dir := b.TempDir()
 		seedZone(b, dir, z, nServices)
-		procs[i] = startServerEnv(b, nil, "--mode", "zone", "--zone", z, "--data-dir", dir, "--log-level", "warn",
-			"--global-address", "grpcs://"+syncAddr, "--zone-token-file", tokens[z])
+		procs[i] = fed.startZone(b, nil, z, dir, fed.syncAddr)
 	}
 	waitSynced(b, c, global.api, zones[1:], []*serverProc{global}, float64(feeders*nServices))
 	for _, p := range procs {
@@ -84,8 +80,7 @@ func BenchmarkZoneReceive(b *testing.B) {
 		}
 		b.StartTimer()
 		start := time.Now()
-		zone := startServerEnv(b, env, "--mode", "zone", "--zone", "r", "--data-dir", dir, "--log-level", "warn",
-			"--global-address", "grpcs://"+syncAddr, "--zone-token-file", tokens["r"])
+		zone := fed.startZone(b, env, "r", dir, fed.syncAddr)
 		waitSynced(b, c, global.api, []string{"r"}, []*serverProc{zone}, want)
 		wall += time.Since(start)
 		b.StopTimer()

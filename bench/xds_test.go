@@ -274,27 +274,57 @@ func memoryOf(b *testing.B, c *http.Client, p *serverProc) (rssBytes, heapBytes 
 // write until both were quiet again.
 func pushRound(b *testing.B, c *http.Client, x *xdsClients, p *serverProc, name string, write func() time.Time) (lat []time.Duration, server, clients time.Duration) {
 	b.Helper()
-	x.watch(name)
-	pids := []int{p.pid(), x.cmd.Process.Pid}
-	cpu0 := quietCPU(b, pids)
-	returns0 := memoryReturns(c, []*serverProc{p})
-	ack := write()
-	at, versions := x.seen(name, time.Minute)
-	cpu1 := quietCPU(b, pids)
+	var returns0 float64
+	lats, cpu := awaitPush(b, []watched{{x, name}}, []int{p.pid(), x.cmd.Process.Pid}, func() time.Time {
+		returns0 = memoryReturns(c, []*serverProc{p})
+		return write()
+	})
 	returns := memoryReturns(c, []*serverProc{p}) - returns0
-	if len(versions) != 1 {
-		b.Errorf("the proxies received %d versions of %s: %v", len(versions), name, versions)
-	}
-	lat = make([]time.Duration, len(at))
-	for i, t := range at {
-		lat[i] = t.Sub(ack)
-	}
-	sorted := slices.Sorted(slices.Values(lat))
+	sorted := slices.Sorted(slices.Values(lats[0]))
 	// a return of memory to the OS (a full collection, and the heap
 	// locked while it is released) in the round shows in its CPU
 	b.Logf("%s: p50 %.1f ms, max %.1f ms; CPU %s (server), %s (xdsload); %.0f returns of memory; load average %.1f",
-		name, ms(percentile(sorted, 0.5)), ms(sorted[len(sorted)-1]), cpu1[0]-cpu0[0], cpu1[1]-cpu0[1], returns, loadAverage(b))
-	return lat, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+		name, ms(percentile(sorted, 0.5)), ms(sorted[len(sorted)-1]), cpu[0], cpu[1], returns, loadAverage(b))
+	return lats[0], cpu[0], cpu[1]
+}
+
+// watched is a resource the proxies of one xdsload are to receive.
+type watched struct {
+	x    *xdsClients
+	name string
+}
+
+// awaitPush sets the watches ws, waits until the processes pids are quiet,
+// makes the change with write (which returns when the API acknowledged
+// it) and returns, per watch, each proxy's latency from then to its ACK
+// of the resource, and the CPU each of pids used from before write until
+// all were quiet again. Each proxy must receive one version.
+func awaitPush(b *testing.B, ws []watched, pids []int, write func() time.Time) (lat [][]time.Duration, cpu []time.Duration) {
+	b.Helper()
+	for _, w := range ws {
+		w.x.watch(w.name)
+	}
+	cpu0 := quietCPU(b, pids)
+	ack := write()
+	lat = make([][]time.Duration, len(ws))
+	for i, w := range ws {
+		// xdsload timed each ACK itself: waiting for the watches one after
+		// another does not delay what they measure
+		at, versions := w.x.seen(w.name, time.Minute)
+		if len(versions) != 1 {
+			b.Errorf("the proxies received %d versions of %s: %v", len(versions), w.name, versions)
+		}
+		lat[i] = make([]time.Duration, len(at))
+		for j, t := range at {
+			lat[i][j] = t.Sub(ack)
+		}
+	}
+	cpu1 := quietCPU(b, pids)
+	cpu = make([]time.Duration, len(pids))
+	for i := range pids {
+		cpu[i] = cpu1[i] - cpu0[i]
+	}
+	return lat, cpu
 }
 
 // quietCPU waits for 200 ms in which the processes pids used under two
