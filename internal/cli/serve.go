@@ -36,6 +36,8 @@ var configFlags = []struct {
 	{"api-loopback-admin", "api.auth.loopbackAdmin", "requests without a token on a loopback API address are admin (default true; --api-loopback-admin=false requires tokens there too)", true},
 	{"dns-addr", "dns.addr", "address of the DNS server (UDP and TCP)", false},
 	{"xds-addr", "xds.addr", "address of the xDS control plane (Envoy v3 ADS over gRPC; off loopback it needs --api-tls-cert and --api-tls-key); empty serves none", false},
+	{"xds-dns-filter", "xds.dnsFilter.enabled", "give every Envoy proxy a DNS listener (Envoy's DNS filter) that answers its mesh's names; without it, proxies whose node metadata has dataplane.dns.port get one", true},
+	{"xds-dns-filter-addr", "xds.dnsFilter.addr", "address of the proxies' DNS listener on each proxy's host; a proxy's dataplane.dns.port replaces the port", false},
 	{"log-level", "log.level", "debug, info, warn or error", false},
 	{"log-format", "log.format", "text or json", false},
 	{"skip-default-generators", "defaults.skipHostnameGenerators", "do not create the default HostnameGenerators", true},

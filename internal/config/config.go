@@ -230,7 +230,26 @@ type XDSConfig struct {
 	// MaxStreamsPerClient bounds the ADS streams one client address may
 	// hold open.
 	MaxStreamsPerClient int `json:"maxStreamsPerClient"`
+	// DNSFilter configures the DNS listener that proxies get with their
+	// mesh's names (Envoy's DNS filter).
+	DNSFilter DNSFilterConfig `json:"dnsFilter"`
 }
+
+// DNSFilterConfig configures the DNS listener of proxies.
+type DNSFilterConfig struct {
+	// Enabled gives every Envoy proxy the listener. Without it, a proxy
+	// gets one when its node metadata dataplane.dns.port names a port
+	// (Kuma's data plane sends it).
+	Enabled bool `json:"enabled"`
+	// Addr is where the listener listens on the proxy's host: an IP
+	// address and a port; dataplane.dns.port replaces the port.
+	Addr string `json:"addr"`
+}
+
+// ProxyDNSMinTTL is the shortest TTL a proxy's DNS listener answers with:
+// Envoy's DNS filter takes no shorter one, so a shorter dns.ttl is
+// answered with it there.
+const ProxyDNSMinTTL = Duration(30 * time.Second)
 
 // DNSConfig configures the DNS server.
 type DNSConfig struct {
@@ -319,7 +338,7 @@ func Default() Config {
 		},
 		Log:  LogConfig{Level: "info", Format: "text"},
 		Sync: SyncConfig{Addr: "127.0.0.1:5685", Heartbeat: Duration(5 * time.Second)},
-		XDS:  XDSConfig{Addr: "127.0.0.1:5678", MaxStreamsPerClient: 1024},
+		XDS:  XDSConfig{Addr: "127.0.0.1:5678", MaxStreamsPerClient: 1024, DNSFilter: DNSFilterConfig{Addr: "127.0.0.1:15053"}},
 
 		Env:        EnvUniversal,
 		Kubernetes: KubernetesConfig{SystemNamespace: "meshnames-system"},
@@ -368,6 +387,9 @@ func (c *Config) Validate() validate.Errors {
 	}
 	if c.XDS.MaxStreamsPerClient < 1 {
 		errs.Addf("xds.maxStreamsPerClient", "must be at least 1, got %d", c.XDS.MaxStreamsPerClient)
+	}
+	if a, err := netip.ParseAddrPort(c.XDS.DNSFilter.Addr); err != nil || a.Port() == 0 || a.Addr().Zone() != "" {
+		errs.Addf("xds.dnsFilter.addr", "must be an IP address and a port from 1 to 65535, such as 127.0.0.1:15053 ([::1]:15053 for IPv6), got %q: it is the address of a listener on the proxy's host", c.XDS.DNSFilter.Addr)
 	}
 	if c.API.ShutdownTimeout <= 0 {
 		errs.Add("api.shutdownTimeout", "must be positive")
@@ -519,6 +541,8 @@ func (c *Config) validateLeader(errs *validate.Errors) {
 func (c *Config) validateVIPs(errs *validate.Errors) {
 	if min := c.DNS.TTL + Duration(5*time.Second); c.VIPs.Quarantine < min {
 		errs.Addf("vips.quarantine", "must be at least dns.ttl + 5s (%s), got %s: a released VIP must not be reused while clients may still resolve the old service to it", min, c.VIPs.Quarantine)
+	} else if min := max(c.DNS.TTL, ProxyDNSMinTTL) + Duration(5*time.Second); c.XDS.Addr != "" && c.Mode != ModeGlobal && c.VIPs.Quarantine < min {
+		errs.Addf("vips.quarantine", "must be at least %s when xDS is served (xds.addr): a proxy's DNS listener answers with a TTL of at least %s (Envoy's least), and a released VIP must not be reused while its clients may still resolve the old service to it", min, ProxyDNSMinTTL)
 	}
 	type pool struct {
 		field  string

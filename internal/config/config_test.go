@@ -195,6 +195,8 @@ func TestFields_EnvNames(t *testing.T) {
 		"kubernetes.systemNamespace":   "MESHNAMES_KUBERNETES_SYSTEM_NAMESPACE",
 		"api.auth.loopbackAdmin":       "MESHNAMES_API_AUTH_LOOPBACK_ADMIN",
 		"api.tls.cert":                 "MESHNAMES_API_TLS_CERT",
+		"xds.dnsFilter.enabled":        "MESHNAMES_XDS_DNS_FILTER_ENABLED",
+		"xds.dnsFilter.addr":           "MESHNAMES_XDS_DNS_FILTER_ADDR",
 	} {
 		if got[path] != want {
 			t.Errorf("env name of %s = %q, want %q", path, got[path], want)
@@ -276,8 +278,32 @@ func TestValidate_VIPs(t *testing.T) {
 		{name: "quarantine-shorter-than-ttl", mutate: func(c *Config) { c.VIPs.Quarantine = Duration(14 * time.Second) }, fields: []string{"vips.quarantine"}},
 		{name: "quarantine-follows-ttl", mutate: func(c *Config) { c.DNS.TTL = Duration(time.Minute) }, fields: []string{"vips.quarantine"}},
 		{name: "ttl-range", mutate: func(c *Config) { c.DNS.TTL = 0 }, fields: []string{"dns.ttl"}},
+		// a proxy's DNS listener answers with at least 30 s
+		{name: "quarantine-shorter-than-proxy-ttl", mutate: func(c *Config) { c.VIPs.Quarantine = Duration(20 * time.Second) }, fields: []string{"vips.quarantine"}},
+		{name: "quarantine-proxy-ttl-without-xds", mutate: func(c *Config) { c.VIPs.Quarantine, c.XDS.Addr = Duration(20*time.Second), "" }},
+		{name: "quarantine-proxy-ttl-on-global", mutate: func(c *Config) {
+			c.VIPs.Quarantine, c.Mode, c.Sync.Addr = Duration(20*time.Second), ModeGlobal, "127.0.0.1:5685"
+		}},
+		{name: "quarantine-covers-proxy-ttl", mutate: func(c *Config) { c.VIPs.Quarantine = Duration(35 * time.Second) }},
 		{name: "export-default", mutate: func(c *Config) { c.Services.ExportDefault = "all" }, fields: []string{"services.exportDefault"}},
 		{name: "grace-negative", mutate: func(c *Config) { c.Services.DeletionGracePeriod = Duration(-time.Second) }, fields: []string{"services.deletionGracePeriod"}},
+	}
+	runValidateTests(t, tests)
+}
+
+func TestValidate_DNSFilter(t *testing.T) {
+	addr := func(a string) func(*Config) { return func(c *Config) { c.XDS.DNSFilter.Addr = a } }
+	tests := []validateTest{
+		{name: "defaults", mutate: func(c *Config) {}},
+		{name: "enabled", mutate: func(c *Config) { c.XDS.DNSFilter.Enabled = true }},
+		{name: "ipv6", mutate: addr("[::1]:53")},
+		{name: "all-addresses", mutate: addr("0.0.0.0:15053")},
+		{name: "host-name", mutate: addr("localhost:15053"), fields: []string{"xds.dnsFilter.addr"}},
+		{name: "no-port", mutate: addr("127.0.0.1"), fields: []string{"xds.dnsFilter.addr"}},
+		{name: "port-zero", mutate: addr("127.0.0.1:0"), fields: []string{"xds.dnsFilter.addr"}},
+		{name: "port-too-big", mutate: addr("127.0.0.1:65536"), fields: []string{"xds.dnsFilter.addr"}},
+		{name: "zone", mutate: addr("[fe80::1%eth0]:15053"), fields: []string{"xds.dnsFilter.addr"}},
+		{name: "empty", mutate: addr(""), fields: []string{"xds.dnsFilter.addr"}},
 	}
 	runValidateTests(t, tests)
 }

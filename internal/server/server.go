@@ -163,9 +163,11 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.cfg.Mode != config.ModeGlobal {
 		apiOpts.ServiceTags = meshservices.Reporter(c, s.serviceOptions())
 	}
-	proxies := s.newXDS(c, keys, apiTLS, reg)
+	proxies := s.newXDS(c, keys, apiTLS, reg, dnsSrv)
 	if proxies != nil {
 		apiOpts.XDS = proxies.inspect
+		// every new DNS table may change the names of proxies' DNS listeners
+		builder.Built = func(*dnsserver.Table) { proxies.builder.NamesChanged() }
 	}
 	webGUI := s.newGUI(st, c, names, apiOpts, proxies, usage)
 	apiOpts.GUI, apiOpts.GUIPrompt = webGUI.Handler(), gui.TokenPrompt

@@ -4,12 +4,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/config"
+	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/token"
@@ -25,13 +28,17 @@ type xdsParts struct {
 }
 
 // newXDS builds the xDS parts, or nil when none are served.
-func (s *Server) newXDS(c *cache.Cache, keys *token.Keys, apiTLS *tls.Config, reg prometheus.Registerer) *xdsParts {
+func (s *Server) newXDS(c *cache.Cache, keys *token.Keys, apiTLS *tls.Config, reg prometheus.Registerer, names *dnsserver.Server) *xdsParts {
 	xc := s.cfg.XDS
 	if s.cfg.Mode == config.ModeGlobal || xc.Addr == "" {
 		return nil
 	}
 	b := xds.NewBuilder(c, s.cfg.Zone)
 	b.ExportDefault = s.cfg.Services.ExportDefault
+	// Proxies' DNS listeners hold the names the DNS server answers, from
+	// its own table (Validate checked the address).
+	b.Names = dnsNames{names}
+	b.DNS = xds.DNSFilter{All: xc.DNSFilter.Enabled, Addr: netip.MustParseAddrPort(xc.DNSFilter.Addr)}
 	loopback := s.cfg.API.Auth.LoopbackAdmin && config.LoopbackAddr(xc.Addr)
 	if loopback {
 		s.log.Info("xDS listens on loopback: streams from this host without a dataplane token are accepted (api.auth.loopbackAdmin)")
@@ -50,6 +57,36 @@ func (s *Server) newXDS(c *cache.Cache, keys *token.Keys, apiTLS *tls.Config, re
 		Listening: s.XDSListening,
 	})
 	return &xdsParts{builder: b, server: srv}
+}
+
+// dnsNames hands the xDS builder the names the DNS server answers: each
+// mesh's view of its table, which the server swaps for a new one when a
+// name changes.
+type dnsNames struct{ srv *dnsserver.Server }
+
+func (d dnsNames) View(mesh string) (any, uint32) {
+	t := d.srv.Table()
+	if t == nil {
+		return nil, 0
+	}
+	if v := t.Views[mesh]; v != nil {
+		return v, t.TTL
+	}
+	return nil, t.TTL
+}
+
+func (dnsNames) Names(view any) []xds.Name {
+	v, _ := view.(*dnsserver.View)
+	if v == nil {
+		return nil
+	}
+	out := make([]xds.Name, 0, v.Len())
+	for e := range v.Entries() {
+		if len(e.A)+len(e.AAAA) > 0 { // SRV names have none
+			out = append(out, xds.Name{Name: e.Name, Service: e.Service, Addrs: slices.Concat(e.A, e.AAAA)})
+		}
+	}
+	return out
 }
 
 // inspect is the API's view of a proxy.

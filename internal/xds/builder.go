@@ -34,6 +34,11 @@ type Builder struct {
 	// ExportDefault is spec.export.mode of a MeshService without one
 	// (services.exportDefault): whether this zone's ZoneIngress routes it.
 	ExportDefault string
+	// Names, when set, are the names of the DNS listener (dnsfilter.go):
+	// those the DNS server answers. NamesChanged says they changed.
+	Names NameSource
+	// DNS says which proxies get the DNS listener, and where.
+	DNS DNSFilter
 
 	mu sync.Mutex
 	// meshes are the built tables; active the meshes whose changes are
@@ -46,6 +51,10 @@ type Builder struct {
 
 	ready       chan struct{} // closed once the cache is synced
 	activations chan activation
+	// dnsWanted are requests for a current DNS listener (useDNS), and
+	// namesCh says the NameSource changed.
+	dnsWanted chan activation
+	namesCh   chan struct{}
 
 	states map[string]*meshState // builder goroutine only
 	// ingress is the ZoneIngress table's state while it is active, and
@@ -70,7 +79,9 @@ type activation struct {
 // NewBuilder returns a builder over c for a control plane of zone.
 func NewBuilder(c *cache.Cache, zone string) *Builder {
 	return &Builder{cache: c, zone: zone, IdleGrace: time.Minute, ExportDefault: resource.ExportAll, meshes: map[string]*meshTable{}, active: map[string]bool{},
-		ready: make(chan struct{}), activations: make(chan activation), states: map[string]*meshState{}, ingressZones: map[resource.Key]string{}}
+		ready: make(chan struct{}), activations: make(chan activation), dnsWanted: make(chan activation), namesCh: make(chan struct{}, 1),
+		states: map[string]*meshState{}, ingressZones: map[resource.Key]string{},
+		DNS: DNSFilter{Addr: netip.MustParseAddrPort(DefaultDNSAddr)}}
 }
 
 // serviceKinds are the kinds proxies get resources for.
@@ -110,6 +121,13 @@ func (b *Builder) Run(ctx context.Context) error {
 		case a := <-b.activations:
 			b.activate(a.mesh)
 			close(a.done)
+		case a := <-b.dnsWanted:
+			b.renderDNS(a.mesh)
+			close(a.done)
+		case <-b.namesCh:
+			for mesh := range b.states {
+				b.renderDNS(mesh)
+			}
 		case <-q.Ready():
 			if keys := q.Take(); keys != nil {
 				b.apply(keys)

@@ -62,6 +62,13 @@ func newDeltaClientCtx(t *testing.T, ctx context.Context, e *env, node string) *
 
 func newDeltaClientInitial(t *testing.T, ctx context.Context, e *env, node string, initial map[string]map[string]string) *deltaClient {
 	t.Helper()
+	return newDeltaClientNode(t, ctx, e, &corev3.Node{Id: node}, initial)
+}
+
+// newDeltaClientNode is a delta client that sends node (with its
+// metadata) in its first requests.
+func newDeltaClientNode(t *testing.T, ctx context.Context, e *env, node *corev3.Node, initial map[string]map[string]string) *deltaClient {
+	t.Helper()
 	s, err := dialADS(t, e.addr).DeltaAggregatedResources(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +80,7 @@ func newDeltaClientInitial(t *testing.T, ctx context.Context, e *env, node strin
 		if c.state[url] == nil {
 			c.state[url] = map[string]string{}
 		}
-		if err := s.Send(&discovery.DeltaDiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: url, InitialResourceVersions: initial[url]}); err != nil {
+		if err := s.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: url, InitialResourceVersions: initial[url]}); err != nil {
 			t.Fatal(err)
 		}
 	}

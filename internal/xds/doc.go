@@ -33,6 +33,11 @@
 // its Domain, IP and CIDR matches in a listener per port that the mesh's
 // external services share (outbound:extsvc:<port>).
 //
+// A proxy that asks for it (node metadata dataplane.dns.port, or every
+// Envoy with xds.dnsFilter.enabled) also gets a UDP listener with Envoy's
+// DNS filter holding the names the DNS server answers in its mesh
+// (dnsfilter.go), read from the DNS server's table through a NameSource.
+//
 // # How it is built
 //
 // Builder follows the cache (every instance, leader or not) and keeps one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"time"
@@ -41,10 +42,26 @@ func (s *Server) Inspect(p Proxy) (api.XDSInspection, error) {
 		return out, fmt.Errorf("the xDS table of mesh %s: %w", p.Mesh, err)
 	}
 	defer s.o.Builder.release(t)
+	dns := s.dnsAddrOf(p)
+	if dns.IsValid() {
+		done, err := s.o.Builder.useDNS(ctx, t, p.Mesh)
+		if err != nil {
+			return out, fmt.Errorf("the DNS listener of mesh %s: %w", p.Mesh, err)
+		}
+		defer done()
+	}
 	{
 		t.mu.RLock()
 		for typ := range numTypes {
 			for _, e := range t.res[typ] {
+				if isDNS(e.owner) {
+					if dns.IsValid() {
+						// as a stream of the proxy gets it
+						v := (&stream{table: t, sel: sel, dnsAddr: dns}).pick(e)
+						view[typ] = append(view[typ], &entry{name: v.name, version: v.version, any: v.any})
+					}
+					continue
+				}
 				if o := t.owners[e.owner]; o != nil && sel.selects(e, o.labels) {
 					view[typ] = append(view[typ], e)
 					if e.note != "" {
@@ -98,6 +115,26 @@ func (s *Server) Inspect(p Proxy) (api.XDSInspection, error) {
 	}
 	out.Config = b
 	return out, nil
+}
+
+// dnsAddrOf is where the proxy p gets the DNS listener: where a stream
+// of it connected here gets it, else where every Envoy gets it
+// (xds.dnsFilter.enabled); the zero address for none.
+func (s *Server) dnsAddrOf(p Proxy) netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	connected := false
+	for st := range s.streams[p] {
+		if st.dnsAddr.IsValid() {
+			return st.dnsAddr
+		}
+		connected = connected || !st.proxyless
+	}
+	b := s.o.Builder
+	if b.Names == nil || !b.DNS.All || p.Ingress() || (len(s.streams[p]) > 0 && !connected) {
+		return netip.AddrPort{}
+	}
+	return b.DNS.Addr
 }
 
 // state is the inspection of a stream.

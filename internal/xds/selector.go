@@ -62,18 +62,36 @@ func (s *selector) selects(e *entry, labels map[string]string) bool {
 		if isShared(e.owner) {
 			return true // the listener the external services share on a port
 		}
-		if r.Name != "" {
-			if r.Name != e.owner.Name && r.Name != labels[resource.LabelDisplayName] {
-				continue
-			}
-			if r.Namespace != "" && labels[resource.LabelNamespace] != r.Namespace {
-				continue
-			}
-			return true
-		}
-		if tagsMatch(r.Labels, labels) {
+		if refers(r, e.owner, labels) {
 			return true
 		}
 	}
 	return false
+}
+
+// reaches reports whether the proxy may reach some port of the service
+// k, whose labels are labels: its names are then in the proxy's DNS
+// listener, as Kuma's data plane gets the names of its outbounds.
+func (s *selector) reaches(k resource.Key, labels map[string]string) bool {
+	if s == nil {
+		return true
+	}
+	for _, r := range s.refs {
+		if r.Kind == k.Kind && refers(r, k, labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// refers reports whether the ref r names the service k (by name, or by
+// labels), whatever the port.
+func refers(r resource.BackendRef, k resource.Key, labels map[string]string) bool {
+	if r.Name != "" {
+		if r.Name != k.Name && r.Name != labels[resource.LabelDisplayName] {
+			return false
+		}
+		return r.Namespace == "" || labels[resource.LabelNamespace] == r.Namespace
+	}
+	return tagsMatch(r.Labels, labels)
 }

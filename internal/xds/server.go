@@ -258,14 +258,21 @@ func (s *Server) serve(ctx context.Context, delta bool, c conn) error {
 		s.o.Log.Warn("refused an ADS stream", "reason", ref.Reason, "detail", ref.Msg, "source", peerAddr, "node", first.node.GetId())
 		return ref.GRPC()
 	}
+	proxyless := isProxyless(first.node)
+	dnsAddr, err := s.o.Builder.dnsAddrOf(first.node, proxy, proxyless)
+	if err != nil {
+		s.m.refused.WithLabelValues("bad_dns_port").Inc()
+		s.o.Log.Warn("refused an ADS stream", "reason", "bad_dns_port", "detail", err.Error(), "source", peerAddr, "node", first.node.GetId())
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
 	table, err := s.o.Builder.acquire(ctx, proxy.Mesh)
 	if err != nil {
 		return status.Error(codes.Unavailable, "the control plane is stopping")
 	}
 	defer s.o.Builder.release(table)
 	st := &stream{
-		id: s.nextID.Add(1), proxy: proxy, delta: delta, proxyless: isProxyless(first.node), peer: peerAddr, since: time.Now(),
-		table: table, wakeCh: make(chan struct{}, 1),
+		id: s.nextID.Add(1), proxy: proxy, delta: delta, proxyless: proxyless, peer: peerAddr, since: time.Now(),
+		table: table, wakeCh: make(chan struct{}, 1), dnsAddr: dnsAddr,
 	}
 	s.attach(st)
 	defer s.detach(st)
@@ -273,6 +280,13 @@ func (s *Server) serve(ctx context.Context, delta bool, c conn) error {
 	// on wakes the stream
 	if err := s.refresh(st); err != nil {
 		return err
+	}
+	if dnsAddr.IsValid() {
+		done, err := s.o.Builder.useDNS(ctx, table, proxy.Mesh)
+		if err != nil {
+			return status.Error(codes.Unavailable, "the control plane is stopping")
+		}
+		defer done()
 	}
 	proto := "sotw"
 	if delta {
@@ -422,6 +436,7 @@ func (s *Server) refresh(st *stream) error {
 				ts.full, ts.hadSel, ts.prevSel = true, true, st.sel
 			}
 		}
+		st.countSelected(st.sel, sel)
 		st.sel = sel
 	}
 	return nil
@@ -476,6 +491,9 @@ func (s *Server) attach(st *stream) {
 }
 
 func (s *Server) detach(st *stream) {
+	st.mu.Lock()
+	st.countSelected(st.sel, nil)
+	st.mu.Unlock()
 	st.table.mu.Lock()
 	delete(st.table.streams, st)
 	st.table.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash/fnv"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -25,11 +26,15 @@ type stream struct {
 	since     time.Time
 	table     *meshTable
 	wakeCh    chan struct{}
+	// dnsAddr is where the proxy gets the DNS listener (dnsfilter.go);
+	// the zero address when it gets none.
+	dnsAddr netip.AddrPort
 
-	mu    sync.Mutex
-	dpRev int64 // the revision of the Dataplane sel was read from
-	sel   *selector
-	types [numTypes]*typeState
+	mu     sync.Mutex
+	dnsVar *dnsVariant
+	dpRev  int64 // the revision of the Dataplane sel was read from
+	sel    *selector
+	types  [numTypes]*typeState
 }
 
 // typeState is what a stream knows of one type.
@@ -76,8 +81,11 @@ type sent struct {
 	sum           uint64 // entrySum(name, version)
 }
 
-// pick returns e as this stream gets it.
+// pick returns e as this stream gets it. Under s.mu and s.table.mu.RLock.
 func (s *stream) pick(e *entry) sent {
+	if isDNS(e.owner) && s.ownDNS() {
+		return s.dnsVariant(e)
+	}
 	if s.proxyless && e.alt != nil {
 		return sent{e.name, e.alt.version, e.alt.any, e.alt.sum}
 	}
@@ -166,6 +174,9 @@ func (s *stream) inView(st *typeState, sel *selector, e *entry) bool {
 			return false
 		}
 	}
+	if isDNS(e.owner) {
+		return s.dnsAddr.IsValid() // its names are those the proxy may reach (dnsVariant)
+	}
 	if sel == nil {
 		return true
 	}
@@ -179,7 +190,8 @@ func (s *stream) inView(st *typeState, sel *selector, e *entry) bool {
 // wildcard without names, without reachableBackends, without a selection
 // to leave and without versions it already holds.
 func (s *stream) plain(st *typeState, sel *selector) bool {
-	return !s.proxyless && st.wildcard && len(st.names) == 0 && sel == nil && !st.hadSel && len(st.initial) == 0
+	return !s.proxyless && st.wildcard && len(st.names) == 0 && sel == nil && !st.hadSel && len(st.initial) == 0 &&
+		(!s.dnsAddr.IsValid() || !s.ownDNS())
 }
 
 // fullState reports whether a SotW response of typ must hold every
@@ -216,7 +228,7 @@ func (s *stream) compute(typ Type) *out {
 	sorted := false // o.resources are in name order
 	switch {
 	case full && s.delta && s.plain(st, sel):
-		o.shared = t.wildcardSet(typ)
+		o.shared = t.wildcardSet(typ, s.dnsAddr.IsValid())
 		st.initial = nil
 	case full && s.delta:
 		sorted = true
@@ -238,7 +250,7 @@ func (s *stream) compute(typ Type) *out {
 	case full || (fullState(typ) && !s.delta && (len(st.added) > 0 || s.relevant(st, typ, sel, changed))):
 		wholeSet = fullState(typ) && !s.delta
 		if s.plain(st, sel) {
-			o.shared = t.wildcardSet(typ)
+			o.shared = t.wildcardSet(typ, s.dnsAddr.IsValid())
 		} else if st.wildcard {
 			sorted = true
 			for _, e := range t.sortedEntries(typ) {
@@ -256,8 +268,8 @@ func (s *stream) compute(typ Type) *out {
 	default:
 		seen := set[string]{}
 		for _, n := range changed {
-			if _, dup := seen[n]; dup {
-				continue
+			if _, dup := seen[n]; dup || (n == DNSListenerName && !s.dnsAddr.IsValid()) {
+				continue // a proxy without the DNS listener never hears of it
 			}
 			seen.add(n)
 			e := res[n]

@@ -62,6 +62,16 @@ type meshTable struct {
 	owners map[resource.Key]*owned
 	// streams are the proxies of the mesh connected here.
 	streams map[*stream]struct{}
+	// dns is what the DNS listener was last rendered from (dnsfilter.go),
+	// and dnsUsers the streams and inspections that get it: the builder
+	// renders it only while there are some.
+	dns      *dnsNames
+	dnsUsers int
+	// dnsSelected counts the streams of dnsUsers whose reachableBackends
+	// select services (under mu), and labelsGen the services that came,
+	// went or changed labels: what such a selection takes of the names.
+	dnsSelected int
+	labelsGen   uint64
 
 	// refs counts the uses of the table (streams, inspections) and
 	// idleSince is when the last ended; both under Builder.mu.
@@ -77,8 +87,8 @@ type meshTable struct {
 	sorted [numTypes][]*entry
 	// wildcard is, per type, what every plain wildcard subscription
 	// (stream.plain) gets in full, made once for all of them (under
-	// sortMu).
-	wildcard [numTypes]*wildcardSet
+	// sortMu): without the DNS listener, and with it.
+	wildcard [numTypes][2]*wildcardSet
 	// typeGen is the generation of each type's last change.
 	typeGen [numTypes]uint64
 }
@@ -197,10 +207,35 @@ func (t *meshTable) put(k resource.Key, labels map[string]string, rs []Resource)
 		}
 		t.owners[k] = next
 	}
+	if (prev == nil) != (rs == nil) || (prev != nil && rs != nil && !maps.Equal(prev.labels, labels)) {
+		// a service came, went or has other labels: what a proxy's
+		// reachableBackends select of the DNS listener's names may differ
+		if t.servicesChanged(k, gen) {
+			changed = true
+		}
+	}
 	if changed {
 		t.gen = gen
 	}
 	return changed
+}
+
+// servicesChanged records that the owner k came, went or changed labels
+// at gen: the renderings of the DNS listener for proxies that select
+// services (dnsVariant) are then made again, and when some stream uses
+// one, the listener counts as changed. It reports whether it did.
+func (t *meshTable) servicesChanged(k resource.Key, gen uint64) bool {
+	if isDNS(k) || isShared(k) {
+		return false
+	}
+	t.labelsGen++
+	e := t.res[ListenerType][DNSListenerName]
+	if e == nil || t.dnsSelected == 0 {
+		return false
+	}
+	e.gen = gen
+	t.logChange(ListenerType, gen, DNSListenerName)
+	return true
 }
 
 func sameVariant(a, b *variant) bool {
@@ -282,22 +317,27 @@ func (t *meshTable) sortedEntries(typ Type) []*entry {
 }
 
 // wildcardSet returns the resources of typ that every plain wildcard
-// subscription gets. Under t.mu.RLock.
-func (t *meshTable) wildcardSet(typ Type) *wildcardSet {
+// subscription gets, with the DNS listener or without it. Under
+// t.mu.RLock.
+func (t *meshTable) wildcardSet(typ Type, dns bool) *wildcardSet {
 	l := t.sortedEntries(typ)
 	t.sortMu.Lock()
 	defer t.sortMu.Unlock()
-	if w := t.wildcard[typ]; w != nil && w.gen == t.typeGen[typ] {
+	i := 0
+	if dns {
+		i = 1
+	}
+	if w := t.wildcard[typ][i]; w != nil && w.gen == t.typeGen[typ] {
 		return w
 	}
 	w := &wildcardSet{gen: t.typeGen[typ], resources: make([]sent, 0, len(l))}
 	for _, e := range l {
-		if !e.api {
+		if !e.api && (dns || !isDNS(e.owner)) {
 			w.resources = append(w.resources, sent{e.name, e.version, e.any, e.sum})
 		}
 	}
 	w.version = responseVersion(w.resources, nil)
-	t.wildcard[typ] = w
+	t.wildcard[typ][i] = w
 	return w
 }
 

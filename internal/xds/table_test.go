@@ -59,7 +59,7 @@ func TestTable_SortedAndWildcardSets(t *testing.T) {
 			if got := tbl.sortedEntries(typ); !slices.Equal(got, want) {
 				t.Fatalf("step %d: %s sorted entries differ from the table's", step, typ)
 			}
-			w := tbl.wildcardSet(typ)
+			w := tbl.wildcardSet(typ, false)
 			if !slices.Equal(w.resources, wantPlain) {
 				t.Fatalf("step %d: %s wildcard set differs from the table's", step, typ)
 			}
