@@ -46,7 +46,8 @@ func zoneIngressJSON(address string) []byte {
 //     service's resources a proxy gets (its cluster and load assignment,
 //     whose endpoint is z0's ingress, come before it);
 //   - local: each proxy of z0 ACKing the service's own outbound listener,
-//     the same figure for one zone, from the same writes;
+//     the same figure for one zone, from the same writes (below zero when
+//     the proxies ACKed before the benchmark read the PUT's answer);
 //
 // each as p50, p99 and max over rounds x proxies, and the CPU per change
 // of the zones, the global and the xdsloads (from before each PUT until
