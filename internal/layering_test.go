@@ -39,7 +39,7 @@ var layers = []struct {
 	}},
 	{"manifests of a whole installation", []string{"internal/install"}},
 	{"store backends", []string{"internal/store/sqlite", "internal/store/postgres", "internal/store/kube", "internal/store/pebble"}},
-	{"what the parts share: admission of writes, the controller runner, authentication", []string{"internal/admission", "internal/reconcile", "internal/auth"}},
+	{"what the parts share: admission of writes, the controller runner, authentication, what proxies read of Kubernetes", []string{"internal/admission", "internal/reconcile", "internal/auth", "internal/kubexds"}},
 	{"parts: election, controllers, DNS, REST, GUI", []string{
 		"internal/leader", "internal/hostnames", "internal/vips", "internal/meshservices", "internal/extsvc", "internal/mzservice", "internal/kubeservices", "internal/kubemcs",
 		"internal/dnsserver", "internal/apiserver", "internal/gui", "internal/zonesync", "internal/xds",

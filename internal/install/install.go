@@ -278,10 +278,14 @@ func RBAC(ns string, labels m) []m {
 		// Which namespaces are meshed; whether the system namespace exists.
 		rule("", []string{"namespaces"}, "get", "list", "watch"),
 		// Services become MeshServices; a headless Service's Pods are read
-		// one at a time, as are Services a ServiceExport names.
+		// one at a time, as are Services a ServiceExport names and the
+		// Pod a proxy connects as.
 		rule("", []string{"services"}, "get", "list", "watch"),
 		rule("", []string{"pods"}, "get"),
+		// The Pods behind headless Services; the endpoints proxies get.
 		rule("discovery.k8s.io", []string{"endpointslices"}, "list", "watch"),
+		// A Pod's proxy proves who it is with its service account's token.
+		rule("authentication.k8s.io", []string{"tokenreviews"}, "create"),
 		// The Multi-Cluster Services API, when installed.
 		rule(crd.MCSGroup, []string{"serviceexports"}, "list", "watch"),
 		rule(crd.MCSGroup, []string{"serviceexports/status"}, "patch"),

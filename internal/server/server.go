@@ -163,7 +163,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.cfg.Mode != config.ModeGlobal {
 		apiOpts.ServiceTags = meshservices.Reporter(c, s.serviceOptions())
 	}
-	proxies := s.newXDS(c, keys, apiTLS, reg, dnsSrv)
+	proxies := s.newXDS(st, c, keys, apiTLS, reg, dnsSrv)
 	if proxies != nil {
 		apiOpts.XDS = proxies.inspect
 		// every new DNS table may change the names of proxies' DNS listeners
@@ -215,8 +215,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return dnsSrv.Run(gctx) })
 	g.Go(func() error { return builder.Run(gctx) })
 	if proxies != nil {
-		g.Go(func() error { return proxies.builder.Run(gctx) })
-		g.Go(func() error { return proxies.server.Run(gctx) })
+		g.Go(func() error { return proxies.run(gctx) })
 	}
 	g.Go(func() error { return webGUI.Run(gctx) })
 	g.Go(func() error {

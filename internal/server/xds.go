@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -8,13 +9,16 @@ import (
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/cache"
 	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/dnsserver"
+	"github.com/meshnames/meshnames/internal/kubexds"
 	"github.com/meshnames/meshnames/internal/leader"
 	"github.com/meshnames/meshnames/internal/store"
+	kubestore "github.com/meshnames/meshnames/internal/store/kube"
 	"github.com/meshnames/meshnames/internal/token"
 	"github.com/meshnames/meshnames/internal/xds"
 )
@@ -25,10 +29,23 @@ import (
 type xdsParts struct {
 	builder *xds.Builder
 	server  *xds.Server
+	// slices follows the EndpointSlices in env kubernetes (nil otherwise).
+	slices *kubexds.Slices
+}
+
+// run runs the parts until ctx ends.
+func (x *xdsParts) run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	if x.slices != nil {
+		g.Go(func() error { return x.slices.Run(gctx) })
+	}
+	g.Go(func() error { return x.builder.Run(gctx) })
+	g.Go(func() error { return x.server.Run(gctx) })
+	return g.Wait()
 }
 
 // newXDS builds the xDS parts, or nil when none are served.
-func (s *Server) newXDS(c *cache.Cache, keys *token.Keys, apiTLS *tls.Config, reg prometheus.Registerer, names *dnsserver.Server) *xdsParts {
+func (s *Server) newXDS(st store.Store, c *cache.Cache, keys *token.Keys, apiTLS *tls.Config, reg prometheus.Registerer, names *dnsserver.Server) *xdsParts {
 	xc := s.cfg.XDS
 	if s.cfg.Mode == config.ModeGlobal || xc.Addr == "" {
 		return nil
@@ -50,13 +67,21 @@ func (s *Server) newXDS(c *cache.Cache, keys *token.Keys, apiTLS *tls.Config, re
 	if apiTLS != nil {
 		xdsTLS = apiTLS.Clone()
 	}
+	auth := &xds.Authenticator{Keys: keys, LoopbackTokenless: loopback, Exists: b.Knows, MeshExists: b.MeshExists}
+	var endpoints *kubexds.Slices
+	if ks, ok := st.(*kubestore.Store); ok {
+		// The MeshServices of Services take their endpoints from the
+		// EndpointSlices, and a Pod's proxy connects as the Pod.
+		endpoints = kubexds.NewSlices(ks.Client(), s.log.With("component", "xds"))
+		b.Slices = endpoints
+		auth.Pods = kubexds.NewPods(ks.Client())
+	}
 	srv := xds.New(xds.Options{
-		Addr: xc.Addr, Builder: b, TLS: xdsTLS, MaxStreamsPerPeer: xc.MaxStreamsPerClient,
-		Auth:     &xds.Authenticator{Keys: keys, LoopbackTokenless: loopback, Exists: b.Knows},
+		Addr: xc.Addr, Builder: b, TLS: xdsTLS, MaxStreamsPerPeer: xc.MaxStreamsPerClient, Auth: auth,
 		Instance: leader.NewHolderID(xc.Addr), Log: s.log.With("component", "xds"), Registerer: reg,
 		Listening: s.XDSListening,
 	})
-	return &xdsParts{builder: b, server: srv}
+	return &xdsParts{builder: b, server: srv, slices: endpoints}
 }
 
 // dnsNames hands the xDS builder the names the DNS server answers: each

@@ -19,15 +19,21 @@ import (
 	"github.com/meshnames/meshnames/internal/token"
 )
 
-// Proxy names the resource a proxy connects as: a Dataplane of a mesh, or,
-// with no mesh, a ZoneIngress of this zone.
+// Proxy names the resource a proxy connects as: a Dataplane of a mesh,
+// with no mesh a ZoneIngress of this zone, or in env kubernetes a Pod
+// (Name <pod>.<namespace>, Mesh the Pod's mesh).
 type Proxy struct {
 	Mesh, Name string
+	// Pod: the proxy is the Pod Name, which has no Dataplane.
+	Pod bool
 }
 
 func (p Proxy) String() string {
-	if p.Ingress() {
+	switch {
+	case p.Ingress():
 		return "zoneingress/" + p.Name
+	case p.Pod:
+		return p.Mesh + "/pod/" + p.Name
 	}
 	return p.Mesh + "/" + p.Name
 }
@@ -115,7 +121,14 @@ type Authenticator struct {
 	LoopbackTokenless bool
 	// Exists reports whether a Dataplane exists.
 	Exists func(Proxy) bool
-	Now    func() time.Time
+	// Pods, when set (env kubernetes), lets a Pod's proxy connect as the
+	// Pod (kube.go): node id <pod>.<namespace>, and a service-account
+	// token of the Pod's service account or a dataplane token issued for
+	// <pod>.<namespace> in the Pod's mesh.
+	Pods PodIdentity
+	// MeshExists reports whether a mesh exists: a Pod's must (with Pods).
+	MeshExists func(string) bool
+	Now        func() time.Time
 }
 
 // Refusal is why a stream was refused: its gRPC code and a reason label
@@ -154,6 +167,9 @@ func (a *Authenticator) Check(ctx context.Context, node *corev3.Node) (Proxy, *R
 	if ref != nil {
 		return Proxy{}, ref
 	}
+	if raw != "" && a.Pods != nil && !meshnamesToken(raw) {
+		return a.checkPod(ctx, node.GetId(), raw, "") // a service-account token
+	}
 	var p Proxy
 	found := false
 	if raw == "" {
@@ -166,6 +182,15 @@ func (a *Authenticator) Check(ctx context.Context, node *corev3.Node) (Proxy, *R
 				p, found = c, true
 				break
 			}
+		}
+		if !found && a.Pods != nil {
+			p, ref := a.checkPod(ctx, node.GetId(), "", "")
+			if ref != nil && ref.Reason == "unknown_pod" {
+				id := node.GetId()
+				i := strings.LastIndexByte(id, '.')
+				ref.Msg = fmt.Sprintf("node %q names neither a Dataplane (%s) nor a Pod (%s/%s) that exists", id, candidates[0], id[i+1:], id[:i])
+			}
+			return p, ref
 		}
 	} else {
 		now := time.Now
@@ -180,6 +205,9 @@ func (a *Authenticator) Check(ctx context.Context, node *corev3.Node) (Proxy, *R
 			return Proxy{}, refuse(codes.PermissionDenied, "role", "a %s token does not identify a proxy: issue one with meshnames token dataplane", c.Role)
 		}
 		p = Proxy{Mesh: c.Meshes[0], Name: c.Subject}
+		if a.Pods != nil && node.GetId() == c.Subject {
+			return a.checkPod(ctx, node.GetId(), "", p.Mesh) // a dataplane token for <pod>.<namespace>
+		}
 		if node.GetId() != p.Mesh+"."+p.Name {
 			return Proxy{}, refuse(codes.PermissionDenied, "other_dataplane", "the token is for dataplane %s (node id %s.%s), not for node %q", p, p.Mesh, p.Name, node.GetId())
 		}

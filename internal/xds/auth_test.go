@@ -72,7 +72,7 @@ func nodeWith(id, tok string) *corev3.Node {
 // one, and the ways it is accepted.
 func TestAuthenticator_Check(t *testing.T) {
 	k := testKeys(t)
-	dataplanes := map[Proxy]bool{{"default", "web-1"}: true, {"a.b", "c"}: true, {"a", "b.d"}: true}
+	dataplanes := map[Proxy]bool{{Mesh: "default", Name: "web-1"}: true, {Mesh: "a.b", Name: "c"}: true, {Mesh: "a", Name: "b.d"}: true}
 	a := &Authenticator{Keys: k, LoopbackTokenless: true, Exists: func(p Proxy) bool { return dataplanes[p] }}
 	good := sign(t, k, token.Claims{Subject: "web-1", Role: token.RoleDataplane, Meshes: []string{"default"}})
 	expired := sign(t, k, token.Claims{Subject: "web-1", Role: token.RoleDataplane, Meshes: []string{"default"},
@@ -89,19 +89,11 @@ func TestAuthenticator_Check(t *testing.T) {
 	admin := sign(t, k, token.Claims{Subject: "alice", Role: token.RoleAdmin})
 	foreign := sign(t, testKeys(t), token.Claims{Subject: "web-1", Role: token.RoleDataplane, Meshes: []string{"default"}})
 
-	for _, tc := range []struct {
-		name   string
-		from   string
-		md     metadata.MD
-		node   *corev3.Node
-		code   codes.Code
-		reason string
-		want   Proxy
-	}{
-		{name: "loopback-tokenless", from: "127.0.0.1", node: nodeWith("default.web-1", ""), want: Proxy{"default", "web-1"}},
-		{name: "header-token", from: "192.0.2.7", md: metadata.Pairs("authorization", "Bearer "+good), node: nodeWith("default.web-1", ""), want: Proxy{"default", "web-1"}},
-		{name: "metadata-token", from: "192.0.2.7", node: nodeWith("default.web-1", good), want: Proxy{"default", "web-1"}},
-		{name: "dotted-mesh", from: "127.0.0.1", node: nodeWith("a.b.c", ""), want: Proxy{"a.b", "c"}},
+	runChecks(t, a, []checkCase{
+		{name: "loopback-tokenless", from: "127.0.0.1", node: nodeWith("default.web-1", ""), want: Proxy{Mesh: "default", Name: "web-1"}},
+		{name: "header-token", from: "192.0.2.7", md: metadata.Pairs("authorization", "Bearer "+good), node: nodeWith("default.web-1", ""), want: Proxy{Mesh: "default", Name: "web-1"}},
+		{name: "metadata-token", from: "192.0.2.7", node: nodeWith("default.web-1", good), want: Proxy{Mesh: "default", Name: "web-1"}},
+		{name: "dotted-mesh", from: "127.0.0.1", node: nodeWith("a.b.c", ""), want: Proxy{Mesh: "a.b", Name: "c"}},
 		{name: "no-node", from: "127.0.0.1", node: nil, code: codes.InvalidArgument, reason: "no_node"},
 		{name: "empty-id", from: "127.0.0.1", node: nodeWith("", ""), code: codes.InvalidArgument, reason: "bad_node_id"},
 		{name: "id-without-dot", from: "127.0.0.1", node: nodeWith("web-1", ""), code: codes.InvalidArgument, reason: "bad_node_id"},
@@ -119,7 +111,25 @@ func TestAuthenticator_Check(t *testing.T) {
 		{name: "another-mesh", from: "127.0.0.1", node: nodeWith("default.web-1", otherMesh), code: codes.PermissionDenied, reason: "other_dataplane"},
 		{name: "user-token", from: "127.0.0.1", node: nodeWith("default.web-1", admin), code: codes.PermissionDenied, reason: "role"},
 		{name: "token-for-missing-dataplane", from: "192.0.2.7", node: nodeWith("default.web-2", other), code: codes.PermissionDenied, reason: "unknown_dataplane"},
-	} {
+	})
+}
+
+// checkCase is the first request of a stream, from an address, and what
+// Check must answer: the proxy (code OK), or the refusal's code and
+// reason.
+type checkCase struct {
+	name   string
+	from   string
+	md     metadata.MD
+	node   *corev3.Node
+	code   codes.Code
+	reason string
+	want   Proxy
+}
+
+func runChecks(t *testing.T, a *Authenticator, cases []checkCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p, ref := a.Check(peerCtx(tc.from, tc.md), tc.node)
 			if tc.code == codes.OK {
@@ -195,7 +205,7 @@ func FuzzAuthenticator_Check(f *testing.F) {
 	f.Add("default.web-1", "", "", true)
 	f.Add("default.web-2", good, "", false)
 	f.Add("a.b", "x.y.z", "Bearer", false)
-	a := &Authenticator{Keys: k, LoopbackTokenless: true, Exists: func(p Proxy) bool { return p == Proxy{"default", "web-1"} }}
+	a := &Authenticator{Keys: k, LoopbackTokenless: true, Exists: func(p Proxy) bool { return p == Proxy{Mesh: "default", Name: "web-1"} }}
 	f.Fuzz(func(t *testing.T, id, metaToken, header string, loopback bool) {
 		from := "192.0.2.7"
 		if loopback {
@@ -212,7 +222,7 @@ func FuzzAuthenticator_Check(f *testing.F) {
 			}
 			return
 		}
-		if p != (Proxy{"default", "web-1"}) || id != "default.web-1" {
+		if p != (Proxy{Mesh: "default", Name: "web-1"}) || id != "default.web-1" {
 			t.Fatalf("accepted %v for node %q", p, id)
 		}
 	})

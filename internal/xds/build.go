@@ -103,6 +103,10 @@ type Endpoint struct {
 	// SNI, when set, is the server name the proxy sends to this endpoint
 	// (another zone's ZoneIngress) over TLS.
 	SNI string
+	// Draining: the endpoint is shutting down but still serves (a
+	// terminating Kubernetes endpoint); it is sent with health status
+	// DRAINING, which Envoy treats as unhealthy and grpc-go leaves out.
+	Draining bool
 }
 
 // Resource is one rendered resource. Port is the service port it serves;
@@ -283,6 +287,9 @@ func loadAssignment(name string, eps []Endpoint) *endpointv3.ClusterLoadAssignme
 			}},
 			HealthStatus:        corev3.HealthStatus_HEALTHY,
 			LoadBalancingWeight: wrapperspb.UInt32(1),
+		}
+		if e.Draining {
+			lb.HealthStatus = corev3.HealthStatus_DRAINING
 		}
 		if e.SNI != "" {
 			lb.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshnames/meshnames/internal/cache"
+	"github.com/meshnames/meshnames/internal/kubexds"
 	"github.com/meshnames/meshnames/internal/reconcile"
 	"github.com/meshnames/meshnames/internal/resource"
 )
@@ -39,6 +40,9 @@ type Builder struct {
 	Names NameSource
 	// DNS says which proxies get the DNS listener, and where.
 	DNS DNSFilter
+	// Slices, when set (env kubernetes), gives the endpoints of the
+	// MeshServices made from Kubernetes Services (kube.go).
+	Slices ServiceEndpoints
 
 	mu sync.Mutex
 	// meshes are the built tables; active the meshes whose changes are
@@ -69,6 +73,10 @@ type meshState struct {
 	ix    *endpointIndex
 	zones *zoneIndex
 	ext   *extIndex
+	// kube are the MeshServices that take the endpoints of each
+	// Kubernetes Service, and kubeOf the Service of each.
+	kube   map[kubexds.ServiceName]set[resource.Key]
+	kubeOf map[resource.Key]kubexds.ServiceName
 }
 
 type activation struct {
@@ -108,8 +116,22 @@ func (b *Builder) Run(ctx context.Context) error {
 		}
 	})
 	defer cancel()
+	// Services whose EndpointSlices changed, mapped to their MeshServices
+	// on this goroutine.
+	kq := reconcile.New[kubexds.ServiceName]()
+	defer kq.Close()
+	if b.Slices != nil {
+		defer b.Slices.Subscribe(func(n kubexds.ServiceName) { kq.Add(n) })()
+	}
 	if !b.cache.WaitSynced(ctx) {
 		return nil
+	}
+	if b.Slices != nil {
+		select {
+		case <-b.Slices.Synced():
+		case <-ctx.Done():
+			return nil
+		}
 	}
 	close(b.ready)
 	idle := time.NewTicker(max(b.IdleGrace/2, 10*time.Millisecond))
@@ -130,6 +152,10 @@ func (b *Builder) Run(ctx context.Context) error {
 			}
 		case <-q.Ready():
 			if keys := q.Take(); keys != nil {
+				b.apply(keys)
+			}
+		case <-kq.Ready():
+			if keys := b.kubeKeys(kq.Take()); keys != nil {
 				b.apply(keys)
 			}
 		case now := <-idle.C:
@@ -190,7 +216,8 @@ func (b *Builder) activate(mesh string) {
 	b.mu.Lock()
 	b.active[mesh] = true
 	b.mu.Unlock()
-	st := &meshState{t: newMeshTable(), ix: newEndpointIndex(), zones: newZoneIndex(), ext: newExtIndex()}
+	st := &meshState{t: newMeshTable(), ix: newEndpointIndex(), zones: newZoneIndex(), ext: newExtIndex(),
+		kube: map[kubexds.ServiceName]set[resource.Key]{}, kubeOf: map[resource.Key]kubexds.ServiceName{}}
 	b.states[mesh] = st
 	b.cache.Scan(cache.Query{Kind: resource.Dataplane, Mesh: mesh, Unordered: true}, func(o *resource.Object) {
 		st.ix.dataplaneChanged(o.Key(), o)
@@ -362,6 +389,7 @@ func (b *Builder) render(k resource.Key, changed map[string]bool) set[resource.K
 		st.ix.serviceGone(k)
 		st.zones.forget(k)
 		st.ext.forget(k)
+		st.trackKube(k, kubexds.ServiceName{})
 	}
 	t := st.t
 	var rs []Resource
@@ -402,13 +430,24 @@ func (b *Builder) service(st *meshState, o *resource.Object) *Service {
 			s.Ports = append(s.Ports, Port{Port: p.Port, Name: p.Name, Protocol: p.AppProtocol})
 		}
 		k := o.Key()
-		if b.local(o) {
+		svc, pod, fromService := b.kubeService(o, spec)
+		switch {
+		case b.local(o) && fromService:
+			st.ix.serviceGone(k)
+			st.trackKube(k, svc)
+			s.Endpoints = b.sliceEndpoints(svc, pod, spec.Ports)
+			s.NoEndpoints = "no ready or terminating-and-serving endpoint of the EndpointSlices of Service " + svc.String() + " serves this port"
+			st.zones.local[k] = s.Endpoints
+			st.zones.useZones(k, nil)
+		case b.local(o):
+			st.trackKube(k, kubexds.ServiceName{})
 			s.Endpoints = st.ix.endpoints(b.cache, o, spec, b.zone)
 			s.NoEndpoints = "no Ready inbound of a Dataplane the service selects serves this port"
 			st.zones.local[k] = s.Endpoints
 			st.zones.useZones(k, nil)
-		} else {
+		default:
 			st.ix.serviceGone(k)
+			st.trackKube(k, kubexds.ServiceName{})
 			delete(st.zones.local, k)
 			m := b.memberOf(o)
 			s.Endpoints = map[int][]Endpoint{}

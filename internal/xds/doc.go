@@ -5,7 +5,8 @@
 //
 // # What a proxy gets
 //
-// A proxy is the Dataplane its node id names (`<mesh>.<name>`). For every
+// A proxy is the Dataplane its node id names (`<mesh>.<name>`), or in env
+// kubernetes the Pod it names (`<pod>.<namespace>`, kube.go). For every
 // port of every service of its mesh it may reach (every one, or those its
 // Dataplane lists in transparentProxying.reachableBackends) it gets:
 //
@@ -23,7 +24,8 @@
 //     xds:///<hostname>:<port> reaches it.
 //
 // Endpoints are the address and port of every Ready inbound of a local
-// Dataplane that the service selects.
+// Dataplane that the service selects; for a MeshService made from a
+// Kubernetes Service, those of the Service's EndpointSlices (kube.go).
 //
 // A MeshExternalService (extsvc.go, exttls.go, extlisteners.go) has the
 // endpoints of its destination, or an ORIGINAL_DST cluster for
@@ -63,7 +65,7 @@
 // wildcard subscriptions), and its server hands the cache a new watch on
 // every ACK, which makes each ACK a full diff of the proxy's resources.
 //
-// It imports api, cache, resource, token and reconcile of this module. A
+// It imports api, cache, kubexds, resource, token and reconcile of this module. A
 // Server is safe for concurrent use; each stream runs on its own two
 // goroutines (receive, send) and reads the mesh tables under their locks,
 // never holding one while it sends.

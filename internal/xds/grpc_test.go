@@ -46,7 +46,13 @@ func startBackend(t *testing.T, id string) *backend {
 // names the env's ADS server and node id default.<dataplane>.
 func xdsClient(t *testing.T, e *env, dataplane, target string) testgrpc.TestServiceClient {
 	t.Helper()
-	bootstrap := fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}],"server_features":["xds_v3"]}],"node":{"id":"default.%s"}}`, e.addr, dataplane)
+	return xdsClientNode(t, e, "default."+dataplane, target)
+}
+
+// xdsClientNode is xdsClient with the node id given in full.
+func xdsClientNode(t *testing.T, e *env, node, target string) testgrpc.TestServiceClient {
+	t.Helper()
+	bootstrap := fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}],"server_features":["xds_v3"]}],"node":{"id":%q}}`, e.addr, node)
 	r, err := xdsgrpc.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {
 		t.Fatal(err)
@@ -111,19 +117,7 @@ func TestGRPC_ProxylessClientCallsThroughNames(t *testing.T) {
 	e.update(resource.Key{Kind: resource.Dataplane, Mesh: "default", Name: "backend-b"}, func(o *resource.Object) {
 		o.Spec.(*resource.DataplaneSpec).Networking.Inbound[0].State = resource.InboundNotReady
 	})
-	// Once a call reaches a, twenty in a row must: b is gone from the
-	// endpoints, not merely less likely.
-	until(t, "NotReady b takes no calls", c, func(id string, err error) bool {
-		if err != nil || id != "a" {
-			return false
-		}
-		for range 20 {
-			if id, err := call(context.Background(), c); err != nil || id != "a" {
-				return false
-			}
-		}
-		return true
-	})
+	untilOnly(t, "NotReady b takes no calls", c, "a")
 
 	// A service created while the client runs is callable at once.
 	late := startBackend(t, "late")
@@ -136,5 +130,23 @@ func TestGRPC_ProxylessClientCallsThroughNames(t *testing.T) {
 	e.delete(resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "late"})
 	until(t, "the deleted service fails", lc, func(id string, err error) bool {
 		return err != nil && strings.Contains(status.Convert(err).Message(), "late.svc.mesh.local:8080")
+	})
+}
+
+// untilOnly calls c until a call reaches backend id and the twenty after
+// it do too: the others are gone from the endpoints, not merely less
+// likely.
+func untilOnly(t *testing.T, what string, c testgrpc.TestServiceClient, id string) {
+	t.Helper()
+	until(t, what, c, func(got string, err error) bool {
+		if err != nil || got != id {
+			return false
+		}
+		for range 20 {
+			if got, err := call(context.Background(), c); err != nil || got != id {
+				return false
+			}
+		}
+		return true
 	})
 }

@@ -416,6 +416,9 @@ func contains(xs []string, x string) bool {
 // refresh re-reads the proxy's Dataplane: a new selection means a full
 // diff; a deleted Dataplane ends the stream.
 func (s *Server) refresh(st *stream) error {
+	if st.proxy.Pod {
+		return nil // a Pod has no Dataplane: it gets every service of its mesh
+	}
 	// by revision first: every change of the mesh wakes every stream,
 	// and reading a Dataplane the cache holds frozen decodes it
 	rev, ok := s.o.Builder.cache.RevisionOf(st.proxy.Key())

@@ -126,14 +126,35 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured, dry
 // service account ns/name with a token from the TokenRequest API, as a
 // Pod running as it would, and returns its path.
 func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, ns, name string) (string, error) {
+	token, err := c.ServiceAccountToken(ctx, ns, name, "")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.Dir, "sa-"+ns+"-"+name+".kubeconfig")
+	return path, c.writeKubeconfig(path, token)
+}
+
+// ServiceAccountToken returns a token of the service account ns/name from
+// the TokenRequest API, valid for an hour; with pod, bound to that Pod of
+// ns (as the token kubelet mounts in a Pod is), so that it names the Pod
+// and dies with it.
+func (c *Cluster) ServiceAccountToken(ctx context.Context, ns, name, pod string) (string, error) {
 	dyn, err := dynamic.NewForConfig(c.RESTConfig())
 	if err != nil {
 		return "", err
 	}
+	spec := map[string]any{"expirationSeconds": int64(3600)}
+	if pod != "" {
+		p, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Namespace(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("the Pod %s/%s to bind a token to: %w", ns, pod, err)
+		}
+		spec["boundObjectRef"] = map[string]any{"kind": "Pod", "apiVersion": "v1", "name": pod, "uid": string(p.GetUID())}
+	}
 	req := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
 		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     map[string]any{"expirationSeconds": int64(3600)},
+		"spec":     spec,
 	}}
 	sa := schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 	out, err := dyn.Resource(sa).Namespace(ns).Create(ctx, req, metav1.CreateOptions{}, "token")
@@ -144,6 +165,5 @@ func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, ns, name string)
 	if token == "" {
 		return "", fmt.Errorf("a token of service account %s/%s: none in the answer", ns, name)
 	}
-	path := filepath.Join(c.Dir, "sa-"+ns+"-"+name+".kubeconfig")
-	return path, c.writeKubeconfig(path, token)
+	return token, nil
 }
