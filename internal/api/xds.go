@@ -5,12 +5,14 @@ import (
 	"time"
 )
 
-// XDSInspection is GET /meshes/{mesh}/dataplanes/{name}/_xds: what the
-// proxy of a Dataplane gets from the xDS control plane, and its streams
-// on the instance that answers.
+// XDSInspection is GET /meshes/{mesh}/dataplanes/{name}/_xds (or
+// /zoneingresses/{name}/_xds): what the proxy of a Dataplane (or of a
+// ZoneIngress of this zone) gets from the xDS control plane, and its
+// streams on the instance that answers.
 type XDSInspection struct {
-	Mesh      string `json:"mesh"`
-	Dataplane string `json:"dataplane"`
+	Mesh        string `json:"mesh,omitempty"`
+	Dataplane   string `json:"dataplane,omitempty"`
+	ZoneIngress string `json:"zoneIngress,omitempty"`
 	// Instance is the control plane instance that answered; Streams are
 	// the proxy's streams on it (none when it is connected elsewhere, or
 	// not at all).

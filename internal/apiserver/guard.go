@@ -183,6 +183,14 @@ func classify(r *http.Request) (auth.Action, string) {
 			a.Class = auth.Other
 		}
 		return a, "/meshes/{mesh}/dataplanes/{name}/_xds"
+	case len(seg) == 3 && seg[0] == "zoneingresses" && seg[2] == "_xds":
+		// An ingress routes every mesh's services: its config is every
+		// mesh's.
+		a.Kind, a.AllMeshes = resource.ZoneIngress, true
+		if write {
+			a.Class = auth.Other
+		}
+		return a, "/zoneingresses/{name}/_xds"
 	case len(seg) == 5 && seg[4] == "_hostnames":
 		if req, ok := parsePath(seg[:4]); ok {
 			a.Kind, a.Mesh = req.d.Kind, req.mesh

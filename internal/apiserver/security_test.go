@@ -271,7 +271,7 @@ func TestRoleMatrix_CoversEveryRoute(t *testing.T) {
 		}
 	}
 	want := []string{"GET /", "GET /healthz", "GET /readyz", "GET /metrics", "GET /_leader", "POST /_apply", "GET /meshes/{mesh}/_dns",
-		"GET /meshes/{mesh}/_servicetags", "GET /tokens", "POST /tokens", "POST /tokens/zone", "POST /tokens/_rotate-key",
+		"GET /meshes/{mesh}/_servicetags", "GET /meshes/{mesh}/dataplanes/{name}/_xds", "GET /zoneingresses/{name}/_xds", "GET /tokens", "POST /tokens", "POST /tokens/zone", "POST /tokens/_rotate-key",
 		"GET /tokens/{id}", "DELETE /tokens/{id}", "GET /audit", "GET /history", "GET /_backup"}
 	for _, d := range resource.Descriptors() {
 		base := "/" + d.Plural

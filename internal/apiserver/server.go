@@ -91,8 +91,9 @@ type Options struct {
 	// or lose if objs (admitted) were written, for dry runs.
 	Preview func(ctx context.Context, objs []*resource.Object) ([]api.NameChange, error)
 	// XDS, when set, inspects what the proxy of a Dataplane gets, for GET
-	// /meshes/{mesh}/dataplanes/{name}/_xds; it fails with ErrNotFound
-	// for a Dataplane that does not exist.
+	// /meshes/{mesh}/dataplanes/{name}/_xds, or with mesh "" of a
+	// ZoneIngress of this zone, for GET /zoneingresses/{name}/_xds; it
+	// fails with ErrNotFound for a proxy that is not there.
 	XDS func(mesh, name string) (api.XDSInspection, error)
 	// Leader, when set, reports the leadership for GET /_leader.
 	Leader func(ctx context.Context) (api.LeaderStatus, error)
@@ -297,6 +298,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 			s.xdsInspection(w, seg[1], seg[3])
 		}
 		return "/meshes/{mesh}/dataplanes/{name}/_xds"
+	}
+	if len(seg) == 3 && seg[0] == "zoneingresses" && seg[2] == "_xds" {
+		if allow(w, r, http.MethodGet) {
+			s.xdsInspection(w, "", seg[1])
+		}
+		return "/zoneingresses/{name}/_xds"
 	}
 	if len(seg) == 5 && seg[4] == "_hostnames" {
 		req, ok := parsePath(seg[:4])

@@ -7,8 +7,9 @@ import (
 	"github.com/meshnames/meshnames/internal/store"
 )
 
-// xdsInspection answers GET /meshes/{mesh}/dataplanes/{name}/_xds: what
-// the Dataplane's proxy gets, and its streams on this instance.
+// xdsInspection answers GET /meshes/{mesh}/dataplanes/{name}/_xds (and,
+// with mesh "", GET /zoneingresses/{name}/_xds): what the proxy of the
+// Dataplane (the ZoneIngress) gets, and its streams on this instance.
 func (s *Server) xdsInspection(w http.ResponseWriter, mesh, name string) {
 	if s.opts.XDS == nil {
 		writeError(w, newError(http.StatusNotFound, "Not found", "this control plane serves no xDS (a global serves none; xds.addr may be empty)"))
@@ -16,7 +17,11 @@ func (s *Server) xdsInspection(w http.ResponseWriter, mesh, name string) {
 	}
 	in, err := s.opts.XDS(mesh, name)
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, newError(http.StatusNotFound, "Not found", "Dataplane "+mesh+"/"+name+" does not exist"))
+		msg := "Dataplane " + mesh + "/" + name + " does not exist"
+		if mesh == "" {
+			msg = "ZoneIngress " + name + " is no ingress of this zone: it does not exist, or is another zone's (inspect it in its zone)"
+		}
+		writeError(w, newError(http.StatusNotFound, "Not found", msg))
 		return
 	}
 	if err != nil {

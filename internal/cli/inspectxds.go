@@ -9,13 +9,14 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/meshnames/meshnames/internal/api"
 	"github.com/meshnames/meshnames/internal/client"
 )
 
 func newInspectXDSCmd(env Env, newClient func() (*client.Client, error)) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "xds MESH/DATAPLANE",
+		Use:   "xds MESH/DATAPLANE | xds zoneingress NAME",
 		Short: "Show what a proxy gets from the xDS control plane, and its streams",
 		Long: `Show the configuration the proxy of a Dataplane gets from the xDS control plane
 (clusters, endpoints, outbound and API listeners, in the shape of Envoy's
@@ -23,15 +24,23 @@ func newInspectXDSCmd(env Env, newClient func() (*client.Client, error)) *cobra.
 and the proxy's ADS streams on the instance that answers: since when, its
 protocol (sotw or delta), per type the last version sent and ACKed, a
 response waiting for its ACK, and the last rejected one (NACK) with the
-proxy's reason.`,
+proxy's reason. With zoneingress NAME, the same of the proxy of a
+ZoneIngress of the server's zone: its listener, one filter chain per SNI,
+and the clusters of the exported services of every mesh.`,
 		Example: `  meshnames inspect xds default/web-1
-  meshnames inspect xds default/web-1 -o json`,
+  meshnames inspect xds default/web-1 -o json
+  meshnames inspect xds zoneingress ingress-1`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return fmt.Errorf("give MESH/DATAPLANE, such as default/web-1")
-			}
-			if m, n, ok := strings.Cut(args[0], "/"); !ok || m == "" || n == "" {
-				return fmt.Errorf("%q is not MESH/DATAPLANE, such as default/web-1", args[0])
+			switch {
+			case len(args) == 2 && args[0] == "zoneingress":
+			case len(args) == 2:
+				return fmt.Errorf("give MESH/DATAPLANE, or zoneingress NAME; %q is neither", strings.Join(args, " "))
+			case len(args) != 1:
+				return fmt.Errorf("give MESH/DATAPLANE, such as default/web-1, or zoneingress NAME")
+			default:
+				if m, n, ok := strings.Cut(args[0], "/"); !ok || m == "" || n == "" {
+					return fmt.Errorf("%q is not MESH/DATAPLANE, such as default/web-1 (a ZoneIngress: zoneingress NAME)", args[0])
+				}
 			}
 			if output != "yaml" && output != "json" {
 				return fmt.Errorf("--output must be yaml or json, got %q", output)
@@ -43,8 +52,13 @@ proxy's reason.`,
 			if err != nil {
 				return err
 			}
-			mesh, name, _ := strings.Cut(args[0], "/")
-			in, err := c.XDS(cmd.Context(), mesh, name)
+			var in *api.XDSInspection
+			if len(args) == 2 {
+				in, err = c.XDSIngress(cmd.Context(), args[1])
+			} else {
+				mesh, name, _ := strings.Cut(args[0], "/")
+				in, err = c.XDS(cmd.Context(), mesh, name)
+			}
 			if err != nil {
 				return err
 			}

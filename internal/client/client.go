@@ -440,7 +440,17 @@ func (c *Client) Hostnames(ctx context.Context, d *resource.Descriptor, mesh, na
 // XDS inspects what the proxy of a Dataplane gets from the xDS control
 // plane, and its streams on the instance that answers.
 func (c *Client) XDS(ctx context.Context, mesh, name string) (*api.XDSInspection, error) {
-	r, err := c.do(ctx, http.MethodGet, "/meshes/"+url.PathEscape(mesh)+"/dataplanes/"+url.PathEscape(name)+"/_xds", nil, nil)
+	return c.xds(ctx, "/meshes/"+url.PathEscape(mesh)+"/dataplanes/"+url.PathEscape(name)+"/_xds")
+}
+
+// XDSIngress inspects what the proxy of a ZoneIngress of the server's
+// zone gets, and its streams on the instance that answers.
+func (c *Client) XDSIngress(ctx context.Context, name string) (*api.XDSInspection, error) {
+	return c.xds(ctx, "/zoneingresses/"+url.PathEscape(name)+"/_xds")
+}
+
+func (c *Client) xds(ctx context.Context, path string) (*api.XDSInspection, error) {
+	r, err := c.do(ctx, http.MethodGet, path, nil, nil)
 	if err != nil {
 		return nil, err
 	}

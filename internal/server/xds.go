@@ -114,7 +114,8 @@ func (dnsNames) Names(view any) []xds.Name {
 	return out
 }
 
-// inspect is the API's view of a proxy.
+// inspect is the API's view of a proxy: a Dataplane of mesh, or with mesh
+// "" a ZoneIngress.
 func (x *xdsParts) inspect(mesh, name string) (api.XDSInspection, error) {
 	in, err := x.server.Inspect(xds.Proxy{Mesh: mesh, Name: name})
 	if errors.Is(err, xds.ErrNoDataplane) {

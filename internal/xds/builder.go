@@ -455,7 +455,7 @@ func (b *Builder) service(st *meshState, o *resource.Object) *Service {
 				s.Endpoints[p.Port] = b.remoteEndpoints(m, p.Port, 0)
 			}
 			st.zones.useZones(k, set[string]{m.zone: {}})
-			s.NoEndpoints = "the service is in zone " + m.zone + ", and no ZoneIngress of that zone is known"
+			s.NoEndpoints = "the service is in zone " + m.zone + ", and no ZoneIngress of that zone with an IP address is known (its advertisedAddress, else its address; a DNS name is no EDS endpoint)"
 		}
 	case *resource.MeshMultiZoneServiceSpec:
 		b.multiZone(st, o, s)

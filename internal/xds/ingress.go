@@ -120,7 +120,8 @@ func (b *Builder) renderIngressListeners(force bool, changed map[string]bool) {
 	b.cache.Scan(cache.Query{Kind: resource.ZoneIngress, Labels: map[string]string{resource.LabelZone: b.zone}, Unordered: true}, func(o *resource.Object) {
 		k := o.Key()
 		seen.add(k)
-		var rs []Resource
+		rs := []Resource{{Type: ListenerType, Name: IngressListenerName(o.Name),
+			Note: "ZoneIngress " + o.Name + " has no listener: no MeshService of this zone is exported (spec.export.mode, else services.exportDefault)"}}
 		if len(routes) > 0 {
 			rs = []Resource{{Type: ListenerType, Name: IngressListenerName(o.Name), Msg: ingressListener(o, routes)}}
 		}

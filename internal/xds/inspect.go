@@ -20,18 +20,22 @@ import (
 )
 
 // ErrNoDataplane is returned by Inspect for a Dataplane that does not
-// exist.
+// exist, or a ZoneIngress that is not one of this zone.
 var ErrNoDataplane = errors.New("no such dataplane")
 
 // Inspect returns what the proxy p gets (every resource of its view:
 // outbound and API listeners, clusters, endpoints, secrets with their
-// private keys redacted) and its streams on this instance.
+// private keys redacted; for a ZoneIngress its listener and the clusters
+// of every mesh's exported services) and its streams on this instance.
 func (s *Server) Inspect(p Proxy) (api.XDSInspection, error) {
 	dp, ok := s.o.Builder.cache.Peek(p.Key())
-	if !ok {
+	if !ok || !s.o.Builder.Knows(p) {
 		return api.XDSInspection{}, fmt.Errorf("%w: %s", ErrNoDataplane, p)
 	}
 	out := api.XDSInspection{Mesh: p.Mesh, Dataplane: p.Name, Instance: s.o.Instance, Streams: s.Streams(p)}
+	if p.Ingress() {
+		out.Dataplane, out.ZoneIngress = "", p.Name
+	}
 
 	sel := selectorOf(dp)
 	view := [numTypes][]*entry{}

@@ -211,7 +211,7 @@ func (b *Builder) multiZone(st *meshState, o *resource.Object, s *Service) {
 	}
 	st.zones.setMembers(k, members)
 	st.zones.useZones(k, zones)
-	s.NoEndpoints = "none of the matched MeshServices has a Ready endpoint here, and no ZoneIngress of their zones is known"
+	s.NoEndpoints = "none of the matched MeshServices has a Ready endpoint here, and no ZoneIngress of their zones with an IP address is known"
 }
 
 // findLocal finds the local MeshService a member names.

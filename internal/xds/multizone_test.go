@@ -1,7 +1,10 @@
 package xds
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -236,12 +239,61 @@ func TestIngress_RoutesExportedServicesBySNI(t *testing.T) {
 		t.Errorf("after db is exported: SNIs %v, want %v", snis, want)
 	}
 	validateDeep(t, "ingress:ingress-1", c.listeners["ingress:ingress-1"])
+
+	// A second ingress of the zone: each proxy gets its own listener only,
+	// and inspection shows that, with its stream.
+	e.ingressObject("ingress-2", "zone-a", "127.0.0.2", 10001)
+	c.settle()
+	if _, ok := c.state[ListenerURL]["ingress:ingress-2"]; ok {
+		t.Error("ingress-1's proxy got ingress-2's listener")
+	}
+	in, err := e.srv.Inspect(Proxy{Name: "ingress-1"})
+	if err != nil || in.ZoneIngress != "ingress-1" || in.Mesh != "" || len(in.Streams) != 1 {
+		t.Fatalf("Inspect(zoneingress/ingress-1) = %+v, %v; want the ingress and its stream", in, err)
+	}
+	var config bytes.Buffer // protojson spaces its output at random
+	if err := json.Compact(&config, in.Config); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"name":"ingress:ingress-1"`, `"serverNames":["db.5432.zone-a.default.mesh"]`, `"name":"default:web_msvc_8080"`} {
+		if !strings.Contains(config.String(), want) {
+			t.Errorf("the ingress's inspection lacks %s: %s", want, in.Config)
+		}
+	}
+	if strings.Contains(config.String(), "ingress:ingress-2") {
+		t.Errorf("ingress-1's inspection shows ingress-2's listener: %s", in.Config)
+	}
 	// An ingress of another zone is no proxy of this control plane.
 	e.ingressObject("ingress-b", "zone-b", "192.0.2.1", 10001)
 	p, ref := e.srv.o.Auth.Check(peerCtx("127.0.0.1", nil), &corev3.Node{Id: "ingress-b",
 		Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{"proxyType": structpb.NewStringValue("ingress")}}})
 	if ref == nil || ref.Reason != "unknown_dataplane" {
 		t.Errorf("another zone's ingress connecting here: %v, %v", p, ref)
+	}
+	if _, err := e.srv.Inspect(Proxy{Name: "ingress-b"}); !errors.Is(err, ErrNoDataplane) {
+		t.Errorf("inspecting another zone's ingress: %v, want ErrNoDataplane", err)
+	}
+}
+
+// TestIngress_InspectSaysWhyNoListener: an ingress of a zone that exports
+// nothing gets no listener, and its inspection says why.
+func TestIngress_InspectSaysWhyNoListener(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ingressObject("ingress-1", "zone-a", "127.0.0.1", 10001)
+	e.dataplane("db-1", "db", 5432)
+	db := e.service("db", "241.0.0.2", nil, resource.Port{Port: 5432, TargetPort: &resource.IntOrString{Int: 5432}, AppProtocol: resource.ProtocolTCP})
+	e.update(db.Key(), func(o *resource.Object) {
+		o.Spec.(*resource.MeshServiceSpec).Export = &resource.Export{Mode: resource.ExportNone}
+	})
+	c := ingressClient(t, e, "ingress-1")
+	c.settle()
+	if len(c.state[ListenerURL]) != 0 || len(c.state[ClusterURL]) != 0 {
+		t.Errorf("an ingress with nothing exported got %v", c.state)
+	}
+	in, err := e.srv.Inspect(Proxy{Name: "ingress-1"})
+	want := "ZoneIngress ingress-1 has no listener: no MeshService of this zone is exported (spec.export.mode, else services.exportDefault)"
+	if err != nil || !slices.Equal(in.Notes, []string{want}) {
+		t.Errorf("inspection notes %q (%v), want %q", in.Notes, err, want)
 	}
 }
 
@@ -263,8 +315,17 @@ func TestIngress_OtherZonesThroughTheirIngress(t *testing.T) {
 		t.Fatalf("without an ingress in zone-b: %v", cla)
 	}
 	in, _ := e.srv.Inspect(Proxy{Mesh: "default", Name: "client"})
-	if !slices.ContainsFunc(in.Notes, func(n string) bool { return strings.Contains(n, "no ZoneIngress of that zone is known") }) {
+	if !slices.ContainsFunc(in.Notes, func(n string) bool {
+		return strings.Contains(n, "no ZoneIngress of that zone with an IP address is known")
+	}) {
 		t.Errorf("inspect notes %q: want why the cluster is empty", in.Notes)
+	}
+	// An ingress reached at a DNS name is no EDS endpoint.
+	e.create(&resource.Object{Kind: resource.ZoneIngress, Name: "ingress-dns-h", Labels: map[string]string{resource.LabelZone: "zone-b", resource.LabelOrigin: resource.OriginGlobal},
+		Spec: &resource.ZoneIngressSpec{Networking: resource.ZoneIngressNetworking{Address: "10.1.0.2", Port: 10001, AdvertisedAddress: "ingress.b.example.com", AdvertisedPort: 443}}})
+	c.settle()
+	if cla := c.last["api-x1y2_msvc_80"]; len(cla.GetEndpoints()) != 0 {
+		t.Fatalf("with zone-b's ingress at a DNS name: %v", cla)
 	}
 	e.create(&resource.Object{Kind: resource.ZoneIngress, Name: "ingress-1-h", Labels: map[string]string{resource.LabelZone: "zone-b", resource.LabelOrigin: resource.OriginGlobal},
 		Spec: &resource.ZoneIngressSpec{Networking: resource.ZoneIngressNetworking{Address: "10.1.0.1", Port: 10001, AdvertisedAddress: "192.0.2.7", AdvertisedPort: 443}}})

@@ -6,16 +6,23 @@ import (
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
-// selector is a proxy's reachableBackends: which services it is sent.
-// A nil selector selects every service of the mesh.
+// selector is a proxy's reachableBackends: which services it is sent;
+// or, for a ZoneIngress proxy, its name: the ingress table holds the
+// listener of every ZoneIngress of the zone, and each gets its own. A nil
+// selector selects every service of the mesh.
 type selector struct {
-	refs []resource.BackendRef
+	refs    []resource.BackendRef
+	ingress string
 }
 
-// selectorOf reads the selection of a Dataplane (nil: everything).
+// selectorOf reads the selection of a Dataplane (nil: everything) or a
+// ZoneIngress.
 func selectorOf(dp *resource.Object) *selector {
 	if dp == nil {
 		return nil
+	}
+	if dp.Kind == resource.ZoneIngress {
+		return &selector{ingress: dp.Name}
 	}
 	spec, ok := dp.Spec.(*resource.DataplaneSpec)
 	if !ok {
@@ -32,7 +39,7 @@ func (s *selector) equal(o *selector) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	return slices.EqualFunc(s.refs, o.refs, func(a, b resource.BackendRef) bool {
+	return s.ingress == o.ingress && slices.EqualFunc(s.refs, o.refs, func(a, b resource.BackendRef) bool {
 		return a.Kind == b.Kind && a.Name == b.Name && a.Namespace == b.Namespace && a.Port == b.Port && mapsEqual(a.Labels, b.Labels)
 	})
 }
@@ -54,6 +61,9 @@ func mapsEqual(a, b map[string]string) bool {
 func (s *selector) selects(e *entry, labels map[string]string) bool {
 	if s == nil {
 		return true
+	}
+	if s.ingress != "" {
+		return e.owner.Kind != resource.ZoneIngress || e.owner.Name == s.ingress
 	}
 	for _, r := range s.refs {
 		if r.Kind != e.owner.Kind || (r.Port != 0 && r.Port != e.port) {

@@ -246,7 +246,7 @@ networking:
 		t.Fatalf("b's api without an ingress in b: endpoints %v, want none", eps)
 	}
 	out, stderr, err := run(t, ctx, nil, "inspect", "xds", "default/client", "--server", a.api)
-	if want := "cluster " + apiCluster + " has no endpoints: the service is in zone b, and no ZoneIngress of that zone is known"; err != nil || !strings.Contains(out, want) {
+	if want := "cluster " + apiCluster + " has no endpoints: the service is in zone b, and no ZoneIngress of that zone with an IP address is known"; err != nil || !strings.Contains(out, want) {
 		t.Errorf("inspect xds default/client in a: %v %s\nwant the note %q in:\n%s", err, stderr, want, out)
 	}
 
@@ -288,6 +288,19 @@ networking:
 	}
 	ingress.settle(300 * time.Millisecond)
 	client.settle(300 * time.Millisecond)
+
+	// inspect xds shows the ingress's proxy in its zone, and refuses it in
+	// another, where it is a synced copy.
+	out, stderr, err = run(t, ctx, nil, "inspect", "xds", "zoneingress", "ingress-b", "--server", b.api)
+	for _, want := range []string{"zoneIngress: ingress-b", "protocol: delta", "name: ingress:ingress-b", "- " + apiSNI, "cluster: default:api_msvc_80"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("inspect xds zoneingress ingress-b in b: %v %s\nlacks %q:\n%s", err, stderr, want, out)
+		}
+	}
+	synced := zonesync.HashedName(resource.ZoneIngress, "", "ingress-b", "b", "")
+	if _, stderr, err = run(t, ctx, nil, "inspect", "xds", "zoneingress", synced, "--server", a.api); err == nil || !strings.Contains(stderr, "is no ingress of this zone") {
+		t.Errorf("inspect xds zoneingress %s in a: %v %s; want it refused", synced, err, stderr)
+	}
 	for name, w := range map[string]*adsWatch{"a's client": client, "b's ingress": ingress} {
 		for url, rs := range w.res {
 			for n := range rs {
