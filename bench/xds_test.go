@@ -14,6 +14,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/meshnames/meshnames/bench/xdsload/xdsloadtest"
 )
 
 // proxyJSON is a Dataplane for a proxy that only calls out: no inbound.
@@ -139,7 +141,7 @@ func benchXDS(b *testing.B, nProxies, nServices, rounds, connect int, memory boo
 	// building them, and the memory per proxy is beyond them.
 	meshStart := time.Now()
 	warm := startXDSClients(b, xdsAddr, "warm-", 1, 1)
-	warmConfig := warm.connected(5 * time.Minute)
+	warmConfig := warm.Connected(5 * time.Minute)
 	meshFirst := time.Since(meshStart)
 
 	var rss0, heap0 int64
@@ -151,19 +153,19 @@ func benchXDS(b *testing.B, nProxies, nServices, rounds, connect int, memory boo
 	b.ResetTimer()
 	start := time.Now()
 	x := startXDSClients(b, xdsAddr, "proxy-", nProxies, connect)
-	configs := x.connected(time.Duration(nProxies) * 10 * time.Second)
+	configs := x.Connected(time.Duration(nProxies) * 10 * time.Second)
 	connectTook := time.Since(start)
 	first := make([]time.Duration, len(configs))
 	for i, fc := range configs {
-		if fc.clusters != nServices || fc.assignments != nServices || fc.listener != nServices {
-			b.Fatalf("a first config held %d clusters, %d load assignments and %d listeners, want %d of each", fc.clusters, fc.assignments, fc.listener, nServices)
+		if fc.Clusters != nServices || fc.Assignments != nServices || fc.Listener != nServices {
+			b.Fatalf("a first config held %d clusters, %d load assignments and %d listeners, want %d of each", fc.Clusters, fc.Assignments, fc.Listener, nServices)
 		}
-		first[i] = fc.took
+		first[i] = fc.Took
 	}
 	slices.Sort(first)
 
 	b.Logf("the mesh's first proxy: its first config %.1f ms after it dialed, %.1f ms after xdsload started; then first configs: p50 %.1f ms, p99 %.1f ms, max %.1f ms; all %d connected in %.1f s",
-		ms(warmConfig[0].took), ms(meshFirst), ms(percentile(first, 0.5)), ms(percentile(first, 0.99)), ms(first[len(first)-1]), nProxies, connectTook.Seconds())
+		ms(warmConfig[0].Took), ms(meshFirst), ms(percentile(first, 0.5)), ms(percentile(first, 0.99)), ms(first[len(first)-1]), nProxies, connectTook.Seconds())
 
 	var rss1, heap1 int64
 	var idle float64
@@ -272,10 +274,10 @@ func memoryOf(b *testing.B, c *http.Client, p *serverProc) (rssBytes, heapBytes 
 // when the API acknowledged it) and returns each proxy's latency from then
 // to its ACK of name, and the CPU of the server and of xdsload from before
 // write until both were quiet again.
-func pushRound(b *testing.B, c *http.Client, x *xdsClients, p *serverProc, name string, write func() time.Time) (lat []time.Duration, server, clients time.Duration) {
+func pushRound(b *testing.B, c *http.Client, x *xdsloadtest.Clients, p *serverProc, name string, write func() time.Time) (lat []time.Duration, server, clients time.Duration) {
 	b.Helper()
 	var returns0 float64
-	lats, cpu := awaitPush(b, []watched{{x, name}}, []int{p.pid(), x.cmd.Process.Pid}, func() time.Time {
+	lats, cpu := awaitPush(b, []watched{{x, name}}, []int{p.pid(), x.Pid()}, func() time.Time {
 		returns0 = memoryReturns(c, []*serverProc{p})
 		return write()
 	})
@@ -290,7 +292,7 @@ func pushRound(b *testing.B, c *http.Client, x *xdsClients, p *serverProc, name 
 
 // watched is a resource the proxies of one xdsload are to receive.
 type watched struct {
-	x    *xdsClients
+	x    *xdsloadtest.Clients
 	name string
 }
 
@@ -302,7 +304,7 @@ type watched struct {
 func awaitPush(b *testing.B, ws []watched, pids []int, write func() time.Time) (lat [][]time.Duration, cpu []time.Duration) {
 	b.Helper()
 	for _, w := range ws {
-		w.x.watch(w.name)
+		w.x.Watch(w.name)
 	}
 	cpu0 := quietCPU(b, pids)
 	ack := write()
@@ -310,7 +312,8 @@ func awaitPush(b *testing.B, ws []watched, pids []int, write func() time.Time) (
 	for i, w := range ws {
 		// xdsload timed each ACK itself: waiting for the watches one after
 		// another does not delay what they measure
-		at, versions := w.x.seen(w.name, time.Minute)
+		seen := w.x.Seen(w.name, time.Minute)
+		at, versions := seen.At, seen.Versions
 		if len(versions) != 1 {
 			b.Errorf("the proxies received %d versions of %s: %v", len(versions), w.name, versions)
 		}

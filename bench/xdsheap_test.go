@@ -60,13 +60,13 @@ func BenchmarkXDSLiveHeap(b *testing.B) {
 		}
 		// the mesh's table is built for its first proxy: shared, not
 		// counted per proxy
-		startXDSClients(b, xdsAddr, "warm-", 1, 1).connected(time.Minute)
+		startXDSClients(b, xdsAddr, "warm-", 1, 1).Connected(time.Minute)
 		waitFrozen(b, c, api, nServices+nProxies+1, 5*time.Minute)
 		c.CloseIdleConnections()
 		heap0, stacks0, g0 := liveMemory()
 
 		x := startXDSClients(b, xdsAddr, "proxy-", nProxies, 4)
-		x.connected(time.Duration(nProxies) * 10 * time.Second)
+		x.Connected(time.Duration(nProxies) * 10 * time.Second)
 		time.Sleep(3 * time.Second) // the last ACKs
 		heap1, stacks1, g1 := liveMemory()
 		per := func(a, b uint64) float64 { return (float64(b) - float64(a)) / 1024 / float64(nProxies) }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnames/meshnames/bench/xdsload/xdsloadtest"
 	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/xds"
@@ -119,17 +120,17 @@ func benchXDSMultizone(b *testing.B, nZones, nServices, nProxies, rounds int, se
 
 	// One xdsload per zone: a zone's proxies reach its own ADS server.
 	connectStart := time.Now()
-	xs := make([]*xdsClients, nZones)
+	xs := make([]*xdsloadtest.Clients, nZones)
 	for i := range zones {
 		xs[i] = startXDSClients(b, xdsAddrs[i], "proxy-", nProxies, 1)
 	}
 	var first []time.Duration
 	for _, x := range xs {
-		for _, fc := range x.connected(time.Duration(nProxies) * 10 * time.Second) {
-			if fc.clusters != total || fc.listener != total {
-				b.Fatalf("a first config held %d clusters and %d listeners, want %d of each", fc.clusters, fc.listener, total)
+		for _, fc := range x.Connected(time.Duration(nProxies) * 10 * time.Second) {
+			if fc.Clusters != total || fc.Listener != total {
+				b.Fatalf("a first config held %d clusters and %d listeners, want %d of each", fc.Clusters, fc.Listener, total)
 			}
-			first = append(first, fc.took)
+			first = append(first, fc.Took)
 		}
 	}
 	connected := time.Since(connectStart)
@@ -143,7 +144,7 @@ func benchXDSMultizone(b *testing.B, nZones, nServices, nProxies, rounds int, se
 
 	roundPids := pids(all)
 	for _, x := range xs {
-		roundPids = append(roundPids, x.cmd.Process.Pid)
+		roundPids = append(roundPids, x.Pid())
 	}
 	b.ResetTimer()
 	var local, remote []time.Duration

@@ -1,7 +1,8 @@
 // Package faults runs meshnames through the faults production meets that
 // are not clean deaths: a database network that stops answering, a disk
 // that fills, zones partitioned from their global while both sides take
-// writes, and kill -9 in the middle of everything, with real processes on
+// writes, proxies that never read, NACK everything or come and go in bulk,
+// and kill -9 in the middle of everything, with real processes on
 // loopback ports (and the embedded store in a child process of its own).
 //
 // Every test has a quick variant that `go test ./...` runs (CI), and a
@@ -103,8 +104,9 @@ type server struct {
 	t    *testing.T
 	name string
 	args []string
-	api  string // http://host:port
-	dns  string // host:port
+	env  []string // added to the test's environment
+	api  string   // http://host:port
+	dns  string   // host:port
 	cmd  *exec.Cmd
 	log  *logBuffer
 	done chan struct{}
@@ -115,12 +117,23 @@ type server struct {
 // (unless args name one) a data directory of its own.
 func serve(t *testing.T, name string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, name: name, api: addr(t), dns: addr(t), log: &logBuffer{}}
+	return serveEnv(t, name, nil, args...)
+}
+
+// serveEnv is serve with env (KEY=VALUE) added to the process's
+// environment.
+func serveEnv(t *testing.T, name string, env []string, args ...string) *server {
+	t.Helper()
+	s := &server{t: t, name: name, api: addr(t), dns: addr(t), log: &logBuffer{}, env: env}
 	if !slices.Contains(args, "--data-dir") {
 		args = append(args, "--data-dir", t.TempDir())
 	}
-	// No xDS: the faults here are the API's, the store's and the sync's.
-	s.args = append([]string{"serve", "--api-addr", s.api, "--dns-addr", s.dns, "--xds-addr", "", "--log-level", "info"}, args...)
+	if !slices.Contains(args, "--xds-addr") {
+		// no xDS unless asked for: most faults here are the API's, the
+		// store's and the sync's
+		args = append(args, "--xds-addr", "")
+	}
+	s.args = append([]string{"serve", "--api-addr", s.api, "--dns-addr", s.dns, "--log-level", "info"}, args...)
 	s.api = "http://" + s.api
 	s.launch()
 	t.Cleanup(func() {
@@ -171,6 +184,9 @@ func (s *server) launch() {
 	s.t.Helper()
 	s.cmd = exec.Command(binary, s.args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if s.env != nil {
+		s.cmd.Env = append(os.Environ(), s.env...)
+	}
 	s.done = make(chan struct{})
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start %s: %v", s.name, err)
@@ -299,6 +315,43 @@ func listKind(api, plural string) (map[string]*view, error) {
 			return out, nil
 		}
 	}
+}
+
+// metric returns the value of the series named exactly series (with its
+// labels, as /metrics writes them) on s.
+func (s *server) metric(series string) (float64, error) {
+	m, err := s.metrics(series)
+	return m[series], err
+}
+
+// metrics returns the values of the series named (each exactly, with its
+// labels, as /metrics writes them) on s, from one read of /metrics.
+func (s *server) metrics(series ...string) (map[string]float64, error) {
+	code, b, err := call(http.MethodGet, s.api+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("/metrics: HTTP %d", code)
+	}
+	out := make(map[string]float64, len(series))
+	for line := range strings.SplitSeq(string(b), "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		if !ok || !slices.Contains(series, name) {
+			continue
+		}
+		var f float64
+		if _, err := fmt.Sscan(v, &f); err != nil {
+			return nil, fmt.Errorf("/metrics: %s: %w", name, err)
+		}
+		out[name] = f
+	}
+	for _, name := range series {
+		if _, ok := out[name]; !ok {
+			return nil, fmt.Errorf("/metrics has no %s", name)
+		}
+	}
+	return out, nil
 }
 
 // waitFor polls cond every 20 ms until it holds, failing after within.

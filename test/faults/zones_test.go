@@ -247,20 +247,30 @@ func TestZonePartitions(t *testing.T) {
 // bulk creates n services named prefix-<i> on api with 8 clients.
 func bulk(t *testing.T, api, prefix string, n int) {
 	t.Helper()
+	putAll(t, n, func(i int) (string, any) {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		return api + msPath(name), meshService(name, 80, nil)
+	})
+}
+
+// putAll PUTs the n documents doc gives (URL and body) with 8 clients,
+// retrying each for 5 s.
+func putAll(t *testing.T, n int, doc func(i int) (url string, body any)) {
+	t.Helper()
 	var wg sync.WaitGroup
 	next := make(chan int)
 	var failed sync.Once
 	for range 8 {
 		wg.Go(func() {
 			for i := range next {
-				name := fmt.Sprintf("%s-%d", prefix, i)
+				url, body := doc(i)
 				for attempt := 0; ; attempt++ {
-					code, b, err := call(http.MethodPut, api+msPath(name), meshService(name, 80, nil))
+					code, b, err := call(http.MethodPut, url, body)
 					if err == nil && code < 300 {
 						break
 					}
 					if attempt == 50 {
-						failed.Do(func() { t.Errorf("PUT %s: %d %s %v", name, code, b, err) })
+						failed.Do(func() { t.Errorf("PUT %s: %d %s %v", url, code, b, err) })
 						break
 					}
 					time.Sleep(100 * time.Millisecond)
@@ -278,19 +288,8 @@ func bulk(t *testing.T, api, prefix string, n int) {
 // received is a zone's count of resources received from its global
 // (meshnames_zonesync_resources_total).
 func received(s *server, zone string) float64 {
-	code, b, err := call(http.MethodGet, s.api+"/metrics", nil)
-	if err != nil || code != http.StatusOK {
-		return 0
-	}
-	prefix := fmt.Sprintf(`meshnames_zonesync_resources_total{direction="received",zone=%q} `, zone)
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			var f float64
-			_, _ = fmt.Sscan(v, &f)
-			return f
-		}
-	}
-	return 0
+	v, _ := s.metric(fmt.Sprintf(`meshnames_zonesync_resources_total{direction="received",zone=%q}`, zone))
+	return v
 }
 
 // TestKillGlobalDuringInitialSync: east holds N services, synced to the
