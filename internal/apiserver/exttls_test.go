@@ -34,6 +34,8 @@ func TestExternalService_UnreadableTLSData(t *testing.T) {
 		t.Fatal(err)
 	}
 	const marker = "QUOTEDDATA"
+	// A valid EC key that is not the key of storetest.CACertPEM.
+	const otherKey = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIDsZZOBIXCCPJ/cA5V7yyiaTK9WHo7M3gIGxV1m+rTDPoAoGCCqGSM49\nAwEHoUQDQgAEGYSgeH2WRn7pHgdLn3SQyFFYb6U5GHgOHAyi6QrbJSHkf/t6VjVt\nhkaRdiuv/8ucmsL0VGbuFowr+6+OeqtdZQ==\n-----END EC PRIVATE KEY-----\n"
 	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 	tests := []struct {
 		name, tls string
@@ -47,6 +49,11 @@ func TestExternalService_UnreadableTLSData(t *testing.T) {
 			"      clientKey: {inlineString: \"-----BEGIN PRIVATE KEY-----\\n" + b64(marker) + "\\n-----END PRIVATE KEY-----\\n\"}\n",
 			[]string{"spec.destination.tls.clientKey.inlineString"}},
 		{"bad-server-name", "      verification: {serverName: 'not a name'}\n", []string{"spec.destination.tls.verification.serverName"}},
+		{"no-source", "      caCert: {}\n", []string{"spec.destination.tls.caCert"}},
+		{"two-sources", "      caCert: {inline: " + b64(storetest.CACertPEM) + ", secret: ca}\n", []string{"spec.destination.tls.caCert"}},
+		{"key-without-cert", "      clientKey: {inlineString: " + strconv.Quote(otherKey) + "}\n", []string{"spec.destination.tls.clientCert"}},
+		{"key-of-another-cert", "      clientCert: {inlineString: " + strconv.Quote(storetest.CACertPEM) + "}\n" +
+			"      clientKey: {inlineString: " + strconv.Quote(otherKey) + "}\n", []string{"spec.destination.tls.clientKey"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,8 +66,13 @@ func TestExternalService_UnreadableTLSData(t *testing.T) {
 			if d := cmp.Diff(want, r.causeFields()); d != "" {
 				t.Errorf("cause fields (-want +got):\n%s\nbody: %s", d, r.body)
 			}
-			if strings.Contains(string(r.body), marker) || strings.Contains(string(r.body), b64(marker)) {
+			if strings.Contains(string(r.body), marker) || strings.Contains(string(r.body), b64(marker)) || strings.Contains(string(r.body), "MHcCAQEE") {
 				t.Errorf("the answer quotes the data: %s", r.body)
+			}
+			for _, c := range r.error().Causes {
+				if c.Message == "" {
+					t.Errorf("cause %s without a message", c.Field)
+				}
 			}
 		})
 	}

@@ -70,10 +70,18 @@ func TestZoneIngress_RoundTrip(t *testing.T) {
 }
 
 // Each bad ZoneIngress is refused 400 with every violation as a cause at
-// its field, and nothing is stored.
+// its field, and changes nothing: the ingress of that name stays as it
+// was, and no other is stored.
 func TestZoneIngress_BadInput(t *testing.T) {
 	e := newEnv(t, resource.ModeStandalone)
 	const ok = "  address: 192.168.0.1\n  port: 10001\n"
+	if r := e.put("/zoneingresses/ingress-1", "type: ZoneIngress\nnetworking:\n"+ok); r.code != http.StatusCreated {
+		t.Fatalf("PUT the good ingress = %d %s", r.code, r.body)
+	}
+	before, err := e.st.Get(context.Background(), resource.Key{Kind: resource.ZoneIngress, Name: "ingress-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, body string
 		fields     []string
@@ -115,7 +123,7 @@ func TestZoneIngress_BadInput(t *testing.T) {
 			}
 		})
 	}
-	if objs, _, err := e.st.List(context.Background(), resource.ZoneIngress); err != nil || len(objs) != 0 {
-		t.Errorf("rejected writes stored %v (%v)", objs, err)
+	if objs, _, err := e.st.List(context.Background(), resource.ZoneIngress); err != nil || len(objs) != 1 || objs[0].Version != before.Version {
+		t.Errorf("rejected writes changed the store: %v (%v); want ingress-1 at version %d alone", objs, err, before.Version)
 	}
 }
