@@ -131,6 +131,30 @@ func (v *View) Entries() iter.Seq[*Entry] {
 	}
 }
 
+// NameAddrs is a name with the addresses its A and AAAA queries are
+// answered with.
+type NameAddrs struct {
+	Name    string // lower case, fully qualified
+	Service resource.Key
+	// Addrs are the A answers, then the AAAA answers.
+	Addrs []netip.Addr
+}
+
+// Addresses yields every name answered with an address, in no particular
+// order, without making an Entry of each (a proxy's DNS listener reads a
+// whole view at every change). The addresses are the view's own: read
+// them, do not change them.
+func (v *View) Addresses() iter.Seq[NameAddrs] {
+	return func(yield func(NameAddrs) bool) {
+		for _, c := range v.names.All() {
+			n := c.name()
+			if len(n.Addrs) > 0 && !yield(NameAddrs{Name: n.Name, Service: c.svc.Key, Addrs: v4First(n.Addrs)}) {
+				return
+			}
+		}
+	}
+}
+
 // Parents yields the empty non-terminals, in no particular order.
 func (v *View) Parents() iter.Seq[string] {
 	return func(yield func(string) bool) {

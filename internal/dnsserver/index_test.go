@@ -213,6 +213,19 @@ func compareView(t *testing.T, what string, v *View, want refView) {
 	if v.Len() != len(want.names) {
 		t.Errorf("%s: Len %d, want %d", what, v.Len(), len(want.names))
 	}
+	// Addresses gives what A and AAAA queries are answered with.
+	wantAddrs, gotAddrs := map[string]NameAddrs{}, map[string]NameAddrs{}
+	for name, e := range want.names {
+		if len(e.A)+len(e.AAAA) > 0 {
+			wantAddrs[name] = NameAddrs{Name: name, Service: e.Service, Addrs: slices.Concat(e.A, e.AAAA)}
+		}
+	}
+	for n := range v.Addresses() {
+		gotAddrs[n.Name] = n
+	}
+	if d := gocmp.Diff(wantAddrs, gotAddrs, opt); d != "" {
+		t.Errorf("%s: addresses (-want +got):\n%s", what, d)
+	}
 }
 
 // TestSourceIndex_MatchesReference does the same for Dataplane addresses.

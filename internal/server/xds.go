@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -106,10 +105,8 @@ func (dnsNames) Names(view any) []xds.Name {
 		return nil
 	}
 	out := make([]xds.Name, 0, v.Len())
-	for e := range v.Entries() {
-		if len(e.A)+len(e.AAAA) > 0 { // SRV names have none
-			out = append(out, xds.Name{Name: e.Name, Service: e.Service, Addrs: slices.Concat(e.A, e.AAAA)})
-		}
+	for n := range v.Addresses() {
+		out = append(out, xds.Name(n))
 	}
 	return out
 }

@@ -12,7 +12,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	dnsv3 "github.com/envoyproxy/go-control-plane/envoy/data/dns/v3"
-	dnsfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/dns_filter/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -71,13 +73,15 @@ type NameSource interface {
 	Names(view any) []Name
 }
 
-// dnsNames is what a mesh's DNS listener is rendered from.
+// dnsNames is what a mesh's DNS listener is rendered from: the names in
+// name order, and each one encoded as it stands in the listener's table
+// (the table is the concatenation of the names it holds, so a change of
+// one name encodes that name alone).
 type dnsNames struct {
-	view  any
-	ttl   uint32
-	names []Name // in name order
-	// addr is the address of the listener in the table: the default one.
-	addr netip.AddrPort
+	view   any
+	ttl    uint32
+	names  []Name
+	chunks [][]byte // chunks[i] encodes names[i]
 }
 
 // dnsOwner is the owner, in a mesh's table, of its DNS listener: a name
@@ -115,17 +119,17 @@ func (b *Builder) renderDNS(mesh string) {
 		return
 	}
 	view, ttl := b.Names.View(mesh)
-	if cur != nil && cur.view == view && cur.ttl == ttl && cur.addr == b.DNS.Addr {
+	if cur != nil && cur.view == view && cur.ttl == ttl && t.dnsAddr == b.DNS.Addr {
 		return
 	}
-	d := &dnsNames{view: view, ttl: ttl, addr: b.DNS.Addr}
+	var names []Name
 	if view != nil {
-		d.names = b.Names.Names(view)
+		names = b.Names.Names(view)
 	}
-	slices.SortFunc(d.names, func(a, b Name) int { return strings.Compare(a.Name, b.Name) })
-	l := dnsListener(d.addr, d.ttl, d.names)
+	d := newDNSNames(view, ttl, names, cur)
+	l := d.listener(b.DNS.Addr, nil, nil)
 	t.mu.Lock()
-	t.dns = d
+	t.dns, t.dnsAddr = d, b.DNS.Addr
 	changed := t.put(dnsOwner(mesh), nil, []Resource{{Type: ListenerType, Name: DNSListenerName, Msg: l}})
 	t.mu.Unlock()
 	if changed {
@@ -222,26 +226,10 @@ func (s *stream) dnsVariant(e *entry) sent {
 	if v != nil && v.base == e.version && v.sel == s.sel && v.labels == t.labelsGen {
 		return v.out
 	}
-	names := selectNames(s.sel, t.dns.names, func(k resource.Key) map[string]string { return ownerLabelsOf(t, k) })
-	a := mustAny(dnsListener(s.dnsAddr, t.dns.ttl, names))
+	a := mustAny(t.dns.listener(s.dnsAddr, s.sel, func(k resource.Key) map[string]string { return ownerLabelsOf(t, k) }))
 	ver := version(a.Value)
 	s.dnsVar = &dnsVariant{base: e.version, sel: s.sel, labels: t.labelsGen, out: sent{e.name, ver, a, entrySum(e.name, ver)}}
 	return s.dnsVar.out
-}
-
-// selectNames returns the names of the services sel may reach (all of
-// them for a nil sel); labels gives a service's labels.
-func selectNames(sel *selector, names []Name, labels func(resource.Key) map[string]string) []Name {
-	if sel == nil {
-		return names
-	}
-	out := make([]Name, 0, len(names))
-	for _, n := range names {
-		if sel.reaches(n.Service, labels(n.Service)) {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 // dnsVariant is a stream's rendering of its mesh's DNS listener, kept
@@ -257,7 +245,7 @@ type dnsVariant struct {
 // ownDNS reports whether the stream gets a rendering of the DNS listener
 // of its own rather than the table's. Under s.mu and s.table.mu.RLock.
 func (s *stream) ownDNS() bool {
-	return s.sel != nil || s.table.dns == nil || s.dnsAddr != s.table.dns.addr
+	return s.sel != nil || s.dnsAddr != s.table.dnsAddr
 }
 
 func ownerLabelsOf(t *meshTable, k resource.Key) map[string]string {
@@ -267,36 +255,120 @@ func ownerLabelsOf(t *meshTable, k resource.Key) map[string]string {
 	return nil
 }
 
-// dnsStatPrefix names the DNS filter's statistics in Envoy.
-const dnsStatPrefix = "meshnames_dns"
+// newDNSNames returns what a DNS listener is rendered from: names (in
+// any order; the slice is the caller's no more) with the TTL of their
+// answers, each encoded, or taken from prev where it did not change. A
+// change of a few names in a large mesh costs a map of the names, not a
+// sort of them nor their encoding.
+func newDNSNames(view any, ttl uint32, names []Name, prev *dnsNames) *dnsNames {
+	d := &dnsNames{view: view, ttl: ttl}
+	if prev == nil || prev.ttl != ttl || len(prev.names) == 0 {
+		slices.SortFunc(names, func(a, b Name) int { return strings.Compare(a.Name, b.Name) })
+		d.names, d.chunks = names, make([][]byte, len(names))
+		for i, n := range names {
+			d.chunks[i] = virtualDomain(n, ttl)
+		}
+		return d
+	}
+	index := make(map[string]int, len(names))
+	for i, n := range names {
+		index[n.Name] = i
+	}
+	// the names that stay, in prev's order, and then those that came
+	kept := make([]bool, len(names))
+	d.names, d.chunks = make([]Name, 0, len(names)), make([][]byte, 0, len(names))
+	for j, p := range prev.names {
+		i, ok := index[p.Name]
+		if !ok {
+			continue
+		}
+		kept[i] = true
+		n := names[i]
+		c := prev.chunks[j]
+		if !slices.Equal(p.Addrs, n.Addrs) {
+			c = virtualDomain(n, ttl)
+		}
+		d.names, d.chunks = append(d.names, n), append(d.chunks, c)
+	}
+	var came []Name
+	for i, n := range names {
+		if !kept[i] {
+			came = append(came, n)
+		}
+	}
+	if len(came) == 0 {
+		return d
+	}
+	slices.SortFunc(came, func(a, b Name) int { return strings.Compare(a.Name, b.Name) })
+	merged, chunks := make([]Name, 0, len(names)), make([][]byte, 0, len(names))
+	i := 0
+	for _, n := range came {
+		for i < len(d.names) && d.names[i].Name < n.Name {
+			merged, chunks = append(merged, d.names[i]), append(chunks, d.chunks[i])
+			i++
+		}
+		merged, chunks = append(merged, n), append(chunks, virtualDomain(n, ttl))
+	}
+	d.names, d.chunks = append(merged, d.names[i:]...), append(chunks, d.chunks[i:]...)
+	return d
+}
 
 // MinAnswerTTL is the shortest TTL Envoy's DNS filter takes for its
 // answers (answer_ttl, validated "gte: 30s"): a shorter dns.ttl is
 // answered with this on the proxy.
 const MinAnswerTTL = 30 * time.Second
 
-// dnsListener is a UDP listener on addr whose DNS filter answers names
-// from its inline table: A and AAAA records with the given TTL (at least
-// MinAnswerTTL), matched
-// without regard to case as the DNS server matches them. A name not in
-// the table is left to Envoy's own resolver (the filter's behaviour
-// without client_config).
-func dnsListener(addr netip.AddrPort, ttl uint32, names []Name) *listenerv3.Listener {
-	table := &dnsv3.DnsTable{VirtualDomains: make([]*dnsv3.DnsTable_DnsVirtualDomain, 0, len(names))}
-	answerTTL := durationpb.New(max(time.Duration(ttl)*time.Second, MinAnswerTTL))
-	for _, n := range names {
-		if len(n.Addrs) == 0 {
-			continue // a name without an address is not answered
+// virtualDomain encodes the name n as an element of the table's
+// virtual_domains: its A and AAAA addresses, answered with the TTL (at
+// least MinAnswerTTL). A name without an address encodes to nothing.
+func virtualDomain(n Name, ttl uint32) []byte {
+	if len(n.Addrs) == 0 {
+		return nil
+	}
+	list := &dnsv3.DnsTable_AddressList{Address: make([]string, 0, len(n.Addrs))}
+	for _, a := range n.Addrs {
+		list.Address = append(list.Address, a.Unmap().String())
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&dnsv3.DnsTable_DnsVirtualDomain{
+		Name:      strings.TrimSuffix(n.Name, "."),
+		Endpoint:  &dnsv3.DnsTable_DnsEndpoint{EndpointConfig: &dnsv3.DnsTable_DnsEndpoint_AddressList{AddressList: list}},
+		AnswerTtl: durationpb.New(max(time.Duration(ttl)*time.Second, MinAnswerTTL)),
+	})
+	if err != nil {
+		panic("xds: marshal a DNS virtual domain: " + err.Error())
+	}
+	return protowire.AppendBytes(protowire.AppendTag(nil, virtualDomainsField, protowire.BytesType), b)
+}
+
+// Field numbers of the messages the DNS filter's config is assembled
+// from (dnsFilterConfig); TestDNSFilterConfig_AsProtoEncodesIt checks
+// them against the generated code.
+const (
+	virtualDomainsField  = 2 // DnsTable.virtual_domains
+	inlineDNSTableField  = 1 // DnsFilterConfig.ServerContextConfig.inline_dns_table
+	statPrefixField      = 1 // DnsFilterConfig.stat_prefix
+	serverConfigField    = 2 // DnsFilterConfig.server_config
+	caseInsensitiveField = 5 // DnsFilterConfig.case_insensitive
+)
+
+// dnsStatPrefix names the DNS filter's statistics in Envoy.
+const dnsStatPrefix = "meshnames_dns"
+
+// listener is a UDP listener on addr whose DNS filter answers the names
+// of the services sel may reach (labels gives a service's labels; a nil
+// sel reaches every service) from its inline table, matched without
+// regard to case as the DNS server matches them. A name not in the table
+// is left to Envoy's own resolver (the filter's behaviour without
+// client_config).
+func (d *dnsNames) listener(addr netip.AddrPort, sel *selector, labels func(resource.Key) map[string]string) *listenerv3.Listener {
+	chunks := d.chunks
+	if sel != nil {
+		chunks = make([][]byte, 0, len(d.chunks))
+		for i, n := range d.names {
+			if sel.reaches(n.Service, labels(n.Service)) {
+				chunks = append(chunks, d.chunks[i])
+			}
 		}
-		list := &dnsv3.DnsTable_AddressList{Address: make([]string, 0, len(n.Addrs))}
-		for _, a := range n.Addrs {
-			list.Address = append(list.Address, a.Unmap().String())
-		}
-		table.VirtualDomains = append(table.VirtualDomains, &dnsv3.DnsTable_DnsVirtualDomain{
-			Name:      strings.TrimSuffix(n.Name, "."),
-			Endpoint:  &dnsv3.DnsTable_DnsEndpoint{EndpointConfig: &dnsv3.DnsTable_DnsEndpoint_AddressList{AddressList: list}},
-			AnswerTtl: answerTTL,
-		})
 	}
 	sa := socketAddress(addr.Addr(), addr.Port())
 	sa.GetSocketAddress().Protocol = corev3.SocketAddress_UDP
@@ -305,13 +377,39 @@ func dnsListener(addr netip.AddrPort, ttl uint32, names []Name) *listenerv3.List
 		Address: sa,
 		ListenerFilters: []*listenerv3.ListenerFilter{{
 			Name: "envoy.filters.udp.dns_filter",
-			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&dnsfilterv3.DnsFilterConfig{
-				StatPrefix:      dnsStatPrefix,
-				ServerConfig:    &dnsfilterv3.DnsFilterConfig_ServerContextConfig{ConfigSource: &dnsfilterv3.DnsFilterConfig_ServerContextConfig_InlineDnsTable{InlineDnsTable: table}},
-				CaseInsensitive: true,
-			})},
+			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: &anypb.Any{
+				TypeUrl: "type.googleapis.com/envoy.extensions.filters.udp.dns_filter.v3.DnsFilterConfig",
+				Value:   dnsFilterConfig(chunks),
+			}},
 		}},
 	}
+}
+
+// dnsFilterConfig encodes the DnsFilterConfig whose inline table holds
+// the encoded virtual domains chunks, as proto's deterministic marshaling
+// of the same message would (fields in number order), without encoding
+// a table of tens of thousands of names again for every change.
+func dnsFilterConfig(chunks [][]byte) []byte {
+	table := 0
+	for _, c := range chunks {
+		table += len(c)
+	}
+	server := protowire.SizeTag(inlineDNSTableField) + protowire.SizeBytes(table)
+	size := protowire.SizeTag(statPrefixField) + protowire.SizeBytes(len(dnsStatPrefix)) +
+		protowire.SizeTag(serverConfigField) + protowire.SizeBytes(server) +
+		protowire.SizeTag(caseInsensitiveField) + protowire.SizeVarint(1)
+	b := make([]byte, 0, size)
+	b = protowire.AppendTag(b, statPrefixField, protowire.BytesType)
+	b = protowire.AppendString(b, dnsStatPrefix)
+	b = protowire.AppendTag(b, serverConfigField, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(server))
+	b = protowire.AppendTag(b, inlineDNSTableField, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(table))
+	for _, c := range chunks {
+		b = append(b, c...)
+	}
+	b = protowire.AppendTag(b, caseInsensitiveField, protowire.VarintType)
+	return protowire.AppendVarint(b, 1)
 }
 
 // DefaultDNSAddr is where a proxy's DNS listener listens by default:

@@ -1,9 +1,12 @@
 package xds
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,11 +14,14 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	dnsv3 "github.com/envoyproxy/go-control-plane/envoy/data/dns/v3"
 	dnsfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/dns_filter/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshnames/meshnames/internal/resource"
@@ -68,9 +74,8 @@ func TestDNSListener_Golden(t *testing.T) {
 		for s, l := range c.Labels {
 			labels[serviceKey(t, s)] = l
 		}
-		slices.SortFunc(names, func(a, b Name) int { return strings.Compare(a.Name, b.Name) }) // as the builder keeps them
-		names = selectNames(sel, names, func(k resource.Key) map[string]string { return labels[k] })
-		return []Resource{{Type: ListenerType, Name: DNSListenerName, Msg: dnsListener(netip.MustParseAddrPort(c.Addr), c.TTL, names)}}
+		l := newDNSNames(nil, c.TTL, names, nil).listener(netip.MustParseAddrPort(c.Addr), sel, func(k resource.Key) map[string]string { return labels[k] })
+		return []Resource{{Type: ListenerType, Name: DNSListenerName, Msg: l}}
 	})
 }
 
@@ -397,4 +402,112 @@ func (c *sotwListeners) wait(t *testing.T, want map[string][]string) {
 			t.Fatalf("the state-of-the-world client's DNS listener holds (-want +got):\n%s", cmp.Diff(want, last))
 		}
 	}
+}
+
+// TestDNSFilterConfig_AsProtoEncodesIt: the filter config assembled
+// from encoded names is, byte for byte, proto's deterministic encoding
+// of the same message (so versions are content hashes like any other
+// resource's), whether each name was encoded now or kept from a table
+// before.
+func TestDNSFilterConfig_AsProtoEncodesIt(t *testing.T) {
+	names := []Name{
+		msName("web.svc.mesh.local.", "web", "241.0.0.1", "fd00::1"),
+		msName("api.svc.mesh.local.", "api", "241.0.0.2"),
+		msName("db.mesh.", "db", "241.0.0.3"),
+	}
+	for _, tc := range []struct {
+		name string
+		d    *dnsNames
+		want []string // the names, in order
+	}{
+		{"none", newDNSNames(nil, 10, nil, nil), nil},
+		{"fresh", newDNSNames(nil, 60, slices.Clone(names), nil), []string{"api.svc.mesh.local.", "db.mesh.", "web.svc.mesh.local."}},
+		// api changes address, db goes, cache and zz come; web is kept
+		{"from-before", newDNSNames(nil, 60, []Name{names[0], msName("zz.mesh.", "zz", "241.0.0.5"), msName("api.svc.mesh.local.", "api", "241.0.0.9"), msName("cache.mesh.", "cache", "241.0.0.4")},
+			newDNSNames(nil, 60, slices.Clone(names), nil)), []string{"api.svc.mesh.local.", "cache.mesh.", "web.svc.mesh.local.", "zz.mesh."}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, n := range tc.d.names {
+				got = append(got, n.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("names %v, want %v", got, tc.want)
+			}
+			want := &dnsv3.DnsTable{}
+			for _, n := range tc.d.names {
+				var addrs []string
+				for _, a := range n.Addrs {
+					addrs = append(addrs, a.String())
+				}
+				want.VirtualDomains = append(want.VirtualDomains, &dnsv3.DnsTable_DnsVirtualDomain{
+					Name:      strings.TrimSuffix(n.Name, "."),
+					Endpoint:  &dnsv3.DnsTable_DnsEndpoint{EndpointConfig: &dnsv3.DnsTable_DnsEndpoint_AddressList{AddressList: &dnsv3.DnsTable_AddressList{Address: addrs}}},
+					AnswerTtl: durationpb.New(max(time.Duration(tc.d.ttl)*time.Second, MinAnswerTTL)),
+				})
+			}
+			cfg := &dnsfilterv3.DnsFilterConfig{
+				StatPrefix:      dnsStatPrefix,
+				ServerConfig:    &dnsfilterv3.DnsFilterConfig_ServerContextConfig{ConfigSource: &dnsfilterv3.DnsFilterConfig_ServerContextConfig_InlineDnsTable{InlineDnsTable: want}},
+				CaseInsensitive: true,
+			}
+			wantBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := dnsFilterConfig(tc.d.chunks); !bytes.Equal(got, wantBytes) {
+				t.Errorf("assembled config:\n%x\nproto encodes:\n%x", got, wantBytes)
+			}
+		})
+	}
+}
+
+// BenchmarkDNSListener renders and marshals the DNS listener of a mesh
+// of 10,000 services with a hostname and three service-tag names each:
+// in full (a mesh's first proxy), after one name changed (what each
+// change costs the builder), and for a proxy whose reachableBackends
+// select one service in ten by label.
+func BenchmarkDNSListener(b *testing.B) {
+	var names []Name
+	labels := map[resource.Key]map[string]string{}
+	for i := range 10000 {
+		k := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: fmt.Sprintf("svc-%05d", i)}
+		labels[k] = map[string]string{"team": strconv.Itoa(i % 10)}
+		vip := []netip.Addr{netip.AddrFrom4([4]byte{241, 0, byte(i >> 8), byte(i)})}
+		for _, n := range []string{k.Name + ".svc.mesh.local.", "svc_%05d_default_svc_80.mesh.", "svc-%05d-default-svc-80.mesh.", "svc.%05d.default.svc.80.mesh."} {
+			if strings.Contains(n, "%") {
+				n = fmt.Sprintf(n, i)
+			}
+			names = append(names, Name{Name: n, Service: k, Addrs: vip})
+		}
+	}
+	addr := netip.MustParseAddrPort(DefaultDNSAddr)
+	report := func(b *testing.B, l *listenerv3.Listener) {
+		a := mustAny(l)
+		_ = version(a.Value)
+		b.ReportMetric(float64(len(a.Value)), "bytes")
+	}
+	b.Run("full", func(b *testing.B) {
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			report(b, newDNSNames(nil, 10, slices.Clone(names), nil).listener(addr, nil, nil))
+		}
+	})
+	b.Run("one-changed", func(b *testing.B) {
+		prev := newDNSNames(nil, 10, slices.Clone(names), nil)
+		next := slices.Clone(names)
+		next[len(next)/2].Addrs = []netip.Addr{netip.MustParseAddr("241.1.0.1")}
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			report(b, newDNSNames(nil, 10, slices.Clone(next), prev).listener(addr, nil, nil))
+		}
+	})
+	b.Run("selected", func(b *testing.B) {
+		d := newDNSNames(nil, 10, slices.Clone(names), nil)
+		sel := &selector{refs: []resource.BackendRef{{Kind: resource.MeshService, Labels: map[string]string{"team": "3"}}}}
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			report(b, d.listener(addr, sel, func(k resource.Key) map[string]string { return labels[k] }))
+		}
+	})
 }

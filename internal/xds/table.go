@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"hash/fnv"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -67,6 +68,9 @@ type meshTable struct {
 	// renders it only while there are some.
 	dns      *dnsNames
 	dnsUsers int
+	// dnsAddr is the address of the DNS listener in the table, which
+	// streams that get it there share.
+	dnsAddr netip.AddrPort
 	// dnsSelected counts the streams of dnsUsers whose reachableBackends
 	// select services (under mu), and labelsGen the services that came,
 	// went or changed labels: what such a selection takes of the names.
