@@ -218,28 +218,33 @@ func describeValue(v *structpb.Value) string {
 }
 
 // dnsVariant is the DNS listener e as the stream gets it: on its own
-// address, with only the names of the services it may reach. Under s.mu
-// and s.table.mu.RLock.
+// address, with only the names of the services it may reach. Streams of
+// the same address and selection share one rendering. Under s.mu and
+// s.table.mu.RLock.
 func (s *stream) dnsVariant(e *entry) sent {
 	t := s.table
-	v := s.dnsVar
-	if v != nil && v.base == e.version && v.sel == s.sel && v.labels == t.labelsGen {
-		return v.out
+	key := s.dnsAddr.String() + " " + s.sel.key()
+	t.dnsMu.Lock()
+	defer t.dnsMu.Unlock()
+	if t.dnsVariantsOf != (variantsOf{e.version, t.labelsGen}) {
+		t.dnsVariantsOf, t.dnsVariants = variantsOf{e.version, t.labelsGen}, map[string]sent{}
+	}
+	if v, ok := t.dnsVariants[key]; ok {
+		return v
 	}
 	a := mustAny(t.dns.listener(s.dnsAddr, s.sel, func(k resource.Key) map[string]string { return ownerLabelsOf(t, k) }))
 	ver := version(a.Value)
-	s.dnsVar = &dnsVariant{base: e.version, sel: s.sel, labels: t.labelsGen, out: sent{e.name, ver, a, entrySum(e.name, ver)}}
-	return s.dnsVar.out
+	v := sent{e.name, ver, a, entrySum(e.name, ver)}
+	t.dnsVariants[key] = v
+	return v
 }
 
-// dnsVariant is a stream's rendering of its mesh's DNS listener, kept
-// while the listener, the stream's selection and the services' labels
-// are the same.
-type dnsVariant struct {
-	base   string // the version of the table's listener
-	sel    *selector
-	labels uint64 // meshTable.labelsGen
-	out    sent
+// variantsOf is what the renderings of the DNS listener for streams
+// that get their own are made from: the version of the table's listener
+// and the services' labels (meshTable.labelsGen).
+type variantsOf struct {
+	base   string
+	labels uint64
 }
 
 // ownDNS reports whether the stream gets a rendering of the DNS listener

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/meshnames/meshnames/internal/dnsserver"
 	"github.com/meshnames/meshnames/internal/resource"
 )
 
@@ -311,6 +312,17 @@ func TestDNSListener_ReachableBackends(t *testing.T) {
 	defer cancel()
 	c := newDeltaClientNode(t, ctx, e, dnsNode("default.client", structpb.NewStringValue("15053")), nil)
 	waitDNS(t, c, map[string][]string{"web.svc.mesh.local": {"241.0.0.1"}, "web.mesh": {"241.0.0.1"}})
+	// A second stream of the same selection shares the rendering.
+	c2 := newDeltaClientNode(t, ctx, e, dnsNode("default.client", structpb.NewStringValue("15053")), nil)
+	waitDNS(t, c2, map[string][]string{"web.svc.mesh.local": {"241.0.0.1"}, "web.mesh": {"241.0.0.1"}})
+	e.b.mu.Lock()
+	tbl := e.b.meshes["default"]
+	e.b.mu.Unlock()
+	tbl.dnsMu.Lock()
+	if n := len(tbl.dnsVariants); n != 1 {
+		t.Errorf("two streams of one selection made %d renderings of the DNS listener, want 1", n)
+	}
+	tbl.dnsMu.Unlock()
 
 	e.update(resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "redis"}, func(o *resource.Object) {
 		o.Labels = map[string]string{"team": "storage"}
@@ -500,6 +512,36 @@ func BenchmarkDNSListener(b *testing.B) {
 		defer cpuPerOp(b)()
 		for b.Loop() {
 			report(b, newDNSNames(nil, 10, slices.Clone(next), prev).listener(addr, nil, nil))
+		}
+	})
+	b.Run("from-dns-view", func(b *testing.B) {
+		// The same names in a DNS server's view: what the builder does
+		// when a name changed, from reading the view to the encoded
+		// listener and its version.
+		var objs []*resource.Object
+		for i := range 10000 {
+			st := &resource.ServiceStatus{VIPs: []resource.VIP{{IP: netip.AddrFrom4([4]byte{241, 0, byte(i >> 8), byte(i)}).String(), Type: resource.VIPKuma}}}
+			for j, n := range []string{"svc-%05d.svc.mesh.local", "svc_%05d_default_svc_80.mesh", "svc-%05d-default-svc-80.mesh", "svc.%05d.default.svc.80.mesh"} {
+				origin := []string{resource.OriginHostnameGenerator, resource.OriginServiceTag, resource.OriginServiceTagAlias, resource.OriginServiceTagAlias}[j]
+				st.Addresses = append(st.Addresses, resource.Address{Hostname: fmt.Sprintf(n, i), Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: origin}})
+			}
+			objs = append(objs, &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: fmt.Sprintf("svc-%05d", i), Spec: &resource.MeshServiceSpec{}, Status: st})
+		}
+		v := dnsserver.Build(objs, dnsserver.TableOptions{TTL: 10, Domains: []string{"mesh.local", "mesh"}}).Views["default"]
+		read := func() []Name {
+			out := make([]Name, 0, v.Len())
+			for n := range v.Addresses() {
+				out = append(out, Name(n))
+			}
+			return out
+		}
+		if got := len(read()); got != len(names) {
+			b.Fatalf("the view answers %d names, want %d", got, len(names))
+		}
+		prev := newDNSNames(nil, 10, read(), nil)
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			report(b, newDNSNames(nil, 10, read(), prev).listener(addr, nil, nil))
 		}
 	})
 	b.Run("selected", func(b *testing.B) {

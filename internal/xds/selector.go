@@ -1,7 +1,10 @@
 package xds
 
 import (
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/meshnames/meshnames/internal/resource"
 )
@@ -33,6 +36,23 @@ func selectorOf(dp *resource.Object) *selector {
 		return nil
 	}
 	return &selector{refs: slices.Clone(tp.ReachableBackends.Refs)}
+}
+
+// key is a text that two selectors share when they select the same way
+// ("" for nil).
+func (s *selector) key() string {
+	if s == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, r := range s.refs {
+		fmt.Fprintf(&b, "%q %q %q %d", r.Kind, r.Name, r.Namespace, r.Port)
+		for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
+			fmt.Fprintf(&b, " %q=%q", k, r.Labels[k])
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
 }
 
 func (s *selector) equal(o *selector) bool {

@@ -30,11 +30,10 @@ type stream struct {
 	// the zero address when it gets none.
 	dnsAddr netip.AddrPort
 
-	mu     sync.Mutex
-	dnsVar *dnsVariant
-	dpRev  int64 // the revision of the Dataplane sel was read from
-	sel    *selector
-	types  [numTypes]*typeState
+	mu    sync.Mutex
+	dpRev int64 // the revision of the Dataplane sel was read from
+	sel   *selector
+	types [numTypes]*typeState
 }
 
 // typeState is what a stream knows of one type.

@@ -76,6 +76,12 @@ type meshTable struct {
 	// went or changed labels: what such a selection takes of the names.
 	dnsSelected int
 	labelsGen   uint64
+	// dnsVariants are the renderings of the DNS listener for streams
+	// that get their own (dnsVariant), by address and selection, all made
+	// from dnsVariantsOf (under dnsMu).
+	dnsMu         sync.Mutex
+	dnsVariants   map[string]sent
+	dnsVariantsOf variantsOf
 
 	// refs counts the uses of the table (streams, inspections) and
 	// idleSince is when the last ended; both under Builder.mu.
