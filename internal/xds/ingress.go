@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"strings"
@@ -113,8 +114,12 @@ func (b *Builder) renderIngressListeners(force bool, changed map[string]bool) {
 	for _, rs := range ing.routes {
 		routes = append(routes, rs...)
 	}
-	slices.SortFunc(routes, func(a, b ingressRoute) int { return strings.Compare(a.sni, b.sni) })
-	routes = slices.CompactFunc(routes, func(a, b ingressRoute) bool { return a.sni == b.sni }) // two services, one SNI: the first by name
+	// Two services with one SNI (hashed names that collide): the route to
+	// the first cluster by name wins, the same on every instance.
+	slices.SortFunc(routes, func(a, b ingressRoute) int {
+		return cmp.Or(strings.Compare(a.sni, b.sni), strings.Compare(a.cluster, b.cluster))
+	})
+	routes = slices.CompactFunc(routes, func(a, b ingressRoute) bool { return a.sni == b.sni })
 	t := b.states[ingressMesh].t
 	seen := set[resource.Key]{}
 	b.cache.Scan(cache.Query{Kind: resource.ZoneIngress, Labels: map[string]string{resource.LabelZone: b.zone}, Unordered: true}, func(o *resource.Object) {
