@@ -334,7 +334,7 @@ func (t *meshTable) wildcardSet(typ Type, dns bool) *wildcardSet {
 	t.sortMu.Lock()
 	defer t.sortMu.Unlock()
 	i := 0
-	if dns {
+	if dns && typ == ListenerType { // the other types are the same for both
 		i = 1
 	}
 	if w := t.wildcard[typ][i]; w != nil && w.gen == t.typeGen[typ] {
