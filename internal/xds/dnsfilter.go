@@ -23,18 +23,20 @@ import (
 
 // Names on the proxy: a proxy that asks for it gets a UDP listener with
 // Envoy's DNS filter whose inline table holds the names the DNS server
-// answers in its mesh, with the same addresses and TTL, so that the
-// proxy resolves them itself (as Kuma's data plane does). The names come
-// from the DNS server's own table (a NameSource the server wiring hands
-// the builder), so the two cannot disagree on a name: the listener is
-// that table, re-rendered when it changes.
+// answers in its mesh, with the same addresses (and the same TTL, or 30 s
+// when that is longer: Envoy takes no shorter one), so that the proxy
+// resolves them itself (as Kuma's data plane does). The names come from
+// the DNS server's own table (a NameSource the server wiring hands the
+// builder), so the two cannot disagree on a name: the listener is that
+// table, rendered again when it changes.
 //
 // The listener is rendered once per mesh, on the address every proxy
 // gets by default, and only while some proxy of the mesh connected here
-// gets it: a mesh whose proxies do not ask for names costs nothing. A
-// proxy whose reachableBackends select services, or which asks for
-// another port, gets its own rendering of the same names: only those of
-// the services it may reach, on its own address.
+// gets it: a mesh whose proxies do not ask for names costs nothing.
+// Proxies whose reachableBackends select services, or which ask for
+// another port, get a rendering of the same names made for them (one per
+// address and selection, shared by the streams alike): only those of the
+// services they may reach, on their own address.
 
 // DNSListenerName is the name of the DNS listener a proxy gets.
 const DNSListenerName = "meshnames:dns"
@@ -59,7 +61,7 @@ type Name struct {
 	// Name is lower case and fully qualified (with the final dot).
 	Name    string
 	Service resource.Key
-	// Addrs are its A and AAAA addresses.
+	// Addrs are its A addresses, then its AAAA addresses.
 	Addrs []netip.Addr
 }
 

@@ -553,3 +553,23 @@ func BenchmarkDNSListener(b *testing.B) {
 		}
 	})
 }
+
+// FuzzParseDNSPort: any value of dataplane.dns.port is a port from 1 to
+// 65535 that reads back as the value, or an error that names the key.
+func FuzzParseDNSPort(f *testing.F) {
+	for _, s := range []string{"15053", "0", "65535", "65536", "-1", " 53 ", "53.0", "dns", "", "0x35", "1e3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := parseDNSPort(structpb.NewStringValue(s))
+		if err != nil {
+			if !strings.Contains(err.Error(), `node.metadata["dataplane.dns.port"]`) || p != 0 {
+				t.Fatalf("%q: port %d, error %v", s, p, err)
+			}
+			return
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err != nil || n != int(p) || p == 0 {
+			t.Fatalf("%q read as port %d", s, p)
+		}
+	})
+}
