@@ -37,8 +37,9 @@ type side interface {
 	accept(obj *resource.Object) (*resource.Object, error)
 	// writer is who the peer is to admission.
 	writer() admission.Writer
-	// resolve returns the keys here of what the peer deleted as k.
-	resolve(k resource.Key) []resource.Key
+	// resolver returns resolve for the deletions of one batch: the keys
+	// here of what the peer deleted as k.
+	resolver() func(k resource.Key) []resource.Key
 	// owned returns the keys of everything here that came from the peer.
 	owned() []resource.Key
 	// keepStatus says whether the status the peer sends is stored.

@@ -163,13 +163,14 @@ func (l *link) apply(ctx context.Context, c *pb.Changes, size int64) error {
 		}
 	}
 	var dels []resource.Key
+	resolve := l.side.resolver()
 	for _, wk := range c.Delete {
 		k, err := decodeKey(wk)
 		if err != nil {
 			l.refused(ctx, c.Revision, nil, err)
 			continue
 		}
-		for _, target := range l.side.resolve(k) {
+		for _, target := range resolve(k) {
 			if _, put := index[target]; !put {
 				dels = append(dels, target)
 			}

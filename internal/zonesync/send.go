@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	pb "github.com/meshnames/meshnames/api/zonesync/v1"
@@ -205,40 +206,84 @@ func (l *link) resumePoint(ctx context.Context, from Position) (int64, bool, err
 }
 
 // batcher packs puts and deletes into batches of at most batchBytes and
-// batchItems.
+// batchItems. It keeps one operation per key, the last: a receiver applies
+// a batch's puts and deletions in no order between them (a put of a key
+// wins over its deletion), so a batch that held a resource's creation and
+// its deletion would leave the peer holding it. Events of one key meet in
+// one batch where the sender reads several reads of its store as one page:
+// the global's shared window (sharedFeed), and the events an inventory
+// follows (sendInventory).
 type batcher struct {
-	l        *link
-	puts     [][]byte
-	dels     []resource.Key
+	l    *link
+	puts [][]byte // nil where dropped
+	dels []resource.Key
+	// at is where a key's operation is: its index in puts, or ^index in
+	// dels
+	at       map[resource.Key]int
+	dropped  int
 	size     int
 	snapshot bool
 	sent     bool
 }
 
-func (b *batcher) items() int { return len(b.puts) + len(b.dels) }
+func (b *batcher) items() int { return len(b.puts) + len(b.dels) - b.dropped }
 
 func (b *batcher) full() bool {
 	return b.size >= batchBytes || b.items() >= batchItems
 }
 
-func (b *batcher) put(wire []byte) {
+// drop removes what the batch holds for k.
+func (b *batcher) drop(k resource.Key) {
+	i, ok := b.at[k]
+	if !ok {
+		return
+	}
+	delete(b.at, k)
+	if i >= 0 {
+		b.size -= len(b.puts[i]) + 4
+		b.puts[i] = nil
+	} else {
+		b.size -= keySize(b.dels[^i])
+		b.dels[^i] = resource.Key{}
+	}
+	b.dropped++
+}
+
+func (b *batcher) put(k resource.Key, wire []byte) {
+	if b.at == nil {
+		b.at = map[resource.Key]int{}
+	}
+	b.drop(k)
+	b.at[k] = len(b.puts)
 	b.puts = append(b.puts, wire)
 	b.size += len(wire) + 4
 }
 
 func (b *batcher) del(k resource.Key) {
+	if b.at == nil {
+		b.at = map[resource.Key]int{}
+	}
+	b.drop(k)
+	b.at[k] = ^len(b.dels)
 	b.dels = append(b.dels, k)
-	b.size += len(k.Kind) + len(k.Mesh) + len(k.Name) + 8
+	b.size += keySize(k)
 }
+
+func keySize(k resource.Key) int { return len(k.Kind) + len(k.Mesh) + len(k.Name) + 8 }
 
 // flush sends what is packed as a batch bringing the peer to revision.
 func (b *batcher) flush(ctx context.Context, revision int64, last bool) error {
 	if b.items() == 0 && !last {
 		return nil
 	}
-	enc := encodeChanges(revision, b.snapshot, last && b.snapshot, b.puts, b.dels)
+	puts, dels := b.puts, b.dels
+	if b.dropped > 0 {
+		puts = slices.DeleteFunc(puts, func(p []byte) bool { return p == nil })
+		dels = slices.DeleteFunc(dels, func(k resource.Key) bool { return k == resource.Key{} })
+	}
+	enc := encodeChanges(revision, b.snapshot, last && b.snapshot, puts, dels)
 	n := b.items()
-	b.puts, b.dels, b.size = nil, nil, 0
+	b.puts, b.dels, b.at, b.dropped, b.size = nil, nil, nil, 0, 0
 	b.sent = true
 	// The peer acknowledges a full state once, after its last batch (its
 	// position moves only then): waiting for acknowledgements between the
@@ -333,7 +378,7 @@ func (l *link) add(b *batcher, it *outItem, snapshot bool) {
 		}
 	case putIt:
 		l.digests[it.keyHash] = it.digest
-		b.put(it.wire)
+		b.put(it.key, it.wire)
 	}
 }
 

@@ -32,10 +32,12 @@ func (s relatedSide) related(_ context.Context, ev store.Event) []*resource.Obje
 func (relatedSide) decode(r *pb.Resource) (*resource.Object, error)       { return DecodeResource(r) }
 func (relatedSide) accept(obj *resource.Object) (*resource.Object, error) { return obj, nil }
 func (relatedSide) writer() admission.Writer                              { return admission.Writer{} }
-func (relatedSide) resolve(k resource.Key) []resource.Key                 { return []resource.Key{k} }
-func (relatedSide) owned() []resource.Key                                 { return nil }
-func (relatedSide) keepStatus() bool                                      { return true }
-func (relatedSide) expected() inventory                                   { return inventory{} }
+func (relatedSide) resolver() func(resource.Key) []resource.Key {
+	return func(k resource.Key) []resource.Key { return []resource.Key{k} }
+}
+func (relatedSide) owned() []resource.Key { return nil }
+func (relatedSide) keepStatus() bool      { return true }
+func (relatedSide) expected() inventory   { return inventory{} }
 
 // TestSendEvents_BatchesFitTheReceiver pins that the sender's batches stay
 // within what a receiver takes (DecodeChanges) also when one event brings

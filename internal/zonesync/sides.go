@@ -2,6 +2,7 @@ package zonesync
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -117,13 +118,35 @@ func (g *globalSide) writer() admission.Writer {
 	return admission.Writer{Source: admission.FromZone, Zone: g.zone, Subject: "zone " + g.zone}
 }
 
-// resolve finds the global's copy of what the zone deleted as k: its name
-// hashes the zone's name with the namespace label it had, which a deletion
-// does not carry. The name without a namespace is tried first, then, for a
-// Kubernetes zone's "<object>.<namespace>", the object's name with that
-// namespace (localName), and the zone's resources of that display name
-// after.
-func (g *globalSide) resolve(k resource.Key) []resource.Key {
+// resolver returns resolve for the deletions of one batch: it finds the
+// global's copy of what the zone deleted as k. Its name hashes the zone's
+// name with the namespace label it had, which a deletion does not carry.
+// The name without a namespace is tried first, then, for a Kubernetes
+// zone's "<object>.<namespace>", the object's name with that namespace
+// (localName), and the zone's resources of that display name after.
+//
+// A zone resuming from an old position sends again deletions the global
+// applied already, thousands after a long partition, each found by no
+// name: the display names of the zone's resources are read once per batch
+// and kind (byDisplay), not once per such deletion (a scan of every
+// service of the mesh under the cache's lock, which held a global with
+// 20,000 services applying one zone's batch for minutes).
+func (g *globalSide) resolver() func(resource.Key) []resource.Key {
+	return (&deletions{g: g, byDisplay: map[group]map[string][]nsKey{}}).resolve
+}
+
+// deletions resolves the deletions of one batch from a zone.
+type deletions struct {
+	g *globalSide
+	// byDisplay is the zone's resources by display name, by kind and
+	// mesh, read at the first deletion found by no name; reads counts
+	// those reads
+	byDisplay map[group]map[string][]nsKey
+	reads     int
+}
+
+func (d *deletions) resolve(k resource.Key) []resource.Key {
+	g := d.g
 	if !fromZone(k.Kind) {
 		return nil
 	}
@@ -138,13 +161,54 @@ func (g *globalSide) resolve(k resource.Key) []resource.Key {
 			return []resource.Key{direct}
 		}
 	}
-	keys := g.cache.Keys(cache.Query{Kind: k.Kind, Mesh: k.Mesh,
-		Labels: map[string]string{resource.LabelZone: g.zone, resource.LabelDisplayName: resource.DisplayName(k.Name)}})
+	gr := group{k.Kind, k.Mesh}
+	byDisplay, ok := d.byDisplay[gr]
+	if !ok {
+		byDisplay = g.byDisplay(k.Kind, k.Mesh)
+		d.byDisplay[gr] = byDisplay
+		d.reads++
+	}
+	var keys []resource.Key
+	for _, e := range byDisplay[resource.DisplayName(k.Name)] {
+		keys = append(keys, e.key)
+	}
 	if c := candidates[len(candidates)-1]; c.ns != "" {
-		keys = append(keys, g.cache.Keys(cache.Query{Kind: k.Kind, Mesh: k.Mesh,
-			Labels: map[string]string{resource.LabelZone: g.zone, resource.LabelDisplayName: resource.DisplayName(c.local), resource.LabelNamespace: c.ns}})...)
+		for _, e := range byDisplay[resource.DisplayName(c.local)] {
+			if e.ns == c.ns {
+				keys = append(keys, e.key)
+			}
+		}
 	}
 	return keys
+}
+
+// group is a kind and a mesh.
+type group struct {
+	kind resource.Kind
+	mesh string
+}
+
+// nsKey is a resource's key and its namespace label.
+type nsKey struct {
+	key resource.Key
+	ns  string
+}
+
+// byDisplay returns this zone's resources of kind in mesh by their display
+// name, ordered by name.
+func (g *globalSide) byDisplay(kind resource.Kind, mesh string) map[string][]nsKey {
+	out := map[string][]nsKey{}
+	keys := g.cache.Keys(cache.Query{Kind: kind, Mesh: mesh, Unordered: true, Labels: map[string]string{resource.LabelZone: g.zone}})
+	slices.SortFunc(keys, func(a, b resource.Key) int { return strings.Compare(a.Name, b.Name) })
+	for _, k := range keys {
+		d, ok := g.cache.Label(k, resource.LabelDisplayName)
+		if !ok {
+			continue // deleted meanwhile
+		}
+		ns, _ := g.cache.Label(k, resource.LabelNamespace)
+		out[d] = append(out[d], nsKey{k, ns})
+	}
+	return out
 }
 
 func (g *globalSide) owned() []resource.Key {
@@ -215,11 +279,13 @@ func (z *zoneSide) writer() admission.Writer {
 	return admission.Writer{Source: admission.FromGlobal, Subject: "global"}
 }
 
-func (z *zoneSide) resolve(k resource.Key) []resource.Key {
-	if !fromGlobal(k.Kind) {
-		return nil
+func (z *zoneSide) resolver() func(resource.Key) []resource.Key {
+	return func(k resource.Key) []resource.Key {
+		if !fromGlobal(k.Kind) {
+			return nil
+		}
+		return []resource.Key{k}
 	}
-	return []resource.Key{k}
 }
 
 func (z *zoneSide) owned() []resource.Key {

@@ -198,6 +198,44 @@ func TestSync_ResumesWithoutFullState(t *testing.T) {
 	}
 }
 
+// TestSync_ResumeSendsACreationAndItsDeletionAsOne: a service created and
+// deleted in east while west was away reaches the global's shared window
+// in two reads (east's stream follows the global's feed), so west, resuming
+// from before both and more than a page behind (its first read is the
+// store's, the next ones the window's), reads them in one page: its batch
+// must carry only the deletion. A batch that held both (a receiver applies a batch's puts
+// over its deletions) left west holding the service, which only a full
+// state repaired (TestZonePartitions, long).
+func TestSync_ResumeSendsACreationAndItsDeletionAsOne(t *testing.T) {
+	f := newFederation(t, "east", "west")
+	east, west := f.zones["east"], f.zones["west"]
+	east.put(meshService("default", "a", 80), resource.ModeZone, "east")
+	west.eventually("east's service", msKey("default", HashedName(resource.MeshService, "default", "a", "east", "")), exists)
+	f.waitAcked(t, "west")
+	west.waitLogs(heldAll("global"), 1)
+	f.stop("west")
+
+	for i := range pageSize {
+		east.put(meshService("default", fmt.Sprintf("more-%d", i), 80), resource.ModeZone, "east")
+	}
+	brief := msKey("default", HashedName(resource.MeshService, "default", "brief", "east", ""))
+	east.put(meshService("default", "brief", 80), resource.ModeZone, "east")
+	f.global.eventually("east's new service", brief, exists)
+	f.waitAcked(t, "east") // east's stream read the creation
+	east.delete(msKey("default", "brief"))
+	f.global.eventually("east's deletion", brief, absent)
+	f.waitAcked(t, "east") // and, in a read of its own, the deletion
+
+	f.start("west")
+	west.waitLogs(heldAll("global"), 2) // resumed, and its inventory agrees
+	if got, err := west.st.Get(context.Background(), brief); err == nil {
+		t.Errorf("west holds %s, created and deleted while it was away", describe(got))
+	}
+	if in := f.insight(t, "west"); in.SentSnapshots != 0 {
+		t.Errorf("west needed %d full states to agree with the global, want none", in.SentSnapshots)
+	}
+}
+
 // heldAll is the log line of a receiver that holds what peer's inventory
 // names.
 func heldAll(peer string) string {

@@ -159,14 +159,18 @@ func (s *server) keepLog() string {
 	return path
 }
 
-// dumpStacks makes the process write its goroutines' stacks to its log
-// (SIGQUIT) and exit: what a test that failed waiting shows of where it
-// waited.
-func (s *server) dumpStacks() {
-	_ = s.cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
+// dumpStacks makes the processes write their goroutines' stacks to their
+// logs (SIGQUIT) and exit, all at once, so that each shows where it waited
+// while the others were there: what a test that failed waiting shows.
+func dumpStacks(servers []*server) {
+	for _, s := range servers {
+		_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+	}
+	for _, s := range servers {
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+		}
 	}
 }
 
