@@ -29,7 +29,7 @@ var layers = []struct {
 	pkgs []string
 }{
 	{"vocabulary: field paths and violations; generated wire formats", []string{"internal/validate", "api/zonesync/v1"}},
-	{"pure libraries anyone may use", []string{"internal/decode", "internal/hostname", "internal/ipam", "internal/kubeapi"}},
+	{"pure libraries anyone may use", []string{"internal/decode", "internal/hostname", "internal/ipam", "internal/kubeapi", "internal/s2dict"}},
 	{"the model: kinds, documents, configuration", []string{"internal/resource", "internal/config"}},
 	{"contracts: the store, the API's bodies", []string{"internal/store", "internal/api"}},
 	{"what the store backends share", []string{"internal/store/backend"}},

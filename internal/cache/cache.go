@@ -6,8 +6,8 @@
 // feed reports ErrCompacted it lists again. While the store is unreachable it
 // keeps serving what it last knew and reports the error through Status.
 //
-// It imports resource and store only. All methods are safe for concurrent
-// use; every object it returns is a clone the caller owns.
+// It imports resource, store and s2dict only. All methods are safe for
+// concurrent use; every object it returns is a clone the caller owns.
 package cache
 
 import (

@@ -73,6 +73,58 @@ func TestFreeze_CompressesAgainstDictionary(t *testing.T) {
 	}
 }
 
+// kubeService is a MeshService made from the Kubernetes Service
+// orders-<i> of namespace team-<i%37>, as the controllers leave it.
+func kubeService(i int) *resource.Object {
+	name, ns := fmt.Sprintf("orders-%d", i), fmt.Sprintf("team-%d", i%37)
+	tag := fmt.Sprintf("%s_%s_svc_80", name, ns)
+	o := &resource.Object{Kind: resource.MeshService, Mesh: "default", Name: name + "." + ns, Version: 7, Revision: int64(1000 + i),
+		Labels: map[string]string{resource.LabelDisplayName: name, resource.LabelServiceName: name, resource.LabelNamespace: ns,
+			resource.LabelEnv: resource.EnvKubernetes, resource.LabelManagedBy: resource.ManagedByKubernetes},
+		Spec: &resource.MeshServiceSpec{
+			Selector:   resource.MeshServiceSelector{DataplaneLabels: &resource.LabelSelector{MatchLabels: map[string]string{"app": name, resource.LabelNamespace: ns}}},
+			Ports:      []resource.Port{{Name: "http", Port: 80, TargetPort: &resource.IntOrString{Int: 8080}, AppProtocol: "http"}},
+			Identities: []resource.Identity{{Type: resource.IdentityServiceTag, Value: tag}},
+			Export:     &resource.Export{Mode: resource.ExportAll},
+		},
+		Status: &resource.ServiceStatus{
+			Addresses: []resource.Address{
+				{Hostname: name + "." + ns + ".svc.mesh.local", Status: resource.AddressAvailable,
+					Origin: resource.AddressOrigin{Kind: resource.OriginHostnameGenerator, Name: "local-kube-mesh-service"}},
+				{Hostname: tag + ".mesh", Status: resource.AddressAvailable, Origin: resource.AddressOrigin{Kind: resource.OriginServiceTag, Name: tag}},
+			},
+			VIPs: []resource.VIP{{IP: fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), Type: resource.VIPKubernetes}},
+		},
+	}
+	o.CreationTime = time.Unix(1_800_000_000, 0).UTC()
+	o.ModificationTime = o.CreationTime
+	return o
+}
+
+// So does a MeshService of Kubernetes mode, whose spec and status differ
+// from universal mode's.
+func TestFreeze_KubernetesServiceCompresses(t *testing.T) {
+	for i := range 50 {
+		o := kubeService(i * 997)
+		f, err := freezeObject(o, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// About 125 bytes with the header; 240 against the samples of
+		// universal mode alone.
+		if len(f) > 140 {
+			t.Errorf("%s frozen into %d bytes, want at most 140", o.Name, len(f))
+		}
+		got, err := f.thaw(o.Key(), o.Labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(o, got); diff != "" {
+			t.Errorf("%s thawed (-frozen +thawed):\n%s", o.Name, diff)
+		}
+	}
+}
+
 // A resource far larger than the compressor's window reads back exactly.
 func TestFreeze_LargeResource(t *testing.T) {
 	o := typicalService(1)

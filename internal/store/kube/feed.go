@@ -8,53 +8,59 @@ import (
 )
 
 // feed is the change feed: the last event of each resource, in revision
-// order, and the tombstones of deleted ones until they are compacted.
-// Superseded events are marked dead and swept when they outnumber the
-// live ones. The store's mutex guards it.
+// order, and the tombstones of deleted ones until they are compacted. An
+// event is the entry it made: the resource's copy for a put, a tombstone
+// (an entry without data) for a delete; each entry knows its place in
+// events. Superseded events are cleared and swept when they outnumber
+// the live ones. The store's mutex guards it.
 type feed struct {
 	events []feedEvent
-	index  map[resource.Key]int // position of the live event of each key
-	dead   int
+	// tombs are the tombstones in events, by key.
+	tombs map[resource.Key]*entry
+	dead  int
 	// start is the revision of the newest event dropped by compaction:
 	// readers resuming from before it missed something.
 	start int64
 }
 
 type feedEvent struct {
-	rev  int64
-	key  resource.Key
-	e    *entry // nil for a delete
-	at   time.Time
-	dead bool
+	rev int64
+	e   *entry // nil once superseded
 }
 
-func newFeed() feed { return feed{index: map[resource.Key]int{}} }
+func newFeed() feed { return feed{tombs: map[resource.Key]*entry{}} }
 
-func (f *feed) supersede(k resource.Key) {
-	if i, ok := f.index[k]; ok {
-		f.events[i].dead = true
-		f.events[i].e = nil
-		f.dead++
-		delete(f.index, k)
+// add appends the event of entry e (at a revision after every event in the
+// feed), superseding the event of its key: live, the key's current entry,
+// or else its tombstone.
+func (f *feed) add(e, live *entry) {
+	prev := live
+	if prev == nil {
+		prev = f.tombs[e.key]
 	}
-}
-
-// add appends the event of key k at rev (after every event in the feed).
-func (f *feed) add(rev int64, k resource.Key, e *entry, at time.Time) {
-	f.supersede(k)
-	f.index[k] = len(f.events)
-	f.events = append(f.events, feedEvent{rev: rev, key: k, e: e, at: at})
+	if prev != nil {
+		f.events[prev.pos].e = nil
+		f.dead++
+		if prev.tombstone() {
+			delete(f.tombs, prev.key)
+		}
+	}
+	e.pos = len(f.events)
+	f.events = append(f.events, feedEvent{rev: e.rev, e: e})
+	if e.tombstone() {
+		f.tombs[e.key] = e
+	}
 	if f.dead > 1024 && f.dead > len(f.events)/2 {
 		f.sweep()
 	}
 }
 
-// sweep drops dead events.
+// sweep drops superseded events.
 func (f *feed) sweep() {
 	live := make([]feedEvent, 0, len(f.events)-f.dead)
 	for _, ev := range f.events {
-		if !ev.dead {
-			f.index[ev.key] = len(live)
+		if ev.e != nil {
+			ev.e.pos = len(live)
 			live = append(live, ev)
 		}
 	}
@@ -70,15 +76,14 @@ func (f *feed) after(rev int64) int {
 // compact drops the tombstones written before cutoff and returns how many.
 func (f *feed) compact(cutoff time.Time) int {
 	n := 0
-	for i := range f.events {
-		ev := &f.events[i]
-		if ev.dead || ev.e != nil || !ev.at.Before(cutoff) {
+	for k, t := range f.tombs {
+		if t.at >= cutoff.UnixNano() {
 			continue
 		}
-		ev.dead = true
+		f.events[t.pos].e = nil
 		f.dead++
-		delete(f.index, ev.key)
-		f.start = max(f.start, ev.rev)
+		delete(f.tombs, k)
+		f.start = max(f.start, t.rev)
 		n++
 	}
 	if n > 0 {

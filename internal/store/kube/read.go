@@ -17,16 +17,6 @@ import (
 // List, which first catches the copy up with what the API server has
 // committed (see the package doc).
 
-// object decodes an entry.
-func (e *entry) object() (*resource.Object, error) {
-	var o resource.Object
-	if err := json.Unmarshal(e.data, &o); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", e.ref, err)
-	}
-	o.Version, o.Revision = e.version, e.rev
-	return &o, nil
-}
-
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, k resource.Key) (*resource.Object, error) {
 	if err := ctx.Err(); err != nil {
@@ -121,8 +111,8 @@ func (s *Store) catchUp(ctx context.Context) error {
 					return false
 				}
 			}
-			for ref, key := range s.refs {
-				if _, ok := want[ref]; ref.kind == k.Kind && !ok && s.objects[key].version <= listRV {
+			for ref, e := range s.refs {
+				if _, ok := want[ref]; ref.kind == k.Kind && !ok && e.version <= listRV {
 					return false // deleted before the list; the watch has not shown it yet
 				}
 			}
@@ -137,8 +127,8 @@ func (s *Store) catchUp(ctx context.Context) error {
 
 // versionOf returns the version of the copy of ref, valid or not. s.mu is held.
 func (s *Store) versionOf(ref crRef) (int64, bool) {
-	if k, ok := s.refs[ref]; ok {
-		return s.objects[k].version, true
+	if e, ok := s.refs[ref]; ok {
+		return e.version, true
 	}
 	if d, ok := s.invalid[ref]; ok {
 		return d.version, true
@@ -186,28 +176,21 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 		s.mu.Unlock()
 		return nil, fmt.Errorf("changes after %d: the feed of this process starts at %d: %w", after, max(s.feed.start, s.base), store.ErrCompacted)
 	}
-	type ev struct {
-		rev int64
-		key resource.Key
-		e   *entry
-	}
-	var evs []ev
+	var evs []*entry
 	for i := s.feed.after(after); i < len(s.feed.events); i++ {
-		fe := s.feed.events[i]
-		if fe.dead {
-			continue
-		}
-		evs = append(evs, ev{fe.rev, fe.key, fe.e})
-		if limit > 0 && len(evs) == limit {
-			break
+		if e := s.feed.events[i].e; e != nil {
+			evs = append(evs, e)
+			if limit > 0 && len(evs) == limit {
+				break
+			}
 		}
 	}
 	s.mu.Unlock()
 	out := make([]store.Event, len(evs))
 	for i, e := range evs {
 		out[i] = store.Event{Type: store.EventDelete, Revision: e.rev, Key: e.key}
-		if e.e != nil {
-			o, err := e.e.object()
+		if !e.tombstone() {
+			o, err := e.object()
 			if err != nil {
 				return nil, err
 			}

@@ -22,8 +22,9 @@
 //
 // One watch per kind follows the API server from a list; a watch that
 // falls behind what the server keeps (410 Gone) lists again and feeds the
-// differences. The store keeps each object's JSON (a few hundred bytes,
-// not a decoded copy) and a change feed of each resource's last write.
+// differences. The store keeps each object's JSON compressed against a
+// dictionary (about an eighth of it, not a decoded copy: compress.go) and a
+// change feed of each resource's last write.
 // Revisions are the store's own, one per event in the order the watches
 // deliver them (which is not etcd's order across kinds), starting above
 // the etcd revision at which the store opened. A reader resuming from a
@@ -69,8 +70,8 @@
 // lease duration on its own clock, as client-go's leader election does, so
 // no two clocks are compared.
 //
-// It imports store, store/backend, resource, validate, decode, crd and
-// kubeapi. A Store is
+// It imports store, store/backend, resource, validate, decode, crd,
+// kubeapi and s2dict. A Store is
 // safe for concurrent use; its watches run until Close.
 package kube
 
@@ -123,7 +124,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	objects map[resource.Key]*entry
-	refs    map[crRef]resource.Key // the resource each valid custom resource is
+	refs    map[crRef]*entry // the resource each valid custom resource is
 	invalid map[crRef]*decoded
 	// stale are valid objects whose status still shows Valid=False.
 	stale    map[crRef]report
@@ -146,14 +147,23 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 var _ store.Compacter = (*Store)(nil)
 
-// entry is the stored copy of one resource.
+// entry is the stored copy of one resource, or the tombstone of its
+// deletion (no data), as the change feed has it. The store holds one for
+// every resource: what it holds beyond the data costs as much again as
+// the data itself for a typical one, so it holds each thing once. Only
+// pos changes after the entry is made (under the store's mutex).
 type entry struct {
-	ref     crRef
+	key     resource.Key
 	uid     string
 	version int64
 	rev     int64
-	data    []byte // the object's JSON (resource.Object.MarshalJSON)
+	data    []byte // the object's JSON (resource.Object.MarshalJSON), compressed (compress.go)
+	pos     int    // in feed.events
+	at      int64  // of a tombstone: when it was written (UnixNano), for Compact
 }
+
+// tombstone reports whether e is the tombstone of a deletion.
+func (e *entry) tombstone() bool { return e.data == nil }
 
 // Open checks that the CRDs are installed, lists every kind and starts
 // following the API server. ctx bounds the opening only.
@@ -184,7 +194,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		dec:      decoder{names: names{system: o.SystemNamespace}, mode: o.Mode, zone: o.Zone},
 		kinds:    crd.Kinds(),
 		objects:  map[resource.Key]*entry{},
-		refs:     map[crRef]resource.Key{},
+		refs:     map[crRef]*entry{},
 		invalid:  map[crRef]*decoded{},
 		stale:    map[crRef]report{},
 		feed:     newFeed(),

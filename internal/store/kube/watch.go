@@ -7,7 +7,6 @@ import (
 
 	"github.com/meshnames/meshnames/internal/crd"
 	"github.com/meshnames/meshnames/internal/kubeapi"
-	"github.com/meshnames/meshnames/internal/resource"
 )
 
 // This file turns what the watches see (kubeapi.Follow's lists and events,
@@ -137,27 +136,26 @@ func (s *Store) put(d decoded, now time.Time) {
 	delete(s.invalid, d.ref)
 	delete(s.stale, d.ref)
 	k := d.obj.Key()
-	if had && prev == k {
-		if e := s.objects[k]; e.uid == d.uid && e.version == d.version {
-			s.acks.add(ack, e.rev)
-			return // a relist of what the watch showed
-		}
+	if had && prev.key == k && prev.uid == d.uid && prev.version == d.version {
+		s.acks.add(ack, prev.rev)
+		return // a relist of what the watch showed
 	}
-	if had && prev != k {
+	if had && prev.key != k {
 		s.deleteKey(prev, s.nextRev(), now) // its mesh label changed
 	}
-	data, err := json.Marshal(d.obj)
+	plain, err := json.Marshal(d.obj)
 	if err != nil {
 		s.o.Log.Error("kube store: encoding an object", "kind", k.Kind, "name", k.Name, "err", err)
 		return
 	}
-	e := &entry{ref: d.ref, uid: d.uid, version: d.version, rev: s.nextRev(), data: data}
+	e := &entry{key: k, uid: d.uid, version: d.version, rev: s.nextRev(), data: compressObject(plain)}
+	live := s.objects[k]
 	s.objects[k] = e
-	s.refs[d.ref] = k
+	s.refs[d.ref] = e
 	if d.reported != "" {
-		s.stale[d.ref] = staleReport(d, data)
+		s.stale[d.ref] = staleReport(d, plain)
 	}
-	s.feed.add(e.rev, k, e, now)
+	s.feed.add(e, live)
 	s.acks.add(ack, e.rev)
 	s.notify()
 }
@@ -169,23 +167,25 @@ func (s *Store) remove(ref crRef, uid string, v int64, now time.Time) {
 	defer s.wake()
 	delete(s.invalid, ref)
 	delete(s.stale, ref)
-	k, ok := s.refs[ref]
+	e, ok := s.refs[ref]
 	if !ok {
 		s.acks.add(ackKey{ref: ref, uid: uid, deleted: true}, s.rev)
 		return
 	}
-	if e := s.objects[k]; uid != "" && e.uid != uid {
+	if uid != "" && e.uid != uid {
 		return // an older incarnation's deletion, seen after the new one
 	}
 	delete(s.refs, ref)
 	rev := s.nextRev()
-	s.deleteKey(k, rev, now)
+	s.deleteKey(e, rev, now)
 	s.acks.add(ackKey{ref: ref, uid: uid, deleted: true}, rev)
 }
 
-func (s *Store) deleteKey(k resource.Key, rev int64, now time.Time) {
-	delete(s.objects, k)
-	s.feed.add(rev, k, nil, now)
+// deleteKey deletes the resource of the live entry e at revision rev.
+// s.mu is held.
+func (s *Store) deleteKey(e *entry, rev int64, now time.Time) {
+	delete(s.objects, e.key)
+	s.feed.add(&entry{key: e.key, rev: rev, at: now.UnixNano()}, e)
 	s.notify()
 }
 

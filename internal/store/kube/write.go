@@ -468,7 +468,11 @@ func (s *Store) patchStatus(ctx context.Context, op store.Op, p *plan) (json.Raw
 	if !ok {
 		return nil, store.ErrNotFound
 	}
-	cur, err := statusOf(e.data)
+	data, err := e.json()
+	if err != nil {
+		return nil, err
+	}
+	cur, err := statusOf(data)
 	if err != nil {
 		return nil, err
 	}

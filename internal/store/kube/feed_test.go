@@ -1,0 +1,97 @@
+package kube
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshnames/meshnames/internal/resource"
+)
+
+// feedLog is the feed's live events as "rev put|delete name", in order.
+func feedLog(f *feed) []string {
+	var out []string
+	for _, ev := range f.events {
+		if ev.e == nil {
+			continue
+		}
+		op := "put"
+		if ev.e.tombstone() {
+			op = "delete"
+		}
+		out = append(out, fmt.Sprintf("%d %s %s", ev.rev, op, ev.e.key.Name))
+	}
+	return out
+}
+
+// The feed keeps the last event of each resource in revision order,
+// tombstones until they are compacted, and each entry's place through
+// sweeps.
+func TestFeed_LastEventOfEachResource(t *testing.T) {
+	f := newFeed()
+	live := map[resource.Key]*entry{}
+	rev := int64(100)
+	key := func(name string) resource.Key {
+		return resource.Key{Kind: resource.MeshService, Mesh: "default", Name: name}
+	}
+	put := func(name string) {
+		rev++
+		k := key(name)
+		e := &entry{key: k, rev: rev, data: []byte{1}}
+		f.add(e, live[k])
+		live[k] = e
+	}
+	del := func(name string, at time.Time) {
+		rev++
+		k := key(name)
+		f.add(&entry{key: k, rev: rev, at: at.UnixNano()}, live[k])
+		delete(live, k)
+	}
+	old, recent := time.Unix(1000, 0), time.Unix(2000, 0)
+	put("a")
+	put("b")
+	put("c")
+	put("a")         // 104 supersedes 101
+	del("b", old)    // 105 supersedes 102
+	del("c", recent) // 106
+	put("b")         // 107 supersedes the tombstone 105
+	del("a", old)    // 108
+	want := []string{"106 delete c", "107 put b", "108 delete a"}
+	if diff := cmp.Diff(want, feedLog(&f)); diff != "" {
+		t.Fatalf("feed (-want +got):\n%s", diff)
+	}
+	if len(f.tombs) != 2 {
+		t.Errorf("%d tombstones, want those of a and c", len(f.tombs))
+	}
+	if got := f.events[f.after(106)].rev; got != 107 {
+		t.Errorf("the first event after 106 is %d", got)
+	}
+
+	// Compaction drops the tombstones older than the cutoff, and readers
+	// from before the newest dropped miss something.
+	if n := f.compact(time.Unix(1500, 0)); n != 1 || f.start != 108 {
+		t.Errorf("compact dropped %d, start %d; want 1 (a's), 108", n, f.start)
+	}
+	if diff := cmp.Diff([]string{"106 delete c", "107 put b"}, feedLog(&f)); diff != "" {
+		t.Errorf("after compaction (-want +got):\n%s", diff)
+	}
+
+	// Many writes of one resource: swept, and its place kept.
+	for range 3000 {
+		put("b")
+	}
+	if len(f.events) > 2100 {
+		t.Errorf("%d events for 2 resources after 3000 writes: not swept", len(f.events))
+	}
+	for _, e := range []*entry{live[key("b")], f.tombs[key("c")]} {
+		if f.events[e.pos].e != e {
+			t.Errorf("%s is not at its place %d after sweeps", e.key.Name, e.pos)
+		}
+	}
+	del("b", recent)
+	if diff := cmp.Diff([]string{"106 delete c", fmt.Sprintf("%d delete b", rev)}, feedLog(&f)); diff != "" {
+		t.Errorf("after the writes (-want +got):\n%s", diff)
+	}
+}
