@@ -392,6 +392,61 @@ func TestCache_Label(t *testing.T) {
 	check("frozen")
 }
 
+// MeshServices made from Kubernetes Services differ in their names, and
+// in the labels their names give (display name, service name, namespace):
+// frozen, they share one label set and read back their own labels.
+func TestCache_KubernetesServicesShareLabels(t *testing.T) {
+	c := New(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	labels := func(name, ns string) map[string]string {
+		return map[string]string{resource.LabelDisplayName: name, resource.LabelServiceName: name, resource.LabelNamespace: ns,
+			resource.LabelZone: "east", resource.LabelManagedBy: resource.ManagedByKubernetes}
+	}
+	objs := []*resource.Object{
+		svc("default", "redis.shop", labels("redis", "shop")),
+		svc("default", "redis.web", labels("redis", "web")),
+		svc("default", "orders.shop", labels("orders", "shop")),
+		// A headless Service's Pod: its service name is not its display name.
+		svc("default", "db-0.shop", map[string]string{resource.LabelDisplayName: "db-0", resource.LabelServiceName: "db", resource.LabelNamespace: "shop",
+			resource.LabelZone: "east", resource.LabelManagedBy: resource.ManagedByKubernetes}),
+	}
+	c.mu.Lock()
+	for _, o := range objs {
+		c.put(o.Clone(), false, nil)
+	}
+	c.mu.Unlock()
+	if n := c.freeze(time.Now().Add(time.Hour)); n != len(objs) {
+		t.Fatalf("froze %d", n)
+	}
+	if n := len(c.labels.sets); n != 2 {
+		t.Errorf("%d label sets, want 2 (the Services', the Pod's)", n)
+	}
+	for _, o := range objs {
+		got, ok := c.Get(o.Key())
+		if !ok {
+			t.Fatalf("%s: not found", o.Name)
+		}
+		if diff := cmp.Diff(o.Labels, got.Labels); diff != "" {
+			t.Errorf("%s labels (-want +got):\n%s", o.Name, diff)
+		}
+		for k, v := range o.Labels {
+			if got, ok := c.Label(o.Key(), k); !ok || got != v {
+				t.Errorf("%s: Label(%s) = %q, %v; want %q", o.Name, k, got, ok, v)
+			}
+		}
+		b, ok, err := c.AppendJSONAt(nil, o.Key(), 0)
+		if err != nil || !ok {
+			t.Fatalf("%s: AppendJSONAt: %v, %v", o.Name, ok, err)
+		}
+		doc, err := resource.Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(o.Labels, doc.Labels); diff != "" {
+			t.Errorf("%s labels of its document (-want +got):\n%s", o.Name, diff)
+		}
+	}
+}
+
 // TestCache_At checks that At returns a resource only at the revision the
 // cache holds, hot or frozen.
 func TestCache_At(t *testing.T) {

@@ -317,7 +317,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 			if !ok || e.hot != cd.obj || fs[i] == nil {
 				continue
 			}
-			e.labels, e.nameLabel, e.nameCut = c.labels.hold(cd.name, e.hot.Labels)
+			e.labels, e.named = c.labels.hold(cd.name, e.hot.Labels)
 			if !e.listed {
 				c.hot--
 			}

@@ -119,7 +119,7 @@ func TestCache_SharedLabelSets(t *testing.T) {
 	c.freeze(time.Now().Add(time.Hour))
 	c.mu.RLock()
 	sets = len(c.labels.sets)
-	refs := c.labels.sets[setKey(zone, "")].refs
+	refs := c.labels.sets[setKey(zone, 0)].refs
 	c.mu.RUnlock()
 	if sets != 1 || refs != 2 {
 		t.Errorf("after deletes and an update: %d sets, the zone set used %d times; want 1 set used by c and d", sets, refs)

@@ -15,11 +15,13 @@ import (
 // with many others: every MeshService of a zone has the same origin, zone
 // and mesh labels, and a display name that begins its own name (is it, for
 // a service created in the zone; is it but for the hash suffix, for one
-// synced from another zone: "redis" of "redis-<hash>"). A frozen entry
-// therefore points at one read-only map per distinct set of labels,
-// counted by the entries that use it, and records a display name that
-// begins the resource's name as a flag and a length instead of a label.
-// Reads restore each resource's own labels.
+// synced from another zone: "redis" of "redis-<hash>"; and a MeshService
+// made from a Kubernetes Service, named <name>.<namespace>, also has the
+// Service's name and namespace as labels). A frozen entry therefore points
+// at one read-only map per distinct set of labels, counted by the entries
+// that use it, and records the labels its name determines
+// (resource.NameLabels) as a few bits instead of labels. Reads restore
+// each resource's own labels.
 
 // entry is one resource as the cache holds it: decoded while recent,
 // frozen (see frozen.go) once it has not changed for FreezeAfter.
@@ -28,13 +30,11 @@ type entry struct {
 	// and nil once frozen.
 	hot *resource.Object
 	// cold is the stored encoding, nil while hot; labels is then the
-	// resource's shared label set, which lacks the display name when
-	// nameLabel is set: the display name is then the resource's name but
-	// for its last nameCut bytes.
-	cold      frozen
-	labels    map[string]string
-	nameLabel bool
-	nameCut   uint8
+	// resource's shared label set, which lacks the labels its name
+	// determines (named).
+	cold   frozen
+	labels map[string]string
+	named  resource.NameLabels
 	// listed marks an entry stored by a list of the store rather than by
 	// the change feed: MaxDecoded does not count it (frozen.go).
 	listed bool
@@ -51,8 +51,8 @@ func (e entry) label(name, k string) (string, bool) {
 		v, ok := e.hot.Labels[k]
 		return v, ok
 	}
-	if e.nameLabel && k == resource.LabelDisplayName {
-		return e.displayName(name), true
+	if v, ok := e.named.Get(name, k); ok {
+		return v, true
 	}
 	v, ok := e.labels[k]
 	return v, ok
@@ -91,29 +91,25 @@ func (e entry) appendJSON(b []byte, k resource.Key) ([]byte, error) {
 		return e.hot.AppendJSON(b)
 	}
 	labels := e.labels
-	if e.nameLabel {
-		labels = maps.Clone(labels)
-		if labels == nil {
-			labels = make(map[string]string, 1)
-		}
-		labels[resource.LabelDisplayName] = e.displayName(k.Name)
+	if e.named != 0 {
+		labels = e.ownLabels(k.Name)
 	}
 	return e.cold.appendJSON(b, k, labels)
 }
 
-// displayName is the display name of the resource name when nameLabel is
-// set.
-func (e entry) displayName(name string) string { return name[:len(name)-int(e.nameCut)] }
+// ownLabels returns a copy of the labels of the frozen resource name.
+func (e entry) ownLabels(name string) map[string]string {
+	if e.labels == nil && e.named == 0 {
+		return nil
+	}
+	labels := make(map[string]string, len(e.labels)+e.named.Len())
+	maps.Copy(labels, e.labels)
+	e.named.AddTo(name, labels)
+	return labels
+}
 
 func (e entry) thaw(k resource.Key) *resource.Object {
-	labels := maps.Clone(e.labels)
-	if e.nameLabel {
-		if labels == nil {
-			labels = make(map[string]string, 1)
-		}
-		labels[resource.LabelDisplayName] = e.displayName(k.Name)
-	}
-	o, err := e.cold.thaw(k, labels)
+	o, err := e.cold.thaw(k, e.ownLabels(k.Name))
 	if err != nil {
 		// The cache encoded it from a decoded resource, as the store does
 		// on every write: failing here is a bug.
@@ -140,18 +136,18 @@ type labelSet struct {
 
 func newLabelSets() *labelSets { return &labelSets{sets: map[string]*labelSet{}} }
 
-// setKey is the content of labels without the label skip, as a string
-// (sorted key=value pairs); "" for none.
-func setKey(labels map[string]string, skip string) string {
+// setKey is the content of labels without those skip determines, as a
+// string (sorted key=value pairs); "" for none.
+func setKey(labels map[string]string, skip resource.NameLabels) string {
 	return string(appendSetKey(nil, labels, skip))
 }
 
 // appendSetKey appends setKey(labels, skip) to b.
-func appendSetKey(b []byte, labels map[string]string, skip string) []byte {
+func appendSetKey(b []byte, labels map[string]string, skip resource.NameLabels) []byte {
 	var kbuf [8]string // most resources have a few labels: sorted on the stack
 	keys := kbuf[:0]
 	for k := range labels {
-		if k != skip {
+		if !skip.Has(k) {
 			keys = append(keys, k)
 		}
 	}
@@ -166,22 +162,18 @@ func appendSetKey(b []byte, labels map[string]string, skip string) []byte {
 }
 
 // hold returns the shared set for labels of the resource name (which it
-// does not modify), whether the display name was left out because it
-// begins name, and how many bytes of name follow it then.
-func (s *labelSets) hold(name string, labels map[string]string) (_ map[string]string, nameLabel bool, cut uint8) {
-	skip := ""
-	if cut, nameLabel = resource.DisplayNameCut(name, labels); nameLabel {
-		skip = resource.LabelDisplayName
-	}
-	s.buf = appendSetKey(s.buf[:0], labels, skip)
+// does not modify), without the labels name determines, and those.
+func (s *labelSets) hold(name string, labels map[string]string) (map[string]string, resource.NameLabels) {
+	named := resource.NameLabelsOf(name, labels)
+	s.buf = appendSetKey(s.buf[:0], labels, named)
 	if len(s.buf) == 0 {
-		return nil, nameLabel, cut
+		return nil, named
 	}
 	set := s.sets[string(s.buf)]
 	if set == nil {
-		m := make(map[string]string, len(labels))
+		m := make(map[string]string, len(labels)-named.Len())
 		for lk, lv := range labels {
-			if lk != skip {
+			if !named.Has(lk) {
 				m[lk] = lv
 			}
 		}
@@ -189,12 +181,12 @@ func (s *labelSets) hold(name string, labels map[string]string) (_ map[string]st
 		s.sets[string(s.buf)] = set
 	}
 	set.refs++
-	return set.labels, nameLabel, cut
+	return set.labels, named
 }
 
 // release forgets e's use of its label set.
 func (s *labelSets) release(e entry) {
-	s.buf = appendSetKey(s.buf[:0], e.labels, "")
+	s.buf = appendSetKey(s.buf[:0], e.labels, 0)
 	if len(s.buf) == 0 {
 		return
 	}

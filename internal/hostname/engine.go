@@ -118,6 +118,7 @@ type Address struct {
 const (
 	labelDisplayName = "kuma.io/display-name"
 	labelNamespace   = "k8s.kuma.io/namespace"
+	labelServiceName = "k8s.kuma.io/service-name"
 	labelZone        = "kuma.io/zone"
 )
 

@@ -2,9 +2,7 @@ package hostname
 
 import (
 	"encoding/binary"
-	"math"
 	"slices"
-	"strings"
 )
 
 // labelSet is a set of labels in the compact form the engine keeps them
@@ -17,23 +15,16 @@ import (
 // hundred bytes even with four entries, and a slice of pairs still costs an
 // allocation per label; one string costs one, and the engine shares it
 // between every service with the same labels (Engine.labels). Most
-// services of a zone differ only in their display name, which begins the
-// service's own name: it is the name itself for a zone's own services, and
-// a service synced from another zone is named <display name>-<hash>. A set
-// leaves such a display name out (nameLabel, nameCut), so that those
-// services share one string. Services have a handful of labels, so a
-// lookup scans them.
+// services of a zone differ only in their names and the labels their names
+// give (NameLabels: the display name, and a Kubernetes Service's name and
+// namespace). A set leaves those out (named), so that those services share
+// one string. Services have a handful of labels, so a lookup scans them.
 type labelSet struct {
 	packed string
-	// nameLabel means the set also holds kuma.io/display-name, which is
-	// not in packed: the service's name without its last nameCut bytes.
-	nameLabel bool
-	nameCut   uint8
+	// named are the labels the set also holds that are not in packed:
+	// those the service's name determines.
+	named NameLabels
 }
-
-// displayName is the display name a set with nameLabel holds for the
-// service name.
-func (ls labelSet) displayName(name string) string { return name[:len(name)-int(ls.nameCut)] }
 
 // labelSetOf returns the labels of m as a labelSet. A set made with the
 // name of a service leaves out a display name that begins it; a
@@ -41,25 +32,20 @@ func (ls labelSet) displayName(name string) string { return name[:len(name)-int(
 func labelSetOf(name string, m map[string]string) labelSet {
 	var ls labelSet
 	var packed []byte
-	packed, ls.nameLabel, ls.nameCut = appendLabels(nil, name, m)
+	packed, ls.named = appendLabels(nil, name, m)
 	ls.packed = string(packed)
 	return ls
 }
 
 // appendLabels appends the packed form of the labels m of the service name
-// to dst, and reports whether it left out the display name because it
-// begins name, and how many bytes of name follow it then. Admission bounds
-// keys to 317 bytes and values to 63, well within two bytes each.
-// It decides as resource.DisplayNameCut does (this package does not import
-// the model).
-func appendLabels(dst []byte, name string, m map[string]string) (_ []byte, nameLabel bool, cut uint8) {
-	if display, ok := m[labelDisplayName]; ok && name != "" && strings.HasPrefix(name, display) && len(name)-len(display) < math.MaxUint8 {
-		nameLabel, cut = true, uint8(len(name)-len(display))
-	}
+// to dst, without those name determines, and returns those. Admission
+// bounds keys to 317 bytes and values to 63, well within two bytes each.
+func appendLabels(dst []byte, name string, m map[string]string) (_ []byte, named NameLabels) {
+	named = NameLabelsOf(name, m)
 	var buf [8]string
 	keys := buf[:0]
 	for k := range m {
-		if !nameLabel || k != labelDisplayName {
+		if !named.Has(k) {
 			keys = append(keys, k)
 		}
 	}
@@ -71,7 +57,7 @@ func appendLabels(dst []byte, name string, m map[string]string) (_ []byte, nameL
 		dst = append(dst, k...)
 		dst = append(dst, v...)
 	}
-	return dst, nameLabel, cut
+	return dst, named
 }
 
 // next returns the first label of packed and the rest.
@@ -85,8 +71,8 @@ func next(packed string) (key, value, rest string) {
 // get returns the value of key in the labels of the service name and
 // whether they have it.
 func (ls labelSet) get(name, key string) (string, bool) {
-	if ls.nameLabel && key == labelDisplayName {
-		return ls.displayName(name), true
+	if v, ok := ls.named.Get(name, key); ok {
+		return v, true
 	}
 	for rest := ls.packed; rest != ""; {
 		kl := int(rest[0]) | int(rest[1])<<8
@@ -103,11 +89,13 @@ func (ls labelSet) get(name, key string) (string, bool) {
 // service name.
 func (ls labelSet) equalMap(name string, m map[string]string) bool {
 	n := 0
-	if ls.nameLabel {
-		if v, ok := m[labelDisplayName]; !ok || v != ls.displayName(name) {
-			return false
+	for _, k := range [...]string{labelDisplayName, labelServiceName, labelNamespace} {
+		if want, ok := ls.named.Get(name, k); ok {
+			if v, ok := m[k]; !ok || v != want {
+				return false
+			}
+			n++
 		}
-		n++
 	}
 	for rest := ls.packed; rest != ""; {
 		var k, v string
@@ -128,8 +116,8 @@ func (ls labelSet) contains(name string, sel labelSet) bool {
 	for rest := sel.packed; rest != ""; {
 		var k, want string
 		k, want, rest = next(rest)
-		if ls.nameLabel && k == labelDisplayName {
-			if want != ls.displayName(name) {
+		if v, ok := ls.named.Get(name, k); ok {
+			if want != v {
 				return false
 			}
 			continue
@@ -172,7 +160,7 @@ func newSharedLabels() *sharedLabels { return &sharedLabels{sets: map[string]*sh
 // shared; a new string is made only for labels no service has yet.
 func (s *sharedLabels) hold(name string, m map[string]string) labelSet {
 	var ls labelSet
-	s.buf, ls.nameLabel, ls.nameCut = appendLabels(s.buf[:0], name, m)
+	s.buf, ls.named = appendLabels(s.buf[:0], name, m)
 	if len(s.buf) == 0 {
 		return ls
 	}

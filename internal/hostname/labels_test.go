@@ -18,37 +18,44 @@ func TestLabelSet_OfAndGet(t *testing.T) {
 	}
 	long := strings.Repeat("k", 300) // a length over one byte
 	tests := []struct {
-		name      string
-		svc       string // the service the labels are of
-		labels    map[string]string
-		packed    string
-		nameLabel bool
-		nameCut   uint8
+		name   string
+		svc    string // the service the labels are of
+		labels map[string]string
+		packed string
+		named  NameLabels
 	}{
-		{"Nil", "web", nil, "", false, 0},
-		{"Empty", "web", map[string]string{}, "", false, 0},
+		{"Nil", "web", nil, "", 0},
+		{"Empty", "web", map[string]string{}, "", 0},
 		{"Sorted", "web", map[string]string{"b": "2", "a": "1", "kuma.io/zone": "east", "": "empty"},
-			packed("", "empty", "a", "1", "b", "2", "kuma.io/zone", "east"), false, 0},
-		{"DisplayNameIsTheName", "web", map[string]string{labelDisplayName: "web", "team": "a"}, packed("team", "a"), true, 0},
-		{"OnlyTheDisplayName", "web", map[string]string{labelDisplayName: "web"}, "", true, 0},
+			packed("", "empty", "a", "1", "b", "2", "kuma.io/zone", "east"), 0},
+		{"DisplayNameIsTheName", "web", map[string]string{labelDisplayName: "web", "team": "a"}, packed("team", "a"), nameDisplay},
+		{"OnlyTheDisplayName", "web", map[string]string{labelDisplayName: "web"}, "", nameDisplay},
 		// A service synced from another zone: <display name>-<hash>.
-		{"DisplayNameBeginsTheName", "web-x7", map[string]string{labelDisplayName: "web", "team": "a"}, packed("team", "a"), true, 3},
-		{"EmptyDisplayName", "web", map[string]string{labelDisplayName: "", "team": "a"}, packed("team", "a"), true, 3},
+		{"DisplayNameBeginsTheName", "web-x7", map[string]string{labelDisplayName: "web", "team": "a"}, packed("team", "a"), nameDisplay | 3},
+		{"EmptyDisplayName", "web", map[string]string{labelDisplayName: "", "team": "a"}, packed("team", "a"), nameDisplay | 3},
 		{"DisplayNameElsewhereInTheName", "my-web", map[string]string{labelDisplayName: "web", "team": "a"},
-			packed(labelDisplayName, "web", "team", "a"), false, 0},
-		{"DisplayNameLongerThanTheName", "we", map[string]string{labelDisplayName: "web"}, packed(labelDisplayName, "web"), false, 0},
+			packed(labelDisplayName, "web", "team", "a"), 0},
+		{"DisplayNameLongerThanTheName", "we", map[string]string{labelDisplayName: "web"}, packed(labelDisplayName, "web"), 0},
 		{"NameFarLongerThanTheDisplayName", "w" + strings.Repeat("x", 256), map[string]string{labelDisplayName: "w"},
-			packed(labelDisplayName, "w"), false, 0},
-		{"SelectorKeepsTheDisplayName", "", map[string]string{labelDisplayName: ""}, packed(labelDisplayName, ""), false, 0},
-		{"EmptyValues", "web", map[string]string{"a": "", "b": ""}, packed("a", "", "b", ""), false, 0},
-		{"LongKey", "web", map[string]string{long: "v", "a": long}, packed("a", long, long, "v"), false, 0},
-		{"PrefixKeys", "web", map[string]string{"ab": "1", "a": "2", "abc": "3"}, packed("a", "2", "ab", "1", "abc", "3"), false, 0},
+			packed(labelDisplayName, "w"), 0},
+		{"SelectorKeepsTheDisplayName", "", map[string]string{labelDisplayName: ""}, packed(labelDisplayName, ""), 0},
+		{"EmptyValues", "web", map[string]string{"a": "", "b": ""}, packed("a", "", "b", ""), 0},
+		{"LongKey", "web", map[string]string{long: "v", "a": long}, packed("a", long, long, "v"), 0},
+		{"PrefixKeys", "web", map[string]string{"ab": "1", "a": "2", "abc": "3"}, packed("a", "2", "ab", "1", "abc", "3"), 0},
+		// A MeshService made from the Kubernetes Service web of namespace shop.
+		{"KubernetesService", "web.shop", map[string]string{labelDisplayName: "web", labelServiceName: "web", labelNamespace: "shop", "team": "a"},
+			packed("team", "a"), nameDisplay | nameService | nameNamespace | 5},
+		// A headless Service's Pod: the service name is not the display name.
+		{"KubernetesPod", "web-0.shop", map[string]string{labelDisplayName: "web-0", labelServiceName: "web", labelNamespace: "shop"},
+			packed(labelServiceName, "web"), nameDisplay | nameNamespace | 5},
+		{"NamespaceNotInTheName", "web.shop", map[string]string{labelDisplayName: "web", labelNamespace: "other"},
+			packed(labelNamespace, "other"), nameDisplay | 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := labelSetOf(tt.svc, tt.labels)
-			if got.packed != tt.packed || got.nameLabel != tt.nameLabel || got.nameCut != tt.nameCut {
-				t.Errorf("labelSetOf = %q, nameLabel %v, nameCut %d; want %q, %v, %d", got.packed, got.nameLabel, got.nameCut, tt.packed, tt.nameLabel, tt.nameCut)
+			if got.packed != tt.packed || got.named != tt.named {
+				t.Errorf("labelSetOf = %q, named %#x; want %q, %#x", got.packed, got.named, tt.packed, tt.named)
 			}
 			if !got.equalMap(tt.svc, tt.labels) {
 				t.Errorf("labelSetOf(%v).equalMap of the same map = false", tt.labels)
@@ -58,7 +65,7 @@ func TestLabelSet_OfAndGet(t *testing.T) {
 					t.Errorf("get(%q) = %q, %v; want %q, true", k, gotV, ok, v)
 				}
 			}
-			for _, k := range []string{"missing", "k", "zzz", "0", "east", "1", labelDisplayName} {
+			for _, k := range []string{"missing", "k", "zzz", "0", "east", "1", labelDisplayName, labelServiceName, labelNamespace} {
 				if _, in := tt.labels[k]; in {
 					continue
 				}
@@ -148,6 +155,22 @@ func TestLabelSet_Contains(t *testing.T) {
 	}
 	if labelSetOf("web", nil).contains("web", labelSetOf("", map[string]string{"a": "b"})) {
 		t.Error("a service without labels matches a selector")
+	}
+	// The labels a Kubernetes Service's MeshService has from its name.
+	kube := map[string]string{labelDisplayName: "web", labelServiceName: "web", labelNamespace: "shop", "app": "x"}
+	for _, tt := range []struct {
+		sel  map[string]string
+		want bool
+	}{
+		{map[string]string{labelNamespace: "shop"}, true},
+		{map[string]string{labelNamespace: "shop", "app": "x", labelServiceName: "web"}, true},
+		{map[string]string{labelNamespace: "web"}, false},
+		{map[string]string{labelServiceName: "shop"}, false},
+		{map[string]string{labelNamespace: "shop", "app": "y"}, false},
+	} {
+		if got := labelSetOf("web.shop", kube).contains("web.shop", labelSetOf("", tt.sel)); got != tt.want {
+			t.Errorf("web.shop: contains(%v) = %v, want %v", tt.sel, got, tt.want)
+		}
 	}
 }
 

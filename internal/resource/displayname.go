@@ -3,6 +3,8 @@ package resource
 import (
 	"math"
 	"strings"
+
+	"github.com/meshnames/meshnames/internal/hostname"
 )
 
 // DisplayNameCut reports whether the kuma.io/display-name of labels begins
@@ -19,4 +21,15 @@ func DisplayNameCut(name string, labels map[string]string) (cut uint8, ok bool) 
 		return 0, false
 	}
 	return uint8(len(name) - len(display)), true
+}
+
+// NameLabels says which labels of a resource its name determines
+// (hostname.NameLabels, where the hostname engine, which does not import
+// this package, finds it).
+type NameLabels = hostname.NameLabels
+
+// NameLabelsOf returns the labels of the resource name that name
+// determines.
+func NameLabelsOf(name string, labels map[string]string) NameLabels {
+	return hostname.NameLabelsOf(name, labels)
 }

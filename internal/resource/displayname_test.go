@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,6 +33,49 @@ func TestDisplayNameCut(t *testing.T) {
 			}
 			if ok && tt.resource[:len(tt.resource)-int(cut)] != tt.labels[LabelDisplayName] {
 				t.Fatalf("the name without its last %d bytes is not the display name", cut)
+			}
+		})
+	}
+}
+
+// NameLabels determines exactly the labels whose values the name gives,
+// and gives them back.
+func TestNameLabels(t *testing.T) {
+	kube := map[string]string{LabelDisplayName: "redis", LabelServiceName: "redis", LabelNamespace: "shop", LabelZone: "east"}
+	tests := []struct {
+		name, resource string
+		labels         map[string]string
+		want           []string // the labels determined
+	}{
+		{"KubernetesService", "redis.shop", kube, []string{LabelDisplayName, LabelServiceName, LabelNamespace}},
+		{"OtherNamespace", "redis.web", kube, []string{LabelDisplayName, LabelServiceName}},
+		{"HeadlessPod", "redis-0.shop", map[string]string{LabelDisplayName: "redis-0", LabelServiceName: "redis", LabelNamespace: "shop"}, []string{LabelDisplayName, LabelNamespace}},
+		{"Universal", "redis", map[string]string{LabelDisplayName: "redis", LabelZone: "east"}, []string{LabelDisplayName}},
+		{"SyncedNotADot", "redis-shop", kube, []string{LabelDisplayName, LabelServiceName}},
+		{"NothingAfterTheDot", "redis.", map[string]string{LabelDisplayName: "redis", LabelNamespace: ""}, []string{LabelDisplayName}},
+		{"NoDisplayName", "redis.shop", map[string]string{LabelServiceName: "redis", LabelNamespace: "shop"}, nil},
+		{"NoLabels", "redis.shop", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := NameLabelsOf(tt.resource, tt.labels)
+			if n.Len() != len(tt.want) {
+				t.Errorf("Len = %d, want %d", n.Len(), len(tt.want))
+			}
+			got := map[string]string{}
+			n.AddTo(tt.resource, got)
+			for _, k := range []string{LabelDisplayName, LabelServiceName, LabelNamespace, LabelZone} {
+				want := slices.Contains(tt.want, k)
+				if n.Has(k) != want {
+					t.Errorf("Has(%s) = %v, want %v", k, n.Has(k), want)
+				}
+				v, ok := n.Get(tt.resource, k)
+				if ok != want || want && v != tt.labels[k] {
+					t.Errorf("Get(%s) = %q, %v; want %q, %v", k, v, ok, tt.labels[k], want)
+				}
+				if gv, ok := got[k]; ok != want || want && gv != tt.labels[k] {
+					t.Errorf("AddTo set %s to %q (%v), want %q (%v)", k, gv, ok, tt.labels[k], want)
+				}
 			}
 		})
 	}
