@@ -252,8 +252,14 @@ func (g *loadGC) firstPass() (done func()) {
 // returnPacer decides, one poll of a second at a time, when
 // returnMemoryWhenQuiet returns memory: after quietPolls quiet seconds in
 // a row (under quietBytes allocated, nothing freed) that follow a busy
-// one (over busyBytes allocated, or at least busyFreed resources freed),
-// and every since the last return. every starts at returnEvery; a burst
+// one (over busyBytes allocated, or at least busyFreed resources freed,
+// in that second or in the seconds that were not quiet since the last
+// return), and every since the last return. The seconds add up for work
+// that comes slower than busyBytes a second but is no less work: a
+// Kubernetes control plane names its Services at the API server's write
+// rate (a few hundred MB over a minute for 3,000), and the cache freezes
+// them in passes ten seconds apart, each under busyFreed; without a
+// return their garbage stays in the RSS, up to heapFloor of it. every starts at returnEvery; a burst
 // that starts less than every after a return shows that return was
 // wasted (the heap grew straight back, each page faulted in again) and
 // doubles it, up to maxReturnEvery, and a burst that starts later sets it
@@ -267,6 +273,9 @@ type returnPacer struct {
 	quiet           int
 	last            time.Time // the last return; zero before the first
 	every           time.Duration
+	// work and freed sum what the seconds that were not quiet allocated
+	// and freed since the last return.
+	work, freed uint64
 }
 
 // poll takes what the second that ended at now allocated (d bytes) and
@@ -276,8 +285,12 @@ func (p *returnPacer) poll(now time.Time, d, f uint64) bool {
 	if p.every == 0 {
 		p.every = returnEvery
 	}
+	active := d >= quietBytes || f > 0
+	if active {
+		p.work, p.freed = p.work+d, p.freed+f
+	}
 	switch {
-	case d >= busyBytes || f >= busyFreed:
+	case d >= busyBytes || f >= busyFreed, active && (p.work >= busyBytes || p.freed >= busyFreed):
 		if !p.burstSeen && !p.last.IsZero() {
 			p.burstSeen = true
 			if now.Sub(p.last) < p.every {
@@ -287,7 +300,7 @@ func (p *returnPacer) poll(now time.Time, d, f uint64) bool {
 			}
 		}
 		p.busy, p.quiet = true, 0
-	case d >= quietBytes || f > 0:
+	case active:
 		p.quiet = 0
 	case p.busy:
 		p.quiet++
@@ -297,7 +310,7 @@ func (p *returnPacer) poll(now time.Time, d, f uint64) bool {
 
 // returned records a return at now.
 func (p *returnPacer) returned(now time.Time) {
-	p.busy, p.burstSeen, p.quiet, p.last = false, false, 0, now
+	p.busy, p.burstSeen, p.quiet, p.last, p.work, p.freed = false, false, 0, now, 0, 0
 }
 
 // returnMemoryWhenQuiet gives the heap's garbage back to the operating

@@ -258,21 +258,24 @@ func TestReturnPacer(t *testing.T) {
 		seconds int
 		second  func(int) (d, f uint64)
 		want    []int
+		// busyAt are the seconds a burst begins by what the seconds
+		// before it add up to, not by its own.
+		busyAt []int
 	}{
-		{"one burst", 60, busy(0), []int{3}},
-		{"nothing busy", 60, busy(), nil},
+		{"one burst", 60, busy(0), []int{3}, nil},
+		{"nothing busy", 60, busy(), nil, nil},
 		{"a quiet second must be quiet", 60, func(s int) (uint64, uint64) {
 			if s == 0 {
 				return busyBytes, 0
 			}
 			return quietBytes, 0 // neither busy nor quiet
-		}, nil},
+		}, nil, nil},
 		{"frozen resources make a burst", 60, func(s int) (uint64, uint64) {
 			if s == 0 {
 				return 0, busyFreed
 			}
 			return 0, 0
-		}, []int{3}},
+		}, []int{3}, nil},
 		{"a resource freed is not quiet", 60, func(s int) (uint64, uint64) {
 			switch {
 			case s == 0:
@@ -281,9 +284,25 @@ func TestReturnPacer(t *testing.T) {
 				return 0, 1
 			}
 			return 0, 0
-		}, []int{12}},
-		{"bursts every 5 s double the interval", 400, every5, []int{3, 23, 63, 143, 303}},
-		{"a late burst sets the interval back", 260, busy(0, 50, 56, 200, 205), []int{3, 53, 73, 203, 223}},
+		}, []int{12}, nil},
+		{"bursts every 5 s double the interval", 400, every5, []int{3, 23, 63, 143, 303}, nil},
+		// Allocation at quietBytes a second is no burst in any one second,
+		// but eight of them are busyBytes.
+		{"slow work adds up", 60, func(s int) (uint64, uint64) {
+			if s < 10 {
+				return quietBytes, 0
+			}
+			return 0, 0
+		}, []int{12}, []int{7}},
+		{"quiet seconds do not add up", 60, func(s int) (uint64, uint64) { return quietBytes - 1, 0 }, nil, nil},
+		// The cache freezes in passes ten seconds apart.
+		{"freezing in passes adds up", 60, func(s int) (uint64, uint64) {
+			if s%10 == 0 && s < 30 {
+				return 0, busyFreed / 2
+			}
+			return 0, 0
+		}, []int{13}, []int{10}},
+		{"a late burst sets the interval back", 260, busy(0, 50, 56, 200, 205), []int{3, 53, 73, 203, 223}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p returnPacer
@@ -293,7 +312,7 @@ func TestReturnPacer(t *testing.T) {
 			for s := range tc.seconds {
 				d, f := tc.second(s)
 				now := start.Add(time.Duration(s) * time.Second)
-				if d >= busyBytes || f >= busyFreed {
+				if d >= busyBytes || f >= busyFreed || slices.Contains(tc.busyAt, s) {
 					pending = true
 				}
 				if p.poll(now, d, f) {
