@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -412,17 +411,7 @@ func BenchmarkIdle(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			// Where the RSS beyond the heap in use goes.
-			var parts []string
-			for _, m := range []string{"go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes",
-				"go_memstats_mspan_inuse_bytes", "go_memstats_gc_sys_bytes", "go_memstats_other_sys_bytes", "go_memstats_sys_bytes"} {
-				v, err := metric(c, p.api, m)
-				if err != nil {
-					b.Fatal(err)
-				}
-				parts = append(parts, fmt.Sprintf("%s=%.0fMiB", strings.TrimPrefix(m, "go_memstats_"), v/(1<<20)))
-			}
-			b.Logf("Go runtime memory with %d services: %s", n, strings.Join(parts, " "))
+			b.Logf("Go runtime memory with %d services: %s", n, runtimeMemory(b, c, p.api))
 			p.stop()
 			b.Logf("RSS %d MiB empty, %d MiB with %d services; heap in use %.0f MiB empty, %.0f MiB with %d services",
 				r0>>20, r1>>20, n, h0/(1<<20), h1/(1<<20), n)

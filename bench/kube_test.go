@@ -33,8 +33,10 @@ var (
 // a first naming writes (rawMeshServiceWrites); then it reports the time
 // from the process's start until
 // every Service's MeshService is named (hostname Available and ClusterIP
-// in status, read through meshnames' API), the RSS once settled and per
-// Service above an idle process on the same cluster, and then the latency
+// in status, read through meshnames' API), the RSS once settled (settle:
+// the cache froze what stopped changing, the memory of the burst is
+// returned, the CPU is quiet) and per Service above an idle process on
+// the same cluster settled the same way, and then the latency
 // of one new Service to its MeshService's status (hostname and VIP), as a
 // watch of the custom resource sees it, over 200 Services created one
 // after another. Run with -benchtime=1x: each iteration deletes the
@@ -71,11 +73,12 @@ func benchKube(b *testing.B, n int) {
 	// An idle process on the same cluster, for the RSS per service.
 	idle := startServerArgs(b, args...)
 	idle.waitReady(hc, 2*time.Minute)
-	time.Sleep(5 * time.Second) // settle: nothing to do
+	settle(b, hc, []*serverProc{idle}, 5*time.Minute)
 	base, err := rss(idle.pid())
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Logf("idle: Go runtime memory %s", runtimeMemory(b, hc, idle.api))
 	idle.stop()
 
 	const perNS = 100
@@ -114,7 +117,10 @@ func benchKube(b *testing.B, n int) {
 		b.ReportMetric(allNamed.Seconds(), "s-all-named")
 		b.ReportMetric(allNamed.Seconds()/raw.Seconds(), "x-apiserver-raw")
 		b.Logf("all %d named %s after the start: %.2f times the API server's raw writes", n, allNamed.Round(time.Millisecond), allNamed.Seconds()/raw.Seconds())
-		time.Sleep(10 * time.Second) // let the last echoes settle
+		// Settled, as BenchmarkIdle measures universal mode: the cache
+		// has frozen what stopped changing and the memory of the naming's
+		// burst is returned.
+		settle(b, hc, []*serverProc{p}, 5*time.Minute)
 		r, err := rss(p.pid())
 		if err != nil {
 			b.Fatal(err)
@@ -122,6 +128,7 @@ func benchKube(b *testing.B, n int) {
 		b.ReportMetric(float64(r)/(1<<20), "RSS-MiB")
 		b.ReportMetric(float64(r-base)/float64(n), "B/service")
 		b.Logf("RSS %.1f MiB settled, %d B per Service above an idle instance (%.1f MiB)", float64(r)/(1<<20), (r-base)/int64(n), float64(base)/(1<<20))
+		b.Logf("Go runtime memory with %d Services: %s", n, runtimeMemory(b, hc, p.api))
 
 		lat := newServiceLatency(b, c, 200)
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "new-p50-ms")
@@ -335,8 +342,11 @@ func BenchmarkKubeLiveHeap(b *testing.B) {
 			f.Close()
 			b.Logf("latencies after all were named: %v", lat)
 		}
+		// Settled as BenchmarkKube measures it: the echoes of the last
+		// status writes have reached every part and the cache has frozen
+		// what stopped changing.
+		waitFrozen(b, hc, api, n, 5*time.Minute)
 		hc.CloseIdleConnections()
-		time.Sleep(5 * time.Second) // the last echoes
 		live := liveHeap()
 		b.ReportMetric(float64(live-base)/float64(n), "live-B/service")
 		b.ReportMetric(float64(live)/(1<<20), "live-MiB")

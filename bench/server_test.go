@@ -422,6 +422,27 @@ func waitFrozen(tb testing.TB, c *http.Client, api string, n int, timeout time.D
 	time.Sleep(3 * time.Second)
 }
 
+// runtimeMemory describes where a server's RSS beyond its heap in use
+// goes, from its Go runtime metrics.
+func runtimeMemory(tb testing.TB, c *http.Client, api string) string {
+	tb.Helper()
+	var parts []string
+	for _, m := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes",
+		"go_memstats_mspan_inuse_bytes", "go_memstats_gc_sys_bytes", "go_memstats_other_sys_bytes", "go_memstats_sys_bytes", "go_memstats_alloc_bytes_total",
+		"meshnames_memory_returns_total"} {
+		v, err := metric(c, api, m)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if strings.HasSuffix(m, "_bytes") || strings.HasSuffix(m, "_bytes_total") {
+			parts = append(parts, fmt.Sprintf("%s=%.0fMiB", strings.TrimPrefix(m, "go_memstats_"), v/(1<<20)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s=%.0f", m, v))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100
 // on every Linux architecture Go supports.
 const clockTicks = 100
