@@ -5,6 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshnames/meshnames/internal/history"
+	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/store"
 )
 
 // kubeService is the JSON of the i-th MeshService made from a Service, as
@@ -42,5 +49,54 @@ func TestCompress_DamagedIsAnError(t *testing.T) {
 		if _, err := (&entry{data: bad}).object(); err == nil {
 			t.Errorf("decoding %x: no error", bad)
 		}
+	}
+}
+
+// The history of a named Service (its hostnames, then its VIP) is kept
+// in a fraction of its size, and read back as written.
+func TestRecords_KeptSmall(t *testing.T) {
+	s := &Store{}
+	status := func(i int) *resource.ServiceStatus {
+		name, ns := fmt.Sprintf("orders-%d", i), fmt.Sprintf("team-%d", i%37)
+		tag := name + "_" + ns + "_svc_80"
+		return &resource.ServiceStatus{Addresses: []resource.Address{
+			{Hostname: name + "." + ns + ".svc.mesh.local", Status: resource.AddressAvailable},
+			{Hostname: tag + ".mesh", Status: resource.AddressAvailable},
+			{Hostname: strings.ReplaceAll(tag, "_", "-") + ".mesh", Status: resource.AddressAvailable},
+			{Hostname: name + "." + ns + ".svc.80.mesh", Status: resource.AddressAvailable}},
+			VIPs: []resource.VIP{{IP: fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), Type: resource.VIPKubernetes}}}
+	}
+	var written []store.Record
+	at := time.Unix(1_800_000_000, 0).UTC()
+	for i := range 100 {
+		k := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: fmt.Sprintf("orders-%d.team-%d", i*997, i*997%37)}
+		for _, field := range []string{"addresses", "vips"} {
+			op, ok, err := history.Ops(history.Diff("east", k, nil, status(i*997), store.StatusPatch{Fields: []string{field}}))
+			if err != nil || !ok {
+				t.Fatalf("history: %v, %v", ok, err)
+			}
+			rec := *op.Record
+			rec.Time = at.Add(time.Duration(len(written)) * time.Millisecond)
+			if n := len(packRecord(rec)); n > 120 {
+				t.Errorf("the %s record of %s packed into %d bytes, want at most 120 (%d of data)", field, k.Name, n, len(rec.Data))
+			}
+			if err := s.records.append(rec, at); err != nil {
+				t.Fatal(err)
+			}
+			rec.Seq = int64(len(written) + 1)
+			written = append(written, rec)
+		}
+	}
+	got, err := s.Records(t.Context(), store.RecordQuery{Stream: history.Stream, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(written, got); diff != "" {
+		t.Errorf("records (-written +read):\n%s", diff)
+	}
+	vip := "vip=" + status(5 * 997).VIPs[0].IP
+	got, err = s.Records(t.Context(), store.RecordQuery{Stream: history.Stream, Terms: []string{vip}})
+	if err != nil || len(got) != 1 || got[0].Seq != 12 {
+		t.Errorf("the records of %s: %+v, %v; want the 12th", vip, got, err)
 	}
 }
