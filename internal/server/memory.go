@@ -353,7 +353,11 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, fr
 	t := time.NewTicker(quietPoll)
 	defer t.Stop()
 	prev, prevFreed, gcQuiet := read(), freed(), 0
-	var pacer returnPacer
+	// A start is a burst of work: its garbage (tens of MB even without a
+	// resource: the API client, the watches' first lists, the templates)
+	// would otherwise stay in the RSS of an idle control plane, up to
+	// heapFloor of it, until enough other work came.
+	pacer := returnPacer{busy: true}
 	for {
 		select {
 		case <-ctx.Done():
