@@ -350,6 +350,7 @@ func BenchmarkKubeLiveHeap(b *testing.B) {
 		live := liveHeap()
 		b.ReportMetric(float64(live-base)/float64(n), "live-B/service")
 		b.ReportMetric(float64(live)/(1<<20), "live-MiB")
+		b.ReportMetric(float64(heapUnused())/(1<<20), "unused-MiB")
 		writeHeapProfile(b, *heapProfile)
 	}
 }

@@ -23,6 +23,15 @@ func liveHeap() uint64 {
 	return s[0].Value.Uint64()
 }
 
+// heapUnused returns the heap memory in spans that hold live objects but
+// is free: what the runtime cannot return to the OS because objects are
+// scattered.
+func heapUnused() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/unused:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
 // BenchmarkLiveHeap measures the live heap per service of a control plane
 // run in-process on a store seeded with 100,000 MeshServices, once every
 // service is named and has a VIP, the DNS table is built and the cache
@@ -85,11 +94,7 @@ func BenchmarkLiveHeap(b *testing.B) {
 		live := liveHeap()
 		b.ReportMetric(float64(live-base)/n, "live-B/service")
 		b.ReportMetric(float64(live)/(1<<20), "live-MiB")
-		// Heap memory in spans that hold live objects but is free: what the
-		// runtime cannot return to the OS because objects are scattered.
-		frag := []metrics.Sample{{Name: "/memory/classes/heap/unused:bytes"}}
-		metrics.Read(frag)
-		b.ReportMetric(float64(frag[0].Value.Uint64())/(1<<20), "unused-MiB")
+		b.ReportMetric(float64(heapUnused())/(1<<20), "unused-MiB")
 		writeHeapProfile(b, *heapProfile)
 	}
 }
