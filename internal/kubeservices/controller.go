@@ -62,6 +62,11 @@ type Options struct {
 	Registerer      prometheus.Registerer
 	// BatchSize bounds the writes of one Apply (500).
 	BatchSize int
+	// FirstPass, when set, is told how many Services the controller looks
+	// at first, when it starts, and the function it returns once it has
+	// written what they need: a first start names every Service of the
+	// cluster, which the server treats as the load of a start (loadGC).
+	FirstPass func(services int) (done func())
 }
 
 // VIPs is where the controller hands over the VIPs of its MeshServices:
@@ -178,6 +183,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.index(st, o.Key(), o, svcQueue)
 	})
 	c.o.Log.Info("kubeservices controller started", "services", svcQueue.Len(), "meshservices", len(st.ownerOf), "dur", time.Since(start))
+	firstPassDone := func() {}
+	if c.o.FirstPass != nil {
+		firstPassDone = c.o.FirstPass(svcQueue.Len())
+	}
+	defer firstPassDone()
 	svcBatches := svcQueue.Batches(ctx)
 	msBatches := msQueue.Batches(ctx)
 	for {
@@ -207,6 +217,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			if !c.process(ctx, st, v, svcQueue, keys) {
 				return nil
 			}
+			firstPassDone() // the first batch holds every Service queued at the start
 		}
 	}
 }

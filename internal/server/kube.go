@@ -20,7 +20,7 @@ import (
 // kubeControllers returns the leader's work that only env kubernetes has:
 // MeshServices from Services, the conditions of invalid custom resources,
 // and the MCS API's ServiceExports and ServiceImports.
-func (s *Server) kubeControllers(st store.Store, c *cache.Cache, cores []reconcile.Core, kick func(), reg prometheus.Registerer) []func(context.Context) error {
+func (s *Server) kubeControllers(st store.Store, c *cache.Cache, cores []reconcile.Core, kick func(), reg prometheus.Registerer, gc *loadGC) []func(context.Context) error {
 	ks, ok := st.(*kubestore.Store)
 	if !ok {
 		return nil
@@ -38,6 +38,7 @@ func (s *Server) kubeControllers(st store.Store, c *cache.Cache, cores []reconci
 	services := kubeservices.New(kubeservices.Options{
 		Client: ks.Client(), Store: st, Cache: c, Admission: adm, VIPs: addresses, Kick: kick, ExportDefault: s.cfg.Services.ExportDefault,
 		SystemNamespace: ks.SystemNamespace(), Log: s.log.With("component", "kubeservices"), Registerer: reg,
+		FirstPass: gc.kubeFirstPass,
 	})
 	run := []func(context.Context) error{services.Run, ks.ReportInvalid}
 	if s.cfg.Mode != config.ModeGlobal {

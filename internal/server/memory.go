@@ -9,6 +9,8 @@ import (
 	"runtime/metrics"
 	"sync"
 	"time"
+
+	"github.com/meshnames/meshnames/internal/cache"
 )
 
 // Thresholds of returnMemoryWhenQuiet, per poll of a second.
@@ -30,6 +32,9 @@ const (
 	quietPolls     = 3
 	returnEvery    = 10 * time.Second
 	maxReturnEvery = 160 * time.Second
+	// returnMinBytes allocated since the last return make a burst,
+	// however small the live heap (returnPacer).
+	returnMinBytes = 16 << 20
 	// loadLimit ends the eager collection of the load at the latest.
 	loadLimit = 5 * time.Minute
 	// eagerMin is the size of a store below which the load is too small
@@ -97,13 +102,15 @@ const busyGCPercent = 200
 // the garbage to the system as before.
 type loadGC struct {
 	mu        sync.Mutex
-	managed   bool // GOGC is not set
-	federated bool // a global or a zone
-	loading   bool // the load is not over (end)
-	passes    int  // first passes running
-	busy      bool // a burst of work after the load (setBusy)
-	prev      int  // the target outside the load, without the floor
-	current   int  // the target last set
+	managed   bool          // GOGC is not set
+	federated bool          // a global or a zone
+	loading   bool          // the load is not over (end)
+	passes    int           // first passes running
+	namings   int           // first namings of Kubernetes Services running (kubeFirstPass)
+	tail      time.Duration // kubeNamingTail (tests shorten it)
+	busy      bool          // a burst of work after the load (setBusy)
+	prev      int           // the target outside the load, without the floor
+	current   int           // the target last set
 	// live reads what the last collection left live, which the runtime
 	// sets the heap's goal from (liveHeap).
 	live func() uint64
@@ -117,7 +124,7 @@ const heapFloor = 64 << 20
 // control plane is a global or a zone.
 func newLoadGC(federated bool) *loadGC {
 	_, set := os.LookupEnv("GOGC")
-	g := &loadGC{managed: !set, federated: federated, loading: true, live: liveHeap}
+	g := &loadGC{managed: !set, federated: federated, loading: true, live: liveHeap, tail: kubeNamingTail}
 	if g.managed {
 		g.prev = debug.SetGCPercent(loadGCPercent)
 		g.current = loadGCPercent
@@ -128,6 +135,8 @@ func newLoadGC(federated bool) *loadGC {
 // target is the collector's target for the current phase; g.mu is held.
 func (g *loadGC) target() int {
 	switch {
+	case g.namings > 0:
+		return loadGCPercent
 	case g.loading && g.passes == 0:
 		return loadGCPercent
 	case g.loading:
@@ -249,17 +258,62 @@ func (g *loadGC) firstPass() (done func()) {
 	}
 }
 
+// kubeEagerMin is the least number of Services whose first naming
+// kubeFirstPass collects eagerly.
+const kubeEagerMin = 1000
+
+// kubeNamingTail is how long the eager collection of a first naming
+// outlasts the Service controller's writes: the status writes of its last
+// batch follow them, and the cache freezes what they named FreezeAfter
+// later (its passes FreezeAfter/3 apart).
+const kubeNamingTail = cache.FreezeAfter + cache.FreezeAfter/2
+
+// kubeFirstPass collects garbage eagerly (loadGCPercent) when the Service
+// controller of Kubernetes mode starts with at least kubeEagerMin Services
+// (kubeservices.Options.FirstPass), until kubeNamingTail after the
+// returned function is called. A first start there names every Service at
+// the API server's write rate, allocating a few hundred kilobytes per
+// Service around the little each keeps; collected at the default rate,
+// that garbage scatters what stays over far more spans than it needs
+// (unused heap 10.8 MiB beside 19.7 MiB live at 3,000 Services; 8.9 MiB
+// collected eagerly until the controller's writes end, 6.7 MiB collected
+// eagerly throughout: BenchmarkKubeLiveHeap). The naming waits on the API
+// server, not on the CPU the collections take.
+func (g *loadGC) kubeFirstPass(services int) (done func()) {
+	if services < kubeEagerMin {
+		return func() {}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.namings++
+	g.set()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			time.AfterFunc(g.tail, func() {
+				g.mu.Lock()
+				defer g.mu.Unlock()
+				g.namings--
+				g.set()
+			})
+		})
+	}
+}
+
 // returnPacer decides, one poll of a second at a time, when
 // returnMemoryWhenQuiet returns memory: after quietPolls quiet seconds in
 // a row (under quietBytes allocated, nothing freed) that follow a busy
-// one (over busyBytes allocated, or at least busyFreed resources freed,
-// in that second or in the seconds that were not quiet since the last
-// return), and every since the last return. The seconds add up for work
-// that comes slower than busyBytes a second but is no less work: a
-// Kubernetes control plane names its Services at the API server's write
-// rate (a few hundred MB over a minute for 3,000), and the cache freezes
-// them in passes ten seconds apart, each under busyFreed; without a
-// return their garbage stays in the RSS, up to heapFloor of it. every starts at returnEvery; a burst
+// one (over busyBytes allocated, or at least busyFreed resources freed;
+// or the second in which what was allocated since the last return
+// exceeded both the live heap and returnMinBytes, or what was frozen
+// reached busyFreed), and every since the last return. Slow work adds up:
+// a Kubernetes control plane names its Services at the API server's write
+// rate (about 2 GB over a minute for 3,000, never busyBytes in a second),
+// the cache freezes them in passes ten seconds apart, each under
+// busyFreed, and a start allocates tens of MB over seconds; without a
+// return their garbage stays in the RSS, up to heapFloor of it. An idle
+// control plane's trickle of allocation makes a return only once it
+// exceeds its live heap, which the return's collection costs. every starts at returnEvery; a burst
 // that starts less than every after a return shows that return was
 // wasted (the heap grew straight back, each page faulted in again) and
 // doubles it, up to maxReturnEvery, and a burst that starts later sets it
@@ -273,24 +327,27 @@ type returnPacer struct {
 	quiet           int
 	last            time.Time // the last return; zero before the first
 	every           time.Duration
-	// work and freed sum what the seconds that were not quiet allocated
-	// and freed since the last return.
+	// work and freed sum what was allocated and freed since the last
+	// return.
 	work, freed uint64
 }
 
 // poll takes what the second that ended at now allocated (d bytes) and
 // freed (f resources), and reports whether to return memory now; the
 // caller then calls returned.
-func (p *returnPacer) poll(now time.Time, d, f uint64) bool {
+func (p *returnPacer) poll(now time.Time, d, f, live uint64) bool {
 	if p.every == 0 {
 		p.every = returnEvery
 	}
-	active := d >= quietBytes || f > 0
-	if active {
-		p.work, p.freed = p.work+d, p.freed+f
-	}
+	// What was allocated since the last return, quiet seconds included,
+	// makes a burst once it exceeds the live heap (a return costs a
+	// collection of it) and returnMinBytes; so do busyFreed resources
+	// frozen since.
+	limit := max(live, returnMinBytes)
+	crossed := p.work < limit && p.work+d >= limit || p.freed < busyFreed && p.freed+f >= busyFreed
+	p.work, p.freed = p.work+d, p.freed+f
 	switch {
-	case d >= busyBytes || f >= busyFreed, active && (p.work >= busyBytes || p.freed >= busyFreed):
+	case d >= busyBytes || f >= busyFreed || crossed:
 		if !p.burstSeen && !p.last.IsZero() {
 			p.burstSeen = true
 			if now.Sub(p.last) < p.every {
@@ -300,7 +357,7 @@ func (p *returnPacer) poll(now time.Time, d, f uint64) bool {
 			}
 		}
 		p.busy, p.quiet = true, 0
-	case active:
+	case d >= quietBytes || f > 0:
 		p.quiet = 0
 	case p.busy:
 		p.quiet++
@@ -383,7 +440,7 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, fr
 		default:
 			gcQuiet = 0
 		}
-		if pacer.poll(time.Now(), d, f) {
+		if pacer.poll(time.Now(), d, f, gc.live()) {
 			if nowFreed > 0 {
 				gc.end() // the load is over: the cache froze what it left
 			}

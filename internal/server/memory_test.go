@@ -229,6 +229,44 @@ func TestLoadGC_BusyAfterTheLoad(t *testing.T) {
 	}
 }
 
+// A first naming of Kubernetes Services is collected eagerly, after the
+// load and even while busy, when it has kubeEagerMin Services or more,
+// until its tail has passed.
+func TestLoadGC_KubernetesFirstPass(t *testing.T) {
+	const started = 100
+	managedGC(t, started)
+	g := newLoadGC(false)
+	noFloor(g)
+	g.end()
+	small := g.kubeFirstPass(kubeEagerMin - 1)
+	if got := gcPercent(); got != started {
+		t.Fatalf("a small first naming: GOGC %d, want %d", got, started)
+	}
+	small()
+	g.tail = 50 * time.Millisecond
+	done := g.kubeFirstPass(kubeEagerMin)
+	g.setBusy(true)
+	if got := gcPercent(); got != loadGCPercent {
+		t.Fatalf("a first naming, busy: GOGC %d, want %d", got, loadGCPercent)
+	}
+	done()
+	done()
+	if got := gcPercent(); got != loadGCPercent {
+		t.Fatalf("the tail of a first naming: GOGC %d, want %d", got, loadGCPercent)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for gcPercent() == loadGCPercent && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := gcPercent(); got != busyGCPercent {
+		t.Fatalf("after the naming, busy: GOGC %d, want %d", got, busyGCPercent)
+	}
+	g.setBusy(false)
+	if got := gcPercent(); got != started {
+		t.Fatalf("after the naming, quiet: GOGC %d, want %d", got, started)
+	}
+}
+
 // TestReturnPacer feeds returnPacer second by second and pins the seconds
 // at which it returns memory: three quiet seconds after a burst, then at
 // least returnEvery apart, that interval doubling (up to maxReturnEvery)
@@ -247,35 +285,43 @@ func TestReturnPacer(t *testing.T) {
 			return quietBytes - 1, 0
 		}
 	}
+	slow := func(s int) (uint64, uint64) { // ten seconds of quietBytes
+		if s < 10 {
+			return quietBytes, 0
+		}
+		return 0, 0
+	}
 	every5 := func(s int) (uint64, uint64) { // a burst of one second in five
 		if s%5 == 0 {
 			return busyBytes, 0
 		}
 		return 0, 0
 	}
+	const huge = 1 << 40 // a live heap no allocation here adds up to
 	for _, tc := range []struct {
 		name    string
 		seconds int
 		second  func(int) (d, f uint64)
+		live    uint64
 		want    []int
 		// busyAt are the seconds a burst begins by what the seconds
 		// before it add up to, not by its own.
 		busyAt []int
 	}{
-		{"one burst", 60, busy(0), []int{3}, nil},
-		{"nothing busy", 60, busy(), nil, nil},
+		{"one burst", 60, busy(0), huge, []int{3}, nil},
+		{"nothing busy", 60, busy(), huge, nil, nil},
 		{"a quiet second must be quiet", 60, func(s int) (uint64, uint64) {
 			if s == 0 {
 				return busyBytes, 0
 			}
 			return quietBytes, 0 // neither busy nor quiet
-		}, nil, nil},
+		}, huge, nil, nil},
 		{"frozen resources make a burst", 60, func(s int) (uint64, uint64) {
 			if s == 0 {
 				return 0, busyFreed
 			}
 			return 0, 0
-		}, []int{3}, nil},
+		}, huge, []int{3}, nil},
 		{"a resource freed is not quiet", 60, func(s int) (uint64, uint64) {
 			switch {
 			case s == 0:
@@ -284,25 +330,25 @@ func TestReturnPacer(t *testing.T) {
 				return 0, 1
 			}
 			return 0, 0
-		}, []int{12}, nil},
-		{"bursts every 5 s double the interval", 400, every5, []int{3, 23, 63, 143, 303}, nil},
+		}, huge, []int{12}, nil},
+		{"bursts every 5 s double the interval", 400, every5, huge, []int{3, 23, 63, 143, 303}, nil},
 		// Allocation at quietBytes a second is no burst in any one second,
-		// but eight of them are busyBytes.
-		{"slow work adds up", 60, func(s int) (uint64, uint64) {
-			if s < 10 {
-				return quietBytes, 0
-			}
-			return 0, 0
-		}, []int{12}, []int{7}},
-		{"quiet seconds do not add up", 60, func(s int) (uint64, uint64) { return quietBytes - 1, 0 }, nil, nil},
+		// but two of them are returnMinBytes...
+		{"slow work adds up", 60, slow, 0, []int{12}, []int{1}},
+		// ...and eight of them a live heap of busyBytes.
+		{"slow work adds up to the live heap", 60, slow, busyBytes, []int{12}, []int{7}},
+		{"a trickle under the live heap is no burst", 120, func(int) (uint64, uint64) { return 1 << 20, 0 }, 1 << 30, nil, nil},
+		// An idle server's trickle over a small live heap: a return each
+		// time it adds up to returnMinBytes.
+		{"a trickle adds up over a small live heap", 60, func(int) (uint64, uint64) { return 1 << 20, 0 }, 0, []int{18, 37, 56}, []int{15, 34, 53}},
 		// The cache freezes in passes ten seconds apart.
 		{"freezing in passes adds up", 60, func(s int) (uint64, uint64) {
 			if s%10 == 0 && s < 30 {
 				return 0, busyFreed / 2
 			}
 			return 0, 0
-		}, []int{13}, []int{10}},
-		{"a late burst sets the interval back", 260, busy(0, 50, 56, 200, 205), []int{3, 53, 73, 203, 223}, nil},
+		}, huge, []int{13}, []int{10}},
+		{"a late burst sets the interval back", 260, busy(0, 50, 56, 200, 205), huge, []int{3, 53, 73, 203, 223}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p returnPacer
@@ -315,7 +361,7 @@ func TestReturnPacer(t *testing.T) {
 				if d >= busyBytes || f >= busyFreed || slices.Contains(tc.busyAt, s) {
 					pending = true
 				}
-				if p.poll(now, d, f) {
+				if p.poll(now, d, f, tc.live) {
 					got = append(got, s)
 					p.returned(now)
 					pending = false

@@ -307,7 +307,7 @@ func (s *Server) newControllers(st store.Store, c *cache.Cache, reg prometheus.R
 		Cache: c, Store: st, Log: s.log.With("component", "controllers"), Registerer: reg, Now: s.Clock,
 		Record: s.recordHistory, FirstPass: gc.firstPass,
 	}, cores...)
-	return &controllers{runner: runner, kube: s.kubeControllers(st, c, cores, runner.Kick, reg), creates: !s.cfg.KubernetesEnv()}, nil
+	return &controllers{runner: runner, kube: s.kubeControllers(st, c, cores, runner.Kick, reg, gc), creates: !s.cfg.KubernetesEnv()}, nil
 }
 
 // runControllers runs the controllers while this instance leads.
