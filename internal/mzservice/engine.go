@@ -260,10 +260,12 @@ func (m *mesh) candidates(dst []*mzs, name, packed string) []*mzs {
 	if len(m.byAnchor) == 0 {
 		return dst
 	}
-	if packed[0] > 0 {
-		dst = append(dst, m.byAnchor[pair{resource.LabelDisplayName, displayName(packed, name)}]...)
+	for _, k := range nameKeys {
+		if v, ok := named(packed).Get(name, k); ok {
+			dst = append(dst, m.byAnchor[pair{k, v}]...)
+		}
 	}
-	for rest := packed[1:]; rest != ""; {
+	for rest := packed[2:]; rest != ""; {
 		var k, v string
 		k, v, rest = nextLabel(rest)
 		dst = append(dst, m.byAnchor[pair{k, v}]...)

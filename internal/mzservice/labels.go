@@ -14,15 +14,15 @@ import (
 // slice of ports an allocation per service. The string holds the length of
 // the packed labels (a uvarint), the packed labels, then the packed ports.
 //
-// Labels are packed as one flag byte, then each label sorted by
-// key: the key, as a uvarint below len(knownKeys) for one of knownKeys,
-// else as the uvarint len(knownKeys)+len(key) followed by the key; then the
-// value, as its length (uvarint) and bytes. The labels the control plane
-// sets on every service thus cost two bytes and their value, and a service
-// of a zone takes about 50 bytes. The flag byte is 0, or 1+n when the
-// display name begins the service's name and is left out: the name without
-// its last n bytes (n is 0 for a zone's own services; a service synced
-// from another zone is named <display name>-<hash>).
+// Labels are packed as two bytes saying which labels the service's name
+// determines and leaves out (resource.NameLabels, little-endian: the
+// display name, which begins the name, and a Kubernetes Service's name and
+// namespace), then each other label sorted by key: the key, as a uvarint
+// below len(knownKeys) for one of knownKeys, else as the uvarint
+// len(knownKeys)+len(key) followed by the key; then the value, as its
+// length (uvarint) and bytes. The labels the control plane sets on every
+// service thus cost two bytes and their value, and a service of a zone
+// takes about 50 bytes.
 //
 // Ports are packed sorted by number then protocol, each as its number (four
 // bytes, little-endian), the lengths of its protocol and name (one byte
@@ -96,21 +96,16 @@ func splitService(s string) (labels, ports string) {
 
 // appendLabels appends the packed labels m of the service name to b.
 func appendLabels(b []byte, name string, m map[string]string) []byte {
-	flag := byte(0)
-	cut, nameLabel := resource.DisplayNameCut(name, m)
-	if nameLabel {
-		flag = 1 + cut
-	}
+	n := resource.NameLabelsOf(name, m)
 	var kbuf [8]string
 	keys := kbuf[:0]
 	for k := range m {
-		if nameLabel && k == resource.LabelDisplayName {
-			continue
+		if !n.Has(k) {
+			keys = append(keys, k)
 		}
-		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	b = append(b, flag)
+	b = append(b, byte(n), byte(n>>8))
 	for _, k := range keys {
 		if i := slices.Index(knownKeys, k); i >= 0 {
 			b = binary.AppendUvarint(b, uint64(i))
@@ -125,12 +120,16 @@ func appendLabels(b []byte, name string, m map[string]string) []byte {
 	return b
 }
 
-// displayName returns the display name left out of the packed labels of
-// the service name (their flag byte is not 0).
-func displayName(packed, name string) string { return name[:len(name)-int(packed[0]-1)] }
+// named returns the labels the name determines of packed labels.
+func named(packed string) resource.NameLabels {
+	return resource.NameLabels(packed[0]) | resource.NameLabels(packed[1])<<8
+}
 
-// nextLabel returns the first label of rest (packed labels after the flag
-// byte) and the rest after it.
+// nameKeys are the keys of the labels a name may determine.
+var nameKeys = [...]string{resource.LabelDisplayName, resource.LabelServiceName, resource.LabelNamespace}
+
+// nextLabel returns the first label of rest (packed labels after their
+// first two bytes) and the rest after it.
 func nextLabel(rest string) (k, v, after string) {
 	x, n := uvarint(rest)
 	rest = rest[n:]
@@ -160,10 +159,10 @@ func uvarint(s string) (uint64, int) {
 // label returns the value of the label key of the service name with the
 // packed labels, and whether it has it.
 func label(packed, name, key string) (string, bool) {
-	if key == resource.LabelDisplayName && packed[0] > 0 {
-		return displayName(packed, name), true
+	if v, ok := named(packed).Get(name, key); ok {
+		return v, true
 	}
-	for rest := packed[1:]; rest != ""; {
+	for rest := packed[2:]; rest != ""; {
 		var k, v string
 		k, v, rest = nextLabel(rest)
 		if k == key {

@@ -52,12 +52,23 @@ func newWorld() *world {
 // randomOp makes one change from the choices pick returns (pick(n) is in
 // [0, n)) over a small space of names, labels and ports, so that matches,
 // relabels, collisions of anchors and disagreeing ports are frequent.
+// serviceName picks the name of a service: s0 to s11, or one made from
+// a Kubernetes Service, s0 to s3 of namespace ns1 or ns2.
+func serviceName(pick func(int) int) string {
+	i := pick(20)
+	if i < 12 {
+		return fmt.Sprintf("s%d", i)
+	}
+	return fmt.Sprintf("s%d.ns%d", (i-12)%4, 1+(i-12)/4)
+}
+
 func (w *world) randomOp(pick func(int) int) {
 	meshes := []string{"default", "other"}
 	mesh := meshes[pick(len(meshes))]
 	switch pick(6) {
 	case 0, 1, 2: // set a service
-		name := fmt.Sprintf("s%d", pick(12))
+		name := serviceName(pick)
+		display, _, _ := strings.Cut(name, ".") // a Kubernetes Service's
 		labels := map[string]string{}
 		for _, kv := range []struct {
 			k    string
@@ -67,7 +78,8 @@ func (w *world) randomOp(pick func(int) int) {
 			{"tier", []string{"x", "y"}},
 			{resource.LabelZone, []string{"east", "west", "south"}},
 			{resource.LabelNamespace, []string{"ns1", "ns2"}},
-			{resource.LabelDisplayName, []string{name, "shared"}},
+			{resource.LabelDisplayName, []string{name, "shared", display}},
+			{resource.LabelServiceName, []string{display, "s1"}},
 		} {
 			if i := pick(len(kv.vals) + 1); i < len(kv.vals) {
 				labels[kv.k] = kv.vals[i]
@@ -83,7 +95,7 @@ func (w *world) randomOp(pick func(int) int) {
 		w.svcs[o.Key()] = o
 		w.engine.SetService(o)
 	case 3: // delete a service
-		k := msKey(mesh, fmt.Sprintf("s%d", pick(12)))
+		k := msKey(mesh, serviceName(pick))
 		delete(w.svcs, k)
 		w.engine.DeleteService(k)
 	case 4: // set a MeshMultiZoneService
@@ -99,6 +111,8 @@ func (w *world) randomOp(pick func(int) int) {
 				{"tier", []string{"x", "y"}},
 				{resource.LabelZone, []string{"east", "west"}},
 				{resource.LabelDisplayName, []string{"s1", "shared"}},
+				{resource.LabelNamespace, []string{"ns1", "ns2"}},
+				{resource.LabelServiceName, []string{"s1"}},
 			} {
 				if i := pick(len(kv.vals) + 2); i < len(kv.vals) {
 					sel[kv.k] = kv.vals[i]
