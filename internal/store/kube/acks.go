@@ -21,6 +21,14 @@ type acks struct {
 	next  int
 }
 
+// ackWindow is how many recent events acks remembers. A writer asks for
+// its event as soon as its request is answered, and the store has at most
+// Workers requests of an Apply in flight: the events of others between
+// its answer and its question number far fewer. Each costs about 270
+// bytes (the key in the ring and in the map): 4,096 of them were a
+// megabyte, a tenth of a kilobyte per Service at 10,000.
+const ackWindow = 1024
+
 func newAcks(n int) acks {
 	return acks{m: make(map[ackKey]int64), order: make([]ackKey, n)}
 }

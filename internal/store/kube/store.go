@@ -199,7 +199,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		stale:    map[crRef]report{},
 		feed:     newFeed(),
 		progress: map[resource.Kind]int64{},
-		acks:     newAcks(4096),
+		acks:     newAcks(ackWindow),
 		advanced: make(chan struct{}),
 		changed:  make(chan struct{}),
 		leases:   leaseCache{m: map[string]cachedLease{}},
