@@ -114,20 +114,34 @@ type state struct {
 	// the cache shows.
 	// (a slice: almost always one, a headless Service's a few).
 	owned map[nsName][]resource.Key
-	// ownerOf is the Service a managed MeshService was made from.
-	ownerOf map[resource.Key]nsName
-	// byName finds a MeshService of any mesh by name: one custom resource.
-	byName map[string]resource.Key
+	// owners are the Service each managed MeshService was made from, and
+	// the digest of its labels and spec, so that status writes do not
+	// send its Service round again (one map: the controller holds an
+	// entry per Service of the cluster).
+	owners map[resource.Key]ownership
+	// byName finds a MeshService of any mesh by name (one custom
+	// resource): its mesh (key).
+	byName map[string]string
 	// pods caches the Pods of headless Services' endpoints, by UID.
 	pods map[string]*Pod
 	// reported is the last problem logged for each Service.
 	reported map[nsName]string
-	// sums digest the labels and spec of each managed MeshService, so that
-	// status writes do not send its Service round again.
-	sums map[resource.Key]uint64
 	// conflicts are the MeshServices in a Service's way (logged once), and
 	// the Service they are in the way of.
 	conflicts map[resource.Key]nsName
+}
+
+// ownership is the Service a MeshService was made from, and the digest
+// of what the controller writes of it (intentSum).
+type ownership struct {
+	svc nsName
+	sum uint64
+}
+
+// named returns the key of the MeshService of any mesh named name.
+func (st *state) named(name string) (resource.Key, bool) {
+	mesh, ok := st.byName[name]
+	return resource.Key{Kind: resource.MeshService, Mesh: mesh, Name: name}, ok
 }
 
 // Run keeps the MeshServices of Services until ctx ends. Call it only
@@ -177,12 +191,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !c.waitViews(ctx, v, len(follow)) {
 		return nil
 	}
-	st := &state{owned: map[nsName][]resource.Key{}, ownerOf: map[resource.Key]nsName{}, byName: map[string]resource.Key{},
-		pods: map[string]*Pod{}, reported: map[nsName]string{}, sums: map[resource.Key]uint64{}, conflicts: map[resource.Key]nsName{}}
+	st := &state{owned: map[nsName][]resource.Key{}, owners: map[resource.Key]ownership{}, byName: map[string]string{},
+		pods: map[string]*Pod{}, reported: map[nsName]string{}, conflicts: map[resource.Key]nsName{}}
 	c.o.Cache.Scan(cache.Query{Kind: resource.MeshService}, func(o *resource.Object) {
 		c.index(st, o.Key(), o, svcQueue)
 	})
-	c.o.Log.Info("kubeservices controller started", "services", svcQueue.Len(), "meshservices", len(st.ownerOf), "dur", time.Since(start))
+	c.o.Log.Info("kubeservices controller started", "services", svcQueue.Len(), "meshservices", len(st.owners), "dur", time.Since(start))
 	firstPassDone := func() {}
 	if c.o.FirstPass != nil {
 		firstPassDone = c.o.FirstPass(svcQueue.Len())
@@ -257,8 +271,9 @@ func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *rec
 		owner = nsName{o.Labels[resource.LabelNamespace], o.Labels[resource.LabelServiceName]}
 		sum = intentSum(o)
 	}
-	old, had := st.ownerOf[k]
-	if had && managed && old == owner && st.sums[k] == sum {
+	prev, had := st.owners[k]
+	old := prev.svc
+	if had && managed && old == owner && prev.sum == sum {
 		return // a status write: nothing this controller writes changed
 	}
 	if had {
@@ -266,12 +281,11 @@ func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *rec
 		if len(st.owned[old]) == 0 {
 			delete(st.owned, old)
 		}
-		delete(st.ownerOf, k)
-		delete(st.sums, k)
+		delete(st.owners, k)
 		q.Add(old)
 	}
 	if o == nil {
-		if st.byName[k.Name] == k {
+		if n, ok := st.named(k.Name); ok && n == k {
 			delete(st.byName, k.Name)
 		}
 		if svc, ok := st.conflicts[k]; ok {
@@ -279,15 +293,14 @@ func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *rec
 			q.Add(svc) // out of that Service's way
 		}
 	} else {
-		st.byName[k.Name] = k
+		st.byName[k.Name] = k.Mesh
 	}
 	if managed {
 		st.owned[owner] = append(st.owned[owner], k)
-		st.ownerOf[k] = owner
-		st.sums[k] = sum
+		st.owners[k] = ownership{owner, sum}
 		q.Add(owner)
 	}
-	c.managed.Set(float64(len(st.ownerOf)))
+	c.managed.Set(float64(len(st.owners)))
 }
 
 // intentSum digests what the controller writes of a MeshService: its
@@ -405,7 +418,7 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 		}
 	}
 	for key, o := range want {
-		if other, ok := st.byName[key.Name]; ok && other != key && st.ownerOf[other] == k {
+		if other, ok := st.named(key.Name); ok && other != key && st.owners[other].svc == k {
 			// The same custom resource in another mesh: deleted above,
 			// created again once that is done.
 			p.writes = append(p.writes, store.Op{Type: store.OpCreate, Object: o, DiscardObject: true})
@@ -415,7 +428,7 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 		cur, exists := c.o.Cache.Peek(key)
 		in := key
 		if !exists {
-			in, exists = st.byName[key.Name] // the same object, in another mesh
+			in, exists = st.named(key.Name) // the same object, in another mesh
 		}
 		if exists && !made(cur) {
 			if _, logged := st.conflicts[in]; !logged {
