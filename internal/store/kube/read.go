@@ -27,7 +27,7 @@ func (s *Store) Get(ctx context.Context, k resource.Key) (*resource.Object, erro
 		s.mu.Unlock()
 		return nil, store.ErrClosed
 	}
-	e, ok := s.objects[k]
+	e, ok := s.entry(k)
 	s.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("get %s: %w", k, store.ErrNotFound)
@@ -51,9 +51,9 @@ func (s *Store) List(ctx context.Context, k resource.Kind) ([]*resource.Object, 
 		s.mu.Unlock()
 		return nil, 0, store.ErrClosed
 	}
-	entries := make([]*entry, 0, len(s.objects))
-	for key, e := range s.objects {
-		if k == "" || key.Kind == k {
+	entries := make([]*entry, 0, len(s.refs))
+	for ref, e := range s.refs {
+		if k == "" || ref.kind == k {
 			entries = append(entries, e)
 		}
 	}

@@ -122,9 +122,10 @@ type Store struct {
 	dec   decoder
 	kinds []crd.Kind
 
-	mu      sync.Mutex
-	objects map[resource.Key]*entry
-	refs    map[crRef]*entry // the resource each valid custom resource is
+	mu sync.Mutex
+	// refs are the valid custom resources, each the entry of its
+	// resource (entry finds one by key: the key gives the name).
+	refs    map[crRef]*entry
 	invalid map[crRef]*decoded
 	// stale are valid objects whose status still shows Valid=False.
 	stale    map[crRef]report
@@ -162,6 +163,19 @@ type entry struct {
 	at      int64  // of a tombstone: when it was written (UnixNano), for Compact
 }
 
+// entry returns the live entry of resource k. s.mu is held.
+func (s *Store) entry(k resource.Key) (*entry, bool) {
+	ref, err := s.dec.ref(k)
+	if err != nil {
+		return nil, false
+	}
+	e, ok := s.refs[ref]
+	if !ok || e.key != k {
+		return nil, false
+	}
+	return e, true
+}
+
 // tombstone reports whether e is the tombstone of a deletion.
 func (e *entry) tombstone() bool { return e.data == nil }
 
@@ -193,7 +207,6 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		o: o, c: o.Client,
 		dec:      decoder{names: names{system: o.SystemNamespace}, mode: o.Mode, zone: o.Zone},
 		kinds:    crd.Kinds(),
-		objects:  map[resource.Key]*entry{},
 		refs:     map[crRef]*entry{},
 		invalid:  map[crRef]*decoded{},
 		stale:    map[crRef]report{},

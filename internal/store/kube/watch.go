@@ -149,8 +149,10 @@ func (s *Store) put(d decoded, now time.Time) {
 		return
 	}
 	e := &entry{key: k, uid: d.uid, version: d.version, rev: s.nextRev(), data: compressObject(plain)}
-	live := s.objects[k]
-	s.objects[k] = e
+	var live *entry
+	if had && prev.key == k {
+		live = prev
+	}
 	s.refs[d.ref] = e
 	if d.reported != "" {
 		s.stale[d.ref] = staleReport(d, plain)
@@ -181,10 +183,9 @@ func (s *Store) remove(ref crRef, uid string, v int64, now time.Time) {
 	s.acks.add(ackKey{ref: ref, uid: uid, deleted: true}, rev)
 }
 
-// deleteKey deletes the resource of the live entry e at revision rev.
-// s.mu is held.
+// deleteKey adds the deletion of the resource of the live entry e to the
+// feed at revision rev (the caller drops e from refs). s.mu is held.
 func (s *Store) deleteKey(e *entry, rev int64, now time.Time) {
-	delete(s.objects, e.key)
 	s.feed.add(&entry{key: e.key, rev: rev, at: now.UnixNano()}, e)
 	s.notify()
 }

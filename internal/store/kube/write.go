@@ -413,7 +413,7 @@ func (s *Store) update(ctx context.Context, op store.Op, p *plan) (json.RawMessa
 func (s *Store) current(p *plan, version int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.objects[p.key]
+	e, ok := s.entry(p.key)
 	switch {
 	case !ok:
 		return store.ErrNotFound
@@ -463,7 +463,7 @@ func (s *Store) patchStatus(ctx context.Context, op store.Op, p *plan) (json.Raw
 		next = nil
 	}
 	s.mu.Lock()
-	e, ok := s.objects[p.key]
+	e, ok := s.entry(p.key)
 	s.mu.Unlock()
 	if !ok {
 		return nil, store.ErrNotFound
@@ -521,7 +521,7 @@ func statusOf(data []byte) (string, error) {
 
 func (s *Store) delete(ctx context.Context, op store.Op, p *plan) (ackKey, error) {
 	s.mu.Lock()
-	e, ok := s.objects[p.key]
+	e, ok := s.entry(p.key)
 	s.mu.Unlock()
 	if !ok {
 		return ackKey{}, store.ErrNotFound
