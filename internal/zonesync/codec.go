@@ -25,11 +25,13 @@ const (
 	MaxChangesBytes = 4 << 20
 	// MaxBatchItems bounds the puts and deletes of one batch.
 	MaxBatchItems = 5000
-	// batchBytes is what a sender aims one batch at, and batchItems the
-	// most resources it puts in one.
+	// batchBytes is what a sender aims one batch at.
 	batchBytes = 512 << 10
-	batchItems = 1000
 )
+
+// batchItems is the most resources a sender puts in one batch (a
+// variable so that tests of several batches stay small).
+var batchItems = 1000
 
 // errRefused marks input a receiver refuses: counted and logged, and the
 // stream goes on.

@@ -15,11 +15,11 @@ import (
 // last batch is in (its position moves then), so the sender must not
 // wait for acknowledgements between a full state's batches.
 func TestSync_FullStateOfMoreBatchesThanInFlight(t *testing.T) {
-	defer func(n int) { maxInFlight = n }(maxInFlight)
-	maxInFlight = 2
+	defer func(n, items int) { maxInFlight, batchItems = n, items }(maxInFlight, batchItems)
+	maxInFlight, batchItems = 2, 50
 	f := newFederation(t, "east", "west")
 	east, west := f.zones["east"], f.zones["west"]
-	const n = 3*batchItems + 10 // four batches of east's services, and what the global holds besides
+	n := 3*batchItems + 10 // four batches of east's services, and what the global holds besides
 	for i := range n {
 		east.put(meshService("default", fmt.Sprintf("s%d", i), 80), resource.ModeZone, "east")
 	}
