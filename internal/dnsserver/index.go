@@ -69,10 +69,9 @@ func (v *View) lookupSRV(name string) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	tn := target.name()
-	for _, p := range tn.Ports {
+	for _, p := range target.ports() {
 		if p.Name == port[1:] {
-			return Entry{Name: name, Service: target.svc.Key, Source: tn.Source, SRV: []SRV{{Target: rest, Port: p.Port}}}, true
+			return Entry{Name: name, Service: target.svc.Key, Source: target.name().Source(), SRV: []SRV{{Target: rest, Port: p.Port}}}, true
 		}
 	}
 	return Entry{}, false
@@ -85,7 +84,7 @@ func (v *View) IsParent(name string) bool {
 	}
 	if rest, ok := strings.CutPrefix(name, "_tcp."); ok {
 		c, ok := v.names.Get(rest)
-		return ok && len(c.name().Ports) > 0
+		return ok && len(c.ports()) > 0
 	}
 	return false
 }
@@ -164,7 +163,7 @@ func (v *View) Parents() iter.Seq[string] {
 			}
 		}
 		for name, c := range v.names.All() {
-			if len(c.name().Ports) > 0 && !yield("_tcp."+name) {
+			if len(c.ports()) > 0 && !yield("_tcp."+name) {
 				return
 			}
 		}
@@ -252,13 +251,16 @@ type claim struct {
 
 func (c claim) name() *Name { return &c.svc.Names[c.idx] }
 
+// ports are the ports that give c's name SRV records.
+func (c claim) ports() []SRVPort { return c.svc.PortsOf(c.name()) }
+
 // entry is the records of the name c claims. The addresses are slices of
 // the claim's (Extract puts IPv4 before IPv6), so no allocation is made
 // on the query path.
 func (c claim) entry() Entry {
 	n := c.name()
 	a, aaaa := splitFamilies(n.Addrs)
-	return Entry{Name: n.Name, Service: c.svc.Key, Source: n.Source, A: a, AAAA: aaaa, ports: n.Ports}
+	return Entry{Name: n.Name, Service: c.svc.Key, Source: n.Source(), A: a, AAAA: aaaa, ports: c.ports()}
 }
 
 // splitFamilies returns the IPv4 and the IPv6 addresses of addrs, in
@@ -457,7 +459,7 @@ func (ix *meshIndex) resolve(ed *viewEdit, name string, cs []claim, contested bo
 	}
 	if had {
 		touched[cur.svc] = struct{}{}
-		ed.srv -= len(srvPorts(cur.name().Ports))
+		ed.srv -= len(srvPorts(cur.ports()))
 	}
 	if len(cs) == 0 {
 		if contested {
@@ -471,7 +473,7 @@ func (ix *meshIndex) resolve(ed *viewEdit, name string, cs []claim, contested bo
 	w := cs[0]
 	wn := w.name()
 	touched[w.svc] = struct{}{}
-	ed.srv += len(srvPorts(wn.Ports))
+	ed.srv += len(srvPorts(w.ports()))
 	if !had {
 		ix.published(ed, name)
 	}
@@ -483,8 +485,8 @@ func (ix *meshIndex) resolve(ed *viewEdit, name string, cs []claim, contested bo
 		// A name the winner lists twice (under two sources, in a status
 		// the controller did not write so) is answered: not rejected.
 		if c.svc.Key != w.svc.Key {
-			rej = append(rej, Rejection{Name: name, Service: c.svc.Key, Source: c.name().Source,
-				Reason: fmt.Sprintf("the name is answered for %s (%s)", w.svc.Key, wn.Source)})
+			rej = append(rej, Rejection{Name: name, Service: c.svc.Key, Source: c.name().Source(),
+				Reason: fmt.Sprintf("the name is answered for %s (%s)", w.svc.Key, wn.Source())})
 		}
 	}
 	if len(rej) > 0 {

@@ -163,19 +163,20 @@ func (in *Inspector) Service(k resource.Key) api.DNSListing {
 	if v == nil {
 		return l
 	}
-	for _, n := range names.Names {
+	for i := range names.Names {
+		n := &names.Names[i]
 		e, ok := v.Lookup(n.Name)
 		switch {
 		case !ok:
 			continue // a rejection, listed below
 		case e.Service != k:
-			l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: n.Name, Kind: k.Kind, Service: k.Name, Source: n.Source,
+			l.NotAnswered = append(l.NotAnswered, api.DNSNotAnswer{Name: n.Name, Kind: k.Kind, Service: k.Name, Source: n.Source(),
 				Reason: fmt.Sprintf("the name is answered for %s (%s)", e.Service, e.Source)})
 			continue
 		}
 		l.Names = append(l.Names, dnsName(&e))
 		var seen []string
-		for _, p := range n.Ports {
+		for _, p := range names.PortsOf(n) {
 			if slices.Contains(seen, p.Name) {
 				continue
 			}

@@ -63,19 +63,39 @@ const (
 	SourceAlias       = "alias"       // origin ServiceTagAlias
 )
 
+// source is a source of names as the index keeps it, in a byte: a Name
+// holds one, and a Kubernetes Service has four names.
+type source uint8
+
+const (
+	srcHostname source = iota
+	srcInternalVIP
+	srcServiceTag
+	srcAlias
+)
+
+var sourceNames = [...]string{srcHostname: SourceHostname, srcInternalVIP: SourceInternalVIP, srcServiceTag: SourceServiceTag, srcAlias: SourceAlias}
+
+func (s source) String() string { return sourceNames[s] }
+
+// hasPorts reports whether names of source s get SRV records from their
+// service's ports: hostnames and service-tag names do, aliases and
+// InternalVIP values do not.
+func (s source) hasPorts() bool { return s == srcHostname || s == srcServiceTag }
+
 // sourceOf is the source of a name of status.addresses with origin kind k.
 // A kind this version does not know (one a newer leader wrote) names the
 // service as a whole, as a hostname does.
-func sourceOf(k string) string {
+func sourceOf(k string) source {
 	switch k {
 	case resource.OriginInternalVIP:
-		return SourceInternalVIP
+		return srcInternalVIP
 	case resource.OriginServiceTag:
-		return SourceServiceTag
+		return srcServiceTag
 	case resource.OriginServiceTagAlias:
-		return SourceAlias
+		return srcAlias
 	}
-	return SourceHostname
+	return srcHostname
 }
 
 // TableOptions are the settings a table is built with.
@@ -100,19 +120,34 @@ type ServiceNames struct {
 	Names    []Name
 	// VIPs are all the service's addresses (for PTR records).
 	VIPs []netip.Addr
+	// Ports are the service's named ports, which give its hostnames and
+	// service-tag names SRV records (source.hasPorts), kept once rather
+	// than with each name.
+	Ports []SRVPort
 	// Refused are the names the service would have that DNS cannot
 	// answer, with the reason.
 	Refused []Rejection
 }
 
-// Name is one name a service wants.
+// Name is one name a service wants. A service has one for each of its
+// names, so it is kept to 48 bytes: its source in a byte, and its SRV
+// ports its service's (ServiceNames.PortsOf).
 type Name struct {
-	Name   string // lower case, fully qualified
-	Source string
-	Addrs  []netip.Addr
-	// Ports with a name get SRV records (not for aliases nor InternalVIP
-	// values).
-	Ports []SRVPort
+	Name  string // lower case, fully qualified
+	Addrs []netip.Addr
+	src   source
+}
+
+// Source says where the name comes from (SourceHostname and the others).
+func (n *Name) Source() string { return n.src.String() }
+
+// PortsOf returns the ports whose names give n, a name of s, SRV records:
+// s's, for a hostname or a service-tag name; none for the others.
+func (s *ServiceNames) PortsOf(n *Name) []SRVPort {
+	if n.src.hasPorts() {
+		return s.Ports
+	}
+	return nil
 }
 
 // SRVPort is a named port.
@@ -193,7 +228,6 @@ func serviceStatus(obj *resource.Object) *resource.ServiceStatus {
 func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 	out := ServiceNames{Key: svc.Key(), Created: svc.CreationTime.UnixNano(), Revision: svc.Revision}
 	st := serviceStatus(svc)
-	var ports []SRVPort
 	var specPorts []resource.Port
 	switch spec := svc.Spec.(type) {
 	case *resource.MeshServiceSpec:
@@ -203,7 +237,7 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 	}
 	for _, p := range specPorts {
 		if p.Name != "" {
-			ports = append(ports, SRVPort{Name: strings.ToLower(p.Name), Port: uint16(p.Port)})
+			out.Ports = append(out.Ports, SRVPort{Name: strings.ToLower(p.Name), Port: uint16(p.Port)})
 		}
 	}
 	// Addresses of the service as a whole: the VIPs that belong to no
@@ -241,12 +275,12 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 	add := func(n Name) {
 		switch {
 		case o.Global:
-			out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source, Reason: GlobalAnswersNoNames})
+			out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source(), Reason: GlobalAnswersNoNames})
 		case len(n.Addrs) == 0:
-			out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source, Reason: noVIP})
+			out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source(), Reason: noVIP})
 		default:
 			if why := checkName(n.Name); why != "" {
-				out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source, Reason: why})
+				out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source(), Reason: why})
 				return
 			}
 			out.Names = append(out.Names, n)
@@ -259,25 +293,23 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 				continue
 			}
 			name := dns.Fqdn(strings.ToLower(a.Hostname))
-			source := sourceOf(a.Origin.Kind)
+			src := sourceOf(a.Origin.Kind)
 			switch {
 			case a.Status != resource.AddressAvailable:
-				out.Refused = append(out.Refused, Rejection{Name: name, Service: out.Key, Source: source, Reason: a.Reason})
-			case source == SourceInternalVIP:
+				out.Refused = append(out.Refused, Rejection{Name: name, Service: out.Key, Source: src.String(), Reason: a.Reason})
+			case src == srcInternalVIP:
 				held[name] = true
 				if _, ok := byHost[name]; !ok {
-					add(Name{Name: name, Source: SourceInternalVIP})
+					add(Name{Name: name, src: srcInternalVIP})
 				}
-			case source == SourceAlias:
-				add(Name{Name: name, Source: source, Addrs: general})
 			default:
-				add(Name{Name: name, Source: source, Addrs: general, Ports: ports})
+				add(Name{Name: name, src: src, Addrs: general})
 			}
 		}
 	}
 	for _, h := range slices.Sorted(mapKeys(byHost)) {
 		if held[h] {
-			add(Name{Name: h, Source: SourceInternalVIP, Addrs: byHost[h]})
+			add(Name{Name: h, src: srcInternalVIP, Addrs: byHost[h]})
 		}
 	}
 	return out

@@ -34,7 +34,7 @@ func TestExtract(t *testing.T) {
 		name string
 		obj  *resource.Object
 		opts TableOptions
-		want []Name
+		want []wantName
 		vips []netip.Addr
 		// refused are the names not answered, as "name source: reason"
 		// with the reason up to its first colon.
@@ -43,7 +43,7 @@ func TestExtract(t *testing.T) {
 		{
 			name: "OnlyAvailableHostnames",
 			obj:  svc(resource.MeshService, "default", "web", 0, hosts("web.svc.mesh.local"), lostHosts("web.other.mesh.local"), hosts("Web.Alt.Mesh.Local"), vips("241.0.0.1")),
-			want: []Name{
+			want: []wantName{
 				{Name: "web.svc.mesh.local.", Source: SourceHostname, Addrs: v4},
 				{Name: "web.alt.mesh.local.", Source: SourceHostname, Addrs: v4}, // lower case, fully qualified
 			},
@@ -98,24 +98,24 @@ func TestExtract(t *testing.T) {
 				"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa_svc_800.mesh. serviceTag: not a valid DNS name: the label \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa_svc_800\" has 64 bytes, more than 63",
 				"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-svc-800.mesh. alias: not a valid DNS name: the label \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-svc-800\" has 64 bytes, more than 63",
 			},
-			want: []Name{{Name: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.svc.800.mesh.", Source: SourceAlias, Addrs: v4}},
+			want: []wantName{{Name: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.svc.800.mesh.", Source: SourceAlias, Addrs: v4}},
 		},
 		{
 			name: "UnparsableVIPIgnored",
 			obj:  svc(resource.MeshService, "default", "web", 0, hosts("web.svc.mesh.local"), vips("not-an-ip", "241.0.0.1")),
-			want: []Name{{Name: "web.svc.mesh.local.", Source: SourceHostname, Addrs: v4}},
+			want: []wantName{{Name: "web.svc.mesh.local.", Source: SourceHostname, Addrs: v4}},
 			vips: v4,
 		},
 		{
 			name: "DualStack",
 			obj:  svc(resource.MeshService, "default", "web", 0, hosts("web.svc.mesh.local"), vips("241.0.0.1", "fd00:241::1")),
-			want: []Name{{Name: "web.svc.mesh.local.", Source: SourceHostname, Addrs: addrs("241.0.0.1", "fd00:241::1")}},
+			want: []wantName{{Name: "web.svc.mesh.local.", Source: SourceHostname, Addrs: addrs("241.0.0.1", "fd00:241::1")}},
 			vips: addrs("241.0.0.1", "fd00:241::1"),
 		},
 		{
 			name: "NamedPortsGetSRV",
 			obj:  svc(resource.MeshService, "default", "web", 0, hosts("web.svc.mesh.local"), vips("241.0.0.1"), ports("HTTP:80", "8080", "grpc:9090")),
-			want: []Name{{Name: "web.svc.mesh.local.", Source: SourceHostname, Addrs: v4,
+			want: []wantName{{Name: "web.svc.mesh.local.", Source: SourceHostname, Addrs: v4,
 				Ports: []SRVPort{{Name: "http", Port: 80}, {Name: "grpc", Port: 9090}}}},
 			vips: v4,
 		},
@@ -124,7 +124,7 @@ func TestExtract(t *testing.T) {
 			// SRV on the tag name only.
 			name: "ServiceTagAndAliases",
 			obj:  svc(resource.MeshService, "default", "frontend", 0, vips("241.0.0.1"), ports("http:80"), tags("frontend_default_svc_80")),
-			want: []Name{
+			want: []wantName{
 				{Name: "frontend_default_svc_80.mesh.", Source: SourceServiceTag, Addrs: v4, Ports: []SRVPort{{Name: "http", Port: 80}}},
 				{Name: "frontend-default-svc-80.mesh.", Source: SourceAlias, Addrs: v4},
 				{Name: "frontend.default.svc.80.mesh.", Source: SourceAlias, Addrs: v4},
@@ -135,7 +135,7 @@ func TestExtract(t *testing.T) {
 			// The seed's complex example: dashes in the name stay.
 			name: "ServiceTagWithDashes",
 			obj:  svc(resource.MeshService, "default", "complex", 0, vips("241.0.0.1"), tags("My-Complex-Service_default_svc_80")),
-			want: []Name{
+			want: []wantName{
 				{Name: "my-complex-service_default_svc_80.mesh.", Source: SourceServiceTag, Addrs: v4},
 				{Name: "my-complex-service-default-svc-80.mesh.", Source: SourceAlias, Addrs: v4},
 				{Name: "my-complex-service.default.svc.80.mesh.", Source: SourceAlias, Addrs: v4},
@@ -146,7 +146,7 @@ func TestExtract(t *testing.T) {
 			// A compliant tag is its own alias: no duplicates.
 			name: "AliasEqualToTag",
 			obj:  svc(resource.MeshService, "default", "backend", 0, vips("241.0.0.1"), tags("backend")),
-			want: []Name{{Name: "backend.mesh.", Source: SourceServiceTag, Addrs: v4}},
+			want: []wantName{{Name: "backend.mesh.", Source: SourceServiceTag, Addrs: v4}},
 			vips: v4,
 		},
 		{
@@ -172,7 +172,7 @@ func TestExtract(t *testing.T) {
 				status(o).Addresses = append(status(o).Addresses, resource.Address{Hostname: "web.new.mesh", Status: resource.AddressAvailable,
 					Origin: resource.AddressOrigin{Kind: "SomethingNew", Name: "x"}})
 			}),
-			want: []Name{{Name: "web.new.mesh.", Source: SourceHostname, Addrs: v4, Ports: []SRVPort{{Name: "http", Port: 80}}}},
+			want: []wantName{{Name: "web.new.mesh.", Source: SourceHostname, Addrs: v4, Ports: []SRVPort{{Name: "http", Port: 80}}}},
 			vips: v4,
 		},
 		{
@@ -181,7 +181,7 @@ func TestExtract(t *testing.T) {
 			name: "ExternalServiceInternalVIPs",
 			obj: svc(resource.MeshExternalService, "default", "httpbin", 0, hosts("httpbin.extsvc.mesh.local"), vips("242.0.0.1"),
 				internalVIP("HTTPBIN.org", "242.0.0.2", "fd00:242::2"), internalVIP("api.example.com", "242.0.0.3")),
-			want: []Name{
+			want: []wantName{
 				{Name: "httpbin.extsvc.mesh.local.", Source: SourceHostname, Addrs: addrs("242.0.0.1")},
 				{Name: "api.example.com.", Source: SourceInternalVIP, Addrs: addrs("242.0.0.3")},
 				{Name: "httpbin.org.", Source: SourceInternalVIP, Addrs: addrs("242.0.0.2", "fd00:242::2")},
@@ -195,7 +195,7 @@ func TestExtract(t *testing.T) {
 			name: "ExternalServiceInternalVIPNotHeld",
 			obj: svc(resource.MeshExternalService, "default", "httpbin", 0, lostInternalVIP("taken.example.com", "242.0.0.1"),
 				pendingInternalVIP("new.example.com", "242.0.0.2"), internalVIP("httpbin.org", "242.0.0.3")),
-			want:    []Name{{Name: "httpbin.org.", Source: SourceInternalVIP, Addrs: addrs("242.0.0.3")}},
+			want:    []wantName{{Name: "httpbin.org.", Source: SourceInternalVIP, Addrs: addrs("242.0.0.3")}},
 			vips:    addrs("242.0.0.1", "242.0.0.2", "242.0.0.3"),
 			refused: []string{"taken.example.com. internalVIP: "},
 		},
@@ -205,7 +205,7 @@ func TestExtract(t *testing.T) {
 			// an InternalVIP value.
 			name: "ExternalServiceOnlyInternalVIPs",
 			obj:  svc(resource.MeshExternalService, "default", "httpbin", 0, hosts("httpbin.extsvc.mesh.local"), internalVIP("httpbin.org", "242.0.0.2")),
-			want: []Name{
+			want: []wantName{
 				{Name: "httpbin.org.", Source: SourceInternalVIP, Addrs: addrs("242.0.0.2")},
 			},
 			vips:    addrs("242.0.0.2"),
@@ -214,7 +214,7 @@ func TestExtract(t *testing.T) {
 		{
 			name: "MultiZoneService",
 			obj:  svc(resource.MeshMultiZoneService, "default", "web", 0, hosts("web.mzsvc.mesh.local"), vips("243.0.0.1"), ports("http:80")),
-			want: []Name{{Name: "web.mzsvc.mesh.local.", Source: SourceHostname, Addrs: addrs("243.0.0.1"), Ports: []SRVPort{{Name: "http", Port: 80}}}},
+			want: []wantName{{Name: "web.mzsvc.mesh.local.", Source: SourceHostname, Addrs: addrs("243.0.0.1"), Ports: []SRVPort{{Name: "http", Port: 80}}}},
 			vips: addrs("243.0.0.1"),
 		},
 	} {
@@ -234,16 +234,37 @@ func TestExtract(t *testing.T) {
 			if diff := cmp.Diff(tc.refused, refused); diff != "" {
 				t.Errorf("refused (-want +got):\n%s", diff)
 			}
-			got.Refused = nil
+			if diff := cmp.Diff(tc.want, listNames(got), cmpAddr); diff != "" {
+				t.Errorf("Extract names (-want +got):\n%s", diff)
+			}
 			if tc.vips == nil {
 				tc.vips = []netip.Addr{}
 			}
-			want := ServiceNames{Key: tc.obj.Key(), Created: tc.obj.CreationTime.UnixNano(), Revision: tc.obj.Revision, Names: tc.want, VIPs: tc.vips}
+			want := ServiceNames{Key: tc.obj.Key(), Created: tc.obj.CreationTime.UnixNano(), Revision: tc.obj.Revision, VIPs: tc.vips}
+			got.Names, got.Ports, got.Refused = nil, nil, nil
 			if diff := cmp.Diff(want, got, cmpAddr); diff != "" {
 				t.Errorf("Extract (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// wantName is a name of Extract's result with its source and SRV ports
+// spelled out, as TestExtract lists them.
+type wantName struct {
+	Name, Source string
+	Addrs        []netip.Addr
+	Ports        []SRVPort
+}
+
+// listNames spells out the names of s.
+func listNames(s ServiceNames) []wantName {
+	var out []wantName
+	for i := range s.Names {
+		n := &s.Names[i]
+		out = append(out, wantName{Name: n.Name, Source: n.Source(), Addrs: n.Addrs, Ports: s.PortsOf(n)})
+	}
+	return out
 }
 
 // buildView extracts objs and builds their view.
