@@ -8,17 +8,48 @@ import (
 )
 
 // claimList is the claims index entry of one hostname in one mesh. There
-// is one per name, so it is kept to 64 bytes: it does not point back to
-// its index (an operation that touches it knows the index).
+// is one per name, so it is kept to 48 bytes: it does not point back to
+// its index (an operation that touches it knows the index), and it holds
+// a single claimant, the common case, in place, so that a name costs one
+// allocation and no slice header.
 type claimList struct {
 	host string
-	// claims are ordered by priority; the first holds the name.
-	claims []claim
-	// one backs claims while there is a single claimant, the common case,
-	// so that a name costs one allocation.
-	one [1]claim
+	// one is the claim while there is one; more holds the claims while
+	// there are two or more. claims reads either.
+	one  [1]claim
+	more *[]claim
 	// touched is set while the list is in Engine.touched.
 	touched bool
+}
+
+// claims returns the claims of l, ordered by priority; the first holds
+// the name. The slice may be l's own storage: change it only through
+// setClaims.
+func (l *claimList) claims() []claim {
+	switch {
+	case l.more != nil:
+		return *l.more
+	case l.one[0].svc != nil:
+		return l.one[:]
+	}
+	return l.one[:0]
+}
+
+// setClaims replaces the claims of l with cs, which may be l.claims()
+// changed in place.
+func (l *claimList) setClaims(cs []claim) {
+	switch len(cs) {
+	case 0:
+		l.one[0], l.more = claim{}, nil
+	case 1:
+		l.one[0], l.more = cs[0], nil
+	default:
+		l.one[0] = claim{}
+		if l.more == nil {
+			l.more = new([]claim)
+		}
+		*l.more = cs
+	}
 }
 
 type claim struct {
@@ -69,15 +100,16 @@ func (c claim) since() (sec int64, nsec int32) {
 // tie). Service-tag names and aliases, listed after both, hold a name
 // only when no other claim does.
 func (l *claimList) holder() int {
-	if l.claims[0].gen.src != InternalVIP {
+	cs := l.claims()
+	if cs[0].gen.src != InternalVIP {
 		return 0
 	}
-	g := slices.IndexFunc(l.claims, func(c claim) bool { return c.gen.src == Generated })
+	g := slices.IndexFunc(cs, func(c claim) bool { return c.gen.src == Generated })
 	if g < 0 {
 		return 0
 	}
-	os, on := l.claims[0].since()
-	gs, gn := l.claims[g].since()
+	os, on := cs[0].since()
+	gs, gn := cs[g].since()
 	if gs < os || gs == os && gn < on {
 		return g
 	}
@@ -86,11 +118,12 @@ func (l *claimList) holder() int {
 
 // others returns the claims of l other than its holder's, in order.
 func (l *claimList) others() []claim {
+	cs := l.claims()
 	h := l.holder()
 	if h == 0 {
-		return l.claims[1:]
+		return cs[1:]
 	}
-	return slices.Concat(l.claims[:h], l.claims[h+1:])
+	return slices.Concat(cs[:h], cs[h+1:])
 }
 
 // meshNames is the claims index of one mesh: hostname -> claimants, by a
@@ -106,25 +139,25 @@ func (e *Engine) claim(names *meshNames, s *svcState, g *genState, host string) 
 	l := names.get(h, host)
 	if l == nil {
 		l = &claimList{host: host}
-		l.claims = l.one[:0]
 		names.add(h, l)
 		e.names++
 	}
 	e.touch(l, names)
 	c := claim{gen: g, svc: s}
-	i := sort.Search(len(l.claims), func(i int) bool { return c.before(l.claims[i]) })
-	l.claims = slices.Insert(l.claims, i, c)
+	cs := l.claims()
+	i := sort.Search(len(cs), func(i int) bool { return c.before(cs[i]) })
+	l.setClaims(slices.Insert(cs, i, c))
 	return l
 }
 
 // touch records that l, an entry of names, is about to change, with its
-// holder before the change. Call it before changing l.claims.
+// holder before the change. Call it before changing l's claims.
 func (e *Engine) touch(l *claimList, names *meshNames) {
 	if !l.touched {
 		l.touched = true
 		t := touched{list: l, names: names}
-		if len(l.claims) > 0 {
-			t.holder = l.claims[l.holder()]
+		if cs := l.claims(); len(cs) > 0 {
+			t.holder = cs[l.holder()]
 		}
 		e.touched = append(e.touched, t)
 	}
@@ -139,17 +172,18 @@ func (e *Engine) settle() {
 	for _, t := range e.touched {
 		l := t.list
 		l.touched = false
+		cs := l.claims()
 		switch {
-		case len(l.claims) == 0:
+		case len(cs) == 0:
 			t.names.remove(e.hash(l.host), l)
 			e.names--
-		case l.claims[l.holder()] != t.holder:
-			for _, c := range l.claims {
+		case cs[l.holder()] != t.holder:
+			for _, c := range cs {
 				e.markDirty(c.svc)
 			}
 		default:
 			// The holder's address names the other claimants.
-			e.markDirty(l.claims[l.holder()].svc)
+			e.markDirty(cs[l.holder()].svc)
 		}
 	}
 	clear(e.touched)
@@ -171,7 +205,7 @@ type Claimant struct {
 func (e *Engine) Claimants(mesh, hostname string) []Claimant {
 	var list []claim
 	if l := e.claims[mesh].get(e.hash(hostname), hostname); l != nil {
-		list = append([]claim{l.claims[l.holder()]}, l.others()...)
+		list = append([]claim{l.claims()[l.holder()]}, l.others()...)
 	}
 	out := make([]Claimant, len(list))
 	for i, c := range list {

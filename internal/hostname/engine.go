@@ -226,11 +226,12 @@ func (s *svcState) tagNamesEqual(names []TagName) bool {
 }
 
 // render is one generator's result for one service. There is one per
-// service and generator that selects it, so it is kept to 48 bytes.
+// service and generator that selects it, so it is kept to 40 bytes: the
+// reason of the rare render that is not a valid name is a pointer.
 type render struct {
 	gen  *genState
 	host string
-	err  string // why it did not render to a valid name; empty when it did
+	err  *string // why it did not render to a valid name; nil when it did
 	// list is the claims index entry of host when this render claims it,
 	// so that neither Addresses nor a release has to look the name up; nil
 	// otherwise. Between operations every render with a valid name claims
@@ -242,7 +243,7 @@ type render struct {
 // (higher precedence) render of its service already has: not a collision,
 // and not listed twice. Such a render is the only one with a valid name
 // that claims nothing, so it needs no flag of its own.
-func (r *render) dup() bool { return r.err == "" && r.list == nil }
+func (r *render) dup() bool { return r.err == nil && r.list == nil }
 
 // Engine computes the addresses of services. The zero value is not usable;
 // call NewEngine.
@@ -405,7 +406,7 @@ func (e *Engine) release(s *svcState, g *genState) {
 func (e *Engine) unclaim(s *svcState, r *render) {
 	l := r.list
 	e.touch(l, e.claims[s.key.Mesh])
-	l.claims = slices.DeleteFunc(l.claims, func(c claim) bool { return c.svc == s && c.gen == r.gen })
+	l.setClaims(slices.DeleteFunc(l.claims(), func(c claim) bool { return c.svc == s && c.gen == r.gen }))
 	r.list = nil
 }
 
@@ -439,7 +440,7 @@ func (e *Engine) update(s *svcState, in Service, reuse bool) {
 			r := render{gen: e.own, host: n}
 			if rule := validate.DNS1123Subdomain(n); rule != "" {
 				// Admission refuses such a value; one stored under older rules names nothing.
-				r.err = fmt.Sprintf("InternalVIP value %q is not a valid DNS name: %s", n, rule)
+				r.err = ptr(fmt.Sprintf("InternalVIP value %q is not a valid DNS name: %s", n, rule))
 			}
 			rs = append(rs, r)
 		}
@@ -476,7 +477,7 @@ func (e *Engine) update(s *svcState, in Service, reuse bool) {
 				r.gen = e.alias
 			}
 			if why := checkTagName(n.Host); why != "" {
-				r.err = fmt.Sprintf("the name %q of service tag %q is not a valid DNS name: %s", n.Host, n.Tag, why)
+				r.err = ptr(fmt.Sprintf("the name %q of service tag %q is not a valid DNS name: %s", n.Host, n.Tag, why))
 			}
 			rs = append(rs, r)
 		}
@@ -487,7 +488,7 @@ func (e *Engine) update(s *svcState, in Service, reuse bool) {
 	claims := claimsBuf[:0]
 	for i := range rs {
 		r := &rs[i]
-		claims = append(claims, r.err == "" && !slices.ContainsFunc(rs[:i], func(p render) bool { return p.err == "" && p.host == r.host }))
+		claims = append(claims, r.err == nil && !slices.ContainsFunc(rs[:i], func(p render) bool { return p.err == nil && p.host == r.host }))
 	}
 	// Keep the claims that stay (same generator, same name, and the
 	// service's priority is unchanged, so their place in the lists too);
@@ -497,7 +498,7 @@ func (e *Engine) update(s *svcState, in Service, reuse bool) {
 		if r.list == nil {
 			continue
 		}
-		j := slices.IndexFunc(rs, func(n render) bool { return n.gen == r.gen && n.host == r.host && n.err == "" })
+		j := slices.IndexFunc(rs, func(n render) bool { return n.gen == r.gen && n.host == r.host && n.err == nil })
 		if j >= 0 && claims[j] {
 			rs[j].list = r.list
 		} else {
@@ -537,7 +538,7 @@ func (e *Engine) render(g *genState, vars *Vars) render {
 	r := render{gen: g}
 	host, err := g.Template.render(vars, false)
 	if err != nil {
-		r.err = err.Error()
+		r.err = ptr(err.Error())
 		if inv, ok := err.(*InvalidNameError); ok {
 			r.host = inv.Hostname
 		}
@@ -546,6 +547,8 @@ func (e *Engine) render(g *genState, vars *Vars) render {
 	r.host = host
 	return r
 }
+
+func ptr(s string) *string { return &s }
 
 func (e *Engine) markDirty(s *svcState) {
 	if !s.dirty {
@@ -607,12 +610,12 @@ func (e *Engine) Addresses(k ServiceKey) ([]Address, bool) {
 			continue
 		}
 		a := Address{Hostname: r.host, Generator: r.gen.Name, Source: r.gen.src}
-		if r.err != "" {
-			a.Reason = r.err
+		if r.err != nil {
+			a.Reason = *r.err
 			out = append(out, a)
 			continue
 		}
-		holder := r.list.claims[r.list.holder()]
+		holder := r.list.claims()[r.list.holder()]
 		switch others := r.list.others(); {
 		case holder.svc != s:
 			a.Reason = fmt.Sprintf("hostname %q is already taken by %s, which has precedence", r.host, holder)

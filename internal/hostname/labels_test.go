@@ -226,8 +226,8 @@ func TestEngine_StateSizes(t *testing.T) {
 		got, want uintptr
 	}{
 		{"svcState", unsafe.Sizeof(svcState{}), 112},
-		{"render", unsafe.Sizeof(render{}), 48},
-		{"claimList", unsafe.Sizeof(claimList{}), 64},
+		{"render", unsafe.Sizeof(render{}), 40},
+		{"claimList", unsafe.Sizeof(claimList{}), 48},
 		{"labelSet", unsafe.Sizeof(labelSet{}), 24},
 	}
 	for _, tt := range tests {
