@@ -13,7 +13,7 @@
 //
 // Every MeshService it writes goes through admission first, as every
 // writer's does. It runs only on the leader. It imports admission,
-// resource, store, cache, reconcile, validate, crd and kubeapi. Controller.Run's loop is single-threaded; the
+// resource, store, cache, reconcile, validate, crd, kubeapi and s2dict. Controller.Run's loop is single-threaded; the
 // watches feed it through locked views.
 package kubeservices
 

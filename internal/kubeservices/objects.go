@@ -3,9 +3,11 @@ package kubeservices
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/meshnames/meshnames/internal/kubeapi"
 	"github.com/meshnames/meshnames/internal/resource"
+	"github.com/meshnames/meshnames/internal/s2dict"
 )
 
 // The Kubernetes objects, as far as the translation reads them.
@@ -160,9 +162,31 @@ func decodePod(raw []byte) (*Pod, string, error) {
 
 // Packed is a Service as the controller keeps it between reconciles:
 // compact JSON of the fields Translate reads, without its name and
-// namespace (the key holds them). Tens of thousands of Services held as
-// maps and slices cost about twice as much (BenchmarkKubeServiceView).
+// namespace (the key holds them), compressed against a dictionary of a
+// typical Service (packedDict). Tens of thousands of Services held as
+// maps and slices cost several times as much (BenchmarkKubeServiceView).
 type Packed []byte
+
+// packedSample is a typical Service as Pack lays it out before
+// compressing: Services of a cluster differ in a few names, numbers and
+// addresses, so against it the hundred bytes of a typical one's JSON
+// shrink to about twenty (TestPack_Compresses).
+const packedSample = `{"l":{"app":"backend"},"t":"ClusterIP","i":["10.96.0.1"],"s":{"app":"backend"},` +
+	`"p":[{"n":"grpc","r":"TCP","p":9090,"t":"grpc"},{"n":"http","r":"TCP","p":80,"t":8080,"a":"http"}]}` +
+	`{"t":"ClusterIP","i":["10.96.0.1"],"s":{"app":"backend"},"p":[{"n":"http","r":"TCP","p":80,"t":80,"a":"http"}]}`
+
+// packedDict is the dictionary of packed Services, made on first use.
+var packedDict = sync.OnceValue(func() *s2dict.Dict {
+	d, err := s2dict.New([]byte(packedSample), []byte(`{"t":"ClusterIP"`), maxPacked)
+	if err != nil {
+		panic(fmt.Sprintf("kubeservices: %v", err)) // fixed data: the tests fail first
+	}
+	return d
+})
+
+// maxPacked bounds what Unpack decompresses: the API server stores an
+// object of at most 1.5 MiB.
+const maxPacked = 3 << 20
 
 type packed struct {
 	Labels      map[string]string `json:"l,omitempty"`
@@ -188,13 +212,13 @@ func Pack(s Service) Packed {
 		p.Ports = append(p.Ports, packedPort(sp))
 	}
 	b, _ := json.Marshal(p) // maps of strings and plain structs always marshal
-	return b
+	return packedDict().Encode(nil, b)
 }
 
 // Unpack returns the Service namespace/name packed in b.
 func (b Packed) Unpack(namespace, name string) (Service, error) {
 	var p packed
-	if err := json.Unmarshal(b, &p); err != nil {
+	if err := packedDict().Decode(b, func(plain []byte) error { return json.Unmarshal(plain, &p) }); err != nil {
 		return Service{}, fmt.Errorf("unpack Service %s/%s: %w", namespace, name, err)
 	}
 	s := Service{Namespace: namespace, Name: name, Labels: p.Labels, Annotations: p.Annotations, Type: p.Type, ClusterIPs: p.ClusterIPs, Selector: p.Selector}
