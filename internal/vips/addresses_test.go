@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -295,5 +296,21 @@ func TestCore_PlatformAddressedServices(t *testing.T) {
 	e.rt.Settle()
 	if d := cmp.Diff([]resource.VIP{{IP: "10.244.0.9", Type: resource.VIPKubernetes}}, e.vips(kube.Key())); d != "" {
 		t.Errorf("VIPs after a restart (-want +got):\n%s", d)
+	}
+}
+
+// The core keeps the platform's VIPs packed: they read back as they were
+// handed over, every field and order kept, and a service handed no VIPs
+// reads back none (not nil: it has VIPs, and they are none).
+func TestPackVIPs_RoundTrips(t *testing.T) {
+	for _, vips := range [][]resource.VIP{
+		{},
+		{{IP: "10.96.0.10", Type: resource.VIPKubernetes}},
+		{{IP: "10.244.0.9", Type: resource.VIPKubernetes}, {IP: "fd00::9", Type: resource.VIPKubernetes, Hostname: "web-0.web.shop.svc.cluster.local"}, {IP: "10.244.0.8"}},
+	} {
+		got := unpackVIPs(packVIPs(vips))
+		if got == nil || !slices.Equal(got, vips) {
+			t.Errorf("packed and unpacked %v, got %#v", vips, got)
+		}
 	}
 }

@@ -42,6 +42,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,10 +101,11 @@ type Core struct {
 	ops     []reconcile.Write
 
 	// platform holds the VIPs the platform gave MeshServices made from
-	// Kubernetes Services (SetPlatformVIPs), written as they are. It is
-	// input from outside the runner: kept across terms, and locked.
+	// Kubernetes Services (SetPlatformVIPs), written as they are, packed
+	// (packVIPs). It is input from outside the runner: kept across terms,
+	// and locked.
 	platformMu    sync.Mutex
-	platform      map[resource.Key][]resource.VIP
+	platform      map[resource.Key]string
 	platformDirty []resource.Key
 
 	allocations *prometheus.CounterVec
@@ -309,12 +311,13 @@ func (c *Core) SetPlatformVIPs(k resource.Key, vips []resource.VIP) {
 		return
 	}
 	if c.platform == nil {
-		c.platform = map[resource.Key][]resource.VIP{}
+		c.platform = map[resource.Key]string{}
 	}
-	if slices.Equal(c.platform[k], vips) {
+	p := packVIPs(vips)
+	if c.platform[k] == p {
 		return
 	}
-	c.platform[k] = slices.Clone(vips)
+	c.platform[k] = p
 	c.platformDirty = append(c.platformDirty, k)
 }
 
@@ -323,10 +326,39 @@ func (c *Core) SetPlatformVIPs(k resource.Key, vips []resource.VIP) {
 func (c *Core) platformVIPs(obj *resource.Object) []resource.VIP {
 	c.platformMu.Lock()
 	defer c.platformMu.Unlock()
-	if v, ok := c.platform[obj.Key()]; ok {
-		return slices.Clone(v)
+	if p, ok := c.platform[obj.Key()]; ok {
+		return unpackVIPs(p)
 	}
 	return slices.Clone(statusVIPs(obj))
+}
+
+// packVIPs packs VIPs into one string, each field followed by a NUL
+// (addresses, types and DNS names hold none): the core keeps the VIPs of
+// every MeshService made from a Kubernetes Service, and one string is one
+// allocation of about 24 bytes where a slice of VIPs is two of 64.
+func packVIPs(vips []resource.VIP) string {
+	var b strings.Builder
+	for _, v := range vips {
+		for _, f := range [...]string{v.IP, v.Type, v.Hostname} {
+			b.WriteString(f)
+			b.WriteByte(0)
+		}
+	}
+	return b.String()
+}
+
+// unpackVIPs returns the VIPs packVIPs packed into p: not nil, even when
+// there are none.
+func unpackVIPs(p string) []resource.VIP {
+	out := make([]resource.VIP, 0, strings.Count(p, "\x00")/3)
+	for p != "" {
+		var v resource.VIP
+		v.IP, p, _ = strings.Cut(p, "\x00")
+		v.Type, p, _ = strings.Cut(p, "\x00")
+		v.Hostname, p, _ = strings.Cut(p, "\x00")
+		out = append(out, v)
+	}
+	return out
 }
 
 // Ops implements reconcile.Core: the leases of released addresses, and of
