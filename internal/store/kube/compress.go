@@ -47,6 +47,8 @@ func (e *entry) object() (*resource.Object, error) {
 		return nil, fmt.Errorf("decode %s: %w", e.key, err)
 	}
 	o.Version, o.Revision = e.version, e.rev
+	// The key's strings are the entry's: one copy for every reader.
+	o.Kind, o.Mesh, o.Name = e.key.Kind, e.key.Mesh, e.key.Name
 	return &o, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -93,5 +94,37 @@ func TestFeed_LastEventOfEachResource(t *testing.T) {
 	del("b", recent)
 	if diff := cmp.Diff([]string{"106 delete c", fmt.Sprintf("%d delete b", rev)}, feedLog(&f)); diff != "" {
 		t.Errorf("after the writes (-want +got):\n%s", diff)
+	}
+}
+
+// A resource keeps the strings of its key for its life: a write of it
+// reuses them, and every object read from the store shares them, so that
+// the cache, the controllers and DNS, which keep keys of what they read,
+// hold one copy of each Service's name rather than one per write they saw.
+func TestStore_PutKeepsTheKeyStrings(t *testing.T) {
+	s := &Store{refs: map[crRef]*entry{}, invalid: map[crRef]*decoded{}, stale: map[crRef]report{}, feed: newFeed(),
+		progress: map[resource.Kind]int64{}, acks: newAcks(ackWindow), advanced: make(chan struct{}), changed: make(chan struct{})}
+	write := func(version int64) *entry {
+		// Strings of their own, as each watch event decodes them.
+		name, mesh, uid := fmt.Sprintf("web.%s", "shop"), fmt.Sprintf("de%s", "fault"), fmt.Sprintf("uid-%d", 1)
+		obj := &resource.Object{Kind: resource.MeshService, Mesh: mesh, Name: name, Labels: map[string]string{}, Spec: &resource.MeshServiceSpec{}}
+		s.put(decoded{ref: crRef{kind: resource.MeshService, namespace: "shop", name: "web"}, uid: uid, version: version, obj: obj}, time.Unix(1000, 0))
+		return s.refs[crRef{kind: resource.MeshService, namespace: "shop", name: "web"}]
+	}
+	first := write(1)
+	second := write(2)
+	if second == first || second.version != 2 {
+		t.Fatalf("the second write did not make a new entry")
+	}
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	if !same(first.key.Name, second.key.Name) || !same(first.key.Mesh, second.key.Mesh) || !same(first.uid, second.uid) {
+		t.Errorf("the second write's entry holds strings of its own: key %v uid %q", second.key, second.uid)
+	}
+	o, err := second.object()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Key() != second.key || !same(o.Name, first.key.Name) || !same(o.Mesh, first.key.Mesh) {
+		t.Errorf("a read of the resource holds strings of its own: %v", o.Key())
 	}
 }

@@ -152,6 +152,15 @@ func (s *Store) put(d decoded, now time.Time) {
 	var live *entry
 	if had && prev.key == k {
 		live = prev
+		// The resource keeps the strings of its key and UID for its life:
+		// every object read from the store shares them (entry.object), and
+		// so does every key a reader keeps of it, rather than each holding
+		// the strings of the write it saw (three copies per Service, kept
+		// by the cache, the controllers and DNS).
+		e.key = prev.key
+		if prev.uid == d.uid {
+			e.uid = prev.uid
+		}
 	}
 	s.refs[d.ref] = e
 	if d.reported != "" {
