@@ -110,18 +110,19 @@ func (n nsName) String() string { return n.ns + "/" + n.name }
 
 // state is what one leadership term knows of the MeshServices.
 type state struct {
-	// owned are the MeshServices made from each Service, by the labels
-	// the cache shows.
-	// (a slice: almost always one, a headless Service's a few).
-	owned map[nsName][]resource.Key
-	// owners are the Service each managed MeshService was made from, and
-	// the digest of its labels and spec, so that status writes do not
-	// send its Service round again (one map: the controller holds an
-	// entry per Service of the cluster).
-	owners map[resource.Key]ownership
-	// byName finds a MeshService of any mesh by name (one custom
-	// resource): its mesh (key).
-	byName map[string]string
+	// owned are the names of the MeshServices made from each Service, by
+	// the labels the cache shows (a slice: almost always one, a headless
+	// Service's a few); byName gives their meshes.
+	owned map[nsName][]string
+	// byName are the MeshServices of every mesh by name (a name is one
+	// custom resource, in one mesh at a time): the mesh, and for those
+	// this controller made, their Service and the digest of their labels
+	// and spec, so that status writes do not send the Service round again.
+	// One map keyed by the name alone: the controller holds an entry per
+	// Service of the cluster.
+	byName map[string]meshService
+	// managed counts the entries of byName this controller made.
+	managed int
 	// pods caches the Pods of headless Services' endpoints, by UID.
 	pods map[string]*Pod
 	// reported is the last problem logged for each Service.
@@ -131,17 +132,31 @@ type state struct {
 	conflicts map[resource.Key]nsName
 }
 
-// ownership is the Service a MeshService was made from, and the digest
-// of what the controller writes of it (intentSum).
-type ownership struct {
-	svc nsName
-	sum uint64
+// meshService is what the controller knows of a MeshService: its mesh,
+// and when it made it (made), the Service it made it from and the digest
+// of what it writes of it (intentSum).
+type meshService struct {
+	mesh  string
+	made  bool
+	owner nsName
+	sum   uint64
 }
 
 // named returns the key of the MeshService of any mesh named name.
 func (st *state) named(name string) (resource.Key, bool) {
-	mesh, ok := st.byName[name]
-	return resource.Key{Kind: resource.MeshService, Mesh: mesh, Name: name}, ok
+	ms, ok := st.byName[name]
+	return resource.Key{Kind: resource.MeshService, Mesh: ms.mesh, Name: name}, ok
+}
+
+// disown forgets that the Service ms was made from owns the MeshService
+// named name, and queues that Service.
+func (st *state) disown(name string, ms meshService, q *reconcile.Queue[nsName]) {
+	st.owned[ms.owner] = slices.DeleteFunc(st.owned[ms.owner], func(n string) bool { return n == name })
+	if len(st.owned[ms.owner]) == 0 {
+		delete(st.owned, ms.owner)
+	}
+	st.managed--
+	q.Add(ms.owner)
 }
 
 // Run keeps the MeshServices of Services until ctx ends. Call it only
@@ -191,12 +206,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !c.waitViews(ctx, v, len(follow)) {
 		return nil
 	}
-	st := &state{owned: map[nsName][]resource.Key{}, owners: map[resource.Key]ownership{}, byName: map[string]string{},
+	st := &state{owned: map[nsName][]string{}, byName: map[string]meshService{},
 		pods: map[string]*Pod{}, reported: map[nsName]string{}, conflicts: map[resource.Key]nsName{}}
 	c.o.Cache.Scan(cache.Query{Kind: resource.MeshService}, func(o *resource.Object) {
 		c.index(st, o.Key(), o, svcQueue)
 	})
-	c.o.Log.Info("kubeservices controller started", "services", svcQueue.Len(), "meshservices", len(st.owners), "dur", time.Since(start))
+	c.o.Log.Info("kubeservices controller started", "services", svcQueue.Len(), "meshservices", st.managed, "dur", time.Since(start))
 	firstPassDone := func() {}
 	if c.o.FirstPass != nil {
 		firstPassDone = c.o.FirstPass(svcQueue.Len())
@@ -271,36 +286,37 @@ func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *rec
 		owner = nsName{o.Labels[resource.LabelNamespace], o.Labels[resource.LabelServiceName]}
 		sum = intentSum(o)
 	}
-	prev, had := st.owners[k]
-	old := prev.svc
-	if had && managed && old == owner && prev.sum == sum {
+	// prev is k's entry, or the entry of the same custom resource in
+	// another mesh when its move there is seen before its deletion here.
+	prev, exists := st.byName[k.Name]
+	mine := exists && prev.mesh == k.Mesh
+	if mine && prev.made && managed && prev.owner == owner && prev.sum == sum {
 		return // a status write: nothing this controller writes changed
 	}
-	if had {
-		st.owned[old] = slices.DeleteFunc(st.owned[old], func(x resource.Key) bool { return x == k })
-		if len(st.owned[old]) == 0 {
-			delete(st.owned, old)
-		}
-		delete(st.owners, k)
-		q.Add(old)
-	}
-	if o == nil {
-		if n, ok := st.named(k.Name); ok && n == k {
+	switch {
+	case o == nil:
+		if mine {
+			if prev.made {
+				st.disown(k.Name, prev, q)
+			}
 			delete(st.byName, k.Name)
 		}
 		if svc, ok := st.conflicts[k]; ok {
 			delete(st.conflicts, k)
 			q.Add(svc) // out of that Service's way
 		}
-	} else {
-		st.byName[k.Name] = k.Mesh
+	default:
+		if exists && prev.made {
+			st.disown(k.Name, prev, q)
+		}
+		st.byName[k.Name] = meshService{mesh: k.Mesh, made: managed, owner: owner, sum: sum}
+		if managed {
+			st.owned[owner] = append(st.owned[owner], k.Name)
+			st.managed++
+			q.Add(owner)
+		}
 	}
-	if managed {
-		st.owned[owner] = append(st.owned[owner], k)
-		st.owners[k] = ownership{owner, sum}
-		q.Add(owner)
-	}
-	c.managed.Set(float64(len(st.owners)))
+	c.managed.Set(float64(st.managed))
 }
 
 // intentSum digests what the controller writes of a MeshService: its
@@ -411,14 +427,15 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 		}
 		want[o.Key()] = o
 	}
-	for _, key := range st.owned[k] {
+	for _, name := range st.owned[k] {
+		key, _ := st.named(name)
 		if _, ok := want[key]; !ok {
 			p.deletes = append(p.deletes, store.Op{Type: store.OpDelete, Key: key})
 			p.services[key] = k
 		}
 	}
 	for key, o := range want {
-		if other, ok := st.named(key.Name); ok && other != key && st.owners[other].svc == k {
+		if ms, ok := st.byName[key.Name]; ok && ms.mesh != key.Mesh && ms.made && ms.owner == k {
 			// The same custom resource in another mesh: deleted above,
 			// created again once that is done.
 			p.writes = append(p.writes, store.Op{Type: store.OpCreate, Object: o, DiscardObject: true})
