@@ -167,12 +167,12 @@ func (b *Builder) swap(t *Table) {
 
 // sameNames reports whether two extractions give the same records.
 func sameNames(a, b ServiceNames) bool {
-	if a.Created != b.Created || !slices.Equal(a.VIPs, b.VIPs) || !slices.Equal(a.Ports, b.Ports) || len(a.Names) != len(b.Names) || !slices.Equal(a.Refused, b.Refused) {
+	if a.Created != b.Created || !slices.Equal(a.VIPs, b.VIPs) || !slices.Equal(a.Ports, b.Ports) || len(a.Names) != len(b.Names) || !slices.Equal(a.Refused(), b.Refused()) {
 		return false
 	}
 	for i := range a.Names {
-		x, y := a.Names[i], b.Names[i]
-		if x.Name != y.Name || x.src != y.src || !slices.Equal(x.Addrs, y.Addrs) {
+		x, y := &a.Names[i], &b.Names[i]
+		if x.Name != y.Name || x.src != y.src || !slices.Equal(a.AddrsOf(x), b.AddrsOf(y)) {
 			return false
 		}
 	}

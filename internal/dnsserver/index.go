@@ -147,7 +147,7 @@ func (v *View) Addresses() iter.Seq[NameAddrs] {
 	return func(yield func(NameAddrs) bool) {
 		for _, c := range v.names.All() {
 			n := c.name()
-			if len(n.Addrs) > 0 && !yield(NameAddrs{Name: n.Name, Service: c.svc.Key, Addrs: v4First(n.Addrs)}) {
+			if addrs := c.addrs(); len(addrs) > 0 && !yield(NameAddrs{Name: n.Name, Service: c.svc.Key, Addrs: v4First(addrs)}) {
 				return
 			}
 		}
@@ -254,12 +254,15 @@ func (c claim) name() *Name { return &c.svc.Names[c.idx] }
 // ports are the ports that give c's name SRV records.
 func (c claim) ports() []SRVPort { return c.svc.PortsOf(c.name()) }
 
+// addrs are the addresses c's name is answered with, IPv4 first.
+func (c claim) addrs() []netip.Addr { return c.svc.AddrsOf(c.name()) }
+
 // entry is the records of the name c claims. The addresses are slices of
 // the claim's (Extract puts IPv4 before IPv6), so no allocation is made
 // on the query path.
 func (c claim) entry() Entry {
 	n := c.name()
-	a, aaaa := splitFamilies(n.Addrs)
+	a, aaaa := splitFamilies(c.addrs())
 	return Entry{Name: n.Name, Service: c.svc.Key, Source: n.Source(), A: a, AAAA: aaaa, ports: c.ports()}
 }
 
@@ -389,12 +392,12 @@ func (ix *meshIndex) apply(changes map[resource.Key]*ServiceNames) *View {
 			}
 			delete(ix.svcs, key)
 		}
-		if next == nil || len(next.Refused) == 0 {
+		if next == nil || len(next.Refused()) == 0 {
 			if _, had := ed.refused.Get(key); had {
 				ed.refused.Delete(key)
 			}
 		} else {
-			ed.refused.Set(key, next.Refused)
+			ed.refused.Set(key, next.Refused())
 		}
 		if next == nil {
 			continue

@@ -52,7 +52,7 @@ func referenceView(svcs []ServiceNames) refView {
 			continue
 		}
 		e := &Entry{Name: c.n.Name, Service: key, Source: c.n.Source()}
-		for _, a := range c.n.Addrs {
+		for _, a := range svcs[c.svc].AddrsOf(c.n) {
 			if a.Is4() {
 				e.A = append(e.A, a)
 			} else {
@@ -123,7 +123,7 @@ func randomService(r *rand.Rand, i int) ServiceNames {
 		if r.IntN(5) == 0 {
 			name = parent(name) // a name that is the parent of others: answered, with answered names below
 		}
-		s.Names = append(s.Names, Name{Name: name, src: sources[r.IntN(len(sources))], Addrs: s.VIPs})
+		s.Names = append(s.Names, Name{Name: name, src: sources[r.IntN(len(sources))]}) // on s.VIPs
 	}
 	return s
 }
@@ -285,7 +285,7 @@ func TestIndex_StateSizes(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
-		{"Name", unsafe.Sizeof(Name{}), 48},
+		{"Name", unsafe.Sizeof(Name{}), 24},
 		{"claim", unsafe.Sizeof(claim{}), 16},
 	} {
 		if tt.got > tt.want {

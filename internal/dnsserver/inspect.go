@@ -61,7 +61,8 @@ func (in *Inspector) NotAnswered(mesh string) api.DNSListing {
 	if o.Global {
 		for _, k := range ServiceKinds {
 			c.Scan(cache.Query{Kind: k, Mesh: mesh, Unordered: true}, func(obj *resource.Object) {
-				for _, r := range Extract(obj, o).Refused {
+				names := Extract(obj, o)
+				for _, r := range names.Refused() {
 					l.NotAnswered = append(l.NotAnswered, notAnswer(r))
 				}
 			})
@@ -154,7 +155,7 @@ func (in *Inspector) Service(k resource.Key) api.DNSListing {
 	}
 	names := Extract(obj, o)
 	if o.Global {
-		for _, r := range names.Refused {
+		for _, r := range names.Refused() {
 			l.NotAnswered = append(l.NotAnswered, notAnswer(r))
 		}
 		return l

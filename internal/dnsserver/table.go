@@ -124,22 +124,54 @@ type ServiceNames struct {
 	// service-tag names SRV records (source.hasPorts), kept once rather
 	// than with each name.
 	Ports []SRVPort
-	// Refused are the names the service would have that DNS cannot
+	// rare holds what few services have, so that the others do not pay
+	// for it: nil for nearly every service.
+	rare *rareNames
+}
+
+// rareNames are the parts of a service's names that few services have.
+type rareNames struct {
+	// refused are the names the service would have that DNS cannot
 	// answer, with the reason.
-	Refused []Rejection
+	refused []Rejection
+	// addrs are the addresses of the names answered with something else
+	// than the service's VIPs in order (Name.addrs): those of its
+	// InternalVIP values, or its VIPs IPv4 first when they are not.
+	addrs [][]netip.Addr
+}
+
+// Refused returns the names the service would have that DNS cannot
+// answer, with the reason.
+func (s *ServiceNames) Refused() []Rejection {
+	if s.rare == nil {
+		return nil
+	}
+	return s.rare.refused
 }
 
 // Name is one name a service wants. A service has one for each of its
-// names, so it is kept to 48 bytes: its source in a byte, and its SRV
-// ports its service's (ServiceNames.PortsOf).
+// names, so it is kept to 24 bytes: its source in a byte, its addresses
+// its service's (ServiceNames.AddrsOf) and its SRV ports too
+// (ServiceNames.PortsOf).
 type Name struct {
-	Name  string // lower case, fully qualified
-	Addrs []netip.Addr
-	src   source
+	Name string // lower case, fully qualified
+	src  source
+	// addrs is 0 for a name answered with its service's VIPs (IPv4
+	// first), the place in rareNames.addrs plus one otherwise.
+	addrs uint32
 }
 
 // Source says where the name comes from (SourceHostname and the others).
 func (n *Name) Source() string { return n.src.String() }
+
+// AddrsOf returns the addresses n, a name of s, is answered with, IPv4
+// first.
+func (s *ServiceNames) AddrsOf(n *Name) []netip.Addr {
+	if n.addrs == 0 {
+		return s.VIPs
+	}
+	return s.rare.addrs[n.addrs-1]
+}
 
 // PortsOf returns the ports whose names give n, a name of s, SRV records:
 // s's, for a hostname or a service-tag name; none for the others.
@@ -272,16 +304,26 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 		byHost[h] = v4First(addrs)
 	}
 	noVIP := noVIPReason(svc, o)
-	add := func(n Name) {
+	var rare rareNames
+	add := func(name string, src source, addrs []netip.Addr) {
 		switch {
 		case o.Global:
-			out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source(), Reason: GlobalAnswersNoNames})
-		case len(n.Addrs) == 0:
-			out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source(), Reason: noVIP})
+			rare.refused = append(rare.refused, Rejection{Name: name, Service: out.Key, Source: src.String(), Reason: GlobalAnswersNoNames})
+		case len(addrs) == 0:
+			rare.refused = append(rare.refused, Rejection{Name: name, Service: out.Key, Source: src.String(), Reason: noVIP})
 		default:
-			if why := checkName(n.Name); why != "" {
-				out.Refused = append(out.Refused, Rejection{Name: n.Name, Service: out.Key, Source: n.Source(), Reason: why})
+			if why := checkName(name); why != "" {
+				rare.refused = append(rare.refused, Rejection{Name: name, Service: out.Key, Source: src.String(), Reason: why})
 				return
+			}
+			n := Name{Name: name, src: src}
+			if !sameSlice(addrs, out.VIPs) {
+				i := slices.IndexFunc(rare.addrs, func(a []netip.Addr) bool { return sameSlice(a, addrs) })
+				if i < 0 {
+					i = len(rare.addrs)
+					rare.addrs = append(rare.addrs, addrs)
+				}
+				n.addrs = uint32(i + 1)
 			}
 			out.Names = append(out.Names, n)
 		}
@@ -296,23 +338,32 @@ func Extract(svc *resource.Object, o TableOptions) ServiceNames {
 			src := sourceOf(a.Origin.Kind)
 			switch {
 			case a.Status != resource.AddressAvailable:
-				out.Refused = append(out.Refused, Rejection{Name: name, Service: out.Key, Source: src.String(), Reason: a.Reason})
+				rare.refused = append(rare.refused, Rejection{Name: name, Service: out.Key, Source: src.String(), Reason: a.Reason})
 			case src == srcInternalVIP:
 				held[name] = true
 				if _, ok := byHost[name]; !ok {
-					add(Name{Name: name, src: srcInternalVIP})
+					add(name, srcInternalVIP, nil)
 				}
 			default:
-				add(Name{Name: name, src: src, Addrs: general})
+				add(name, src, general)
 			}
 		}
 	}
 	for _, h := range slices.Sorted(mapKeys(byHost)) {
 		if held[h] {
-			add(Name{Name: h, src: srcInternalVIP, Addrs: byHost[h]})
+			add(h, srcInternalVIP, byHost[h])
 		}
 	}
+	if len(rare.refused) > 0 || len(rare.addrs) > 0 {
+		out.rare = &rare
+	}
 	return out
+}
+
+// sameSlice reports whether a and b are the same slice: the same
+// elements of the same array.
+func sameSlice(a, b []netip.Addr) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // GlobalAnswersNoNames is why a global control plane answers none of a
