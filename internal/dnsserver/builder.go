@@ -121,7 +121,7 @@ func (b *Builder) Run(ctx context.Context) error {
 			}
 			var prev *ServiceNames
 			if ix != nil {
-				prev = ix.svcs[k]
+				prev = ix.svcs[keyIn(k)]
 			}
 			switch {
 			case prev == nil && names == nil:
