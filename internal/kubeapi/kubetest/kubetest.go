@@ -183,6 +183,16 @@ current-context: t
 	return os.WriteFile(path, []byte(kc), 0o600)
 }
 
+// Pids are the process ids of the cluster's etcd and kube-apiserver, for
+// benchmarks that measure their CPU time.
+func (c *Cluster) Pids() []int {
+	pids := make([]int, len(c.procs))
+	for i, p := range c.procs {
+		pids[i] = p.Process.Pid
+	}
+	return pids
+}
+
 func (c *Cluster) run(name string, args ...string) error {
 	cmd := exec.Command(filepath.Join(BinDir(), name), args...)
 	path := filepath.Join(c.Dir, name+".log")
