@@ -181,10 +181,14 @@ func TestDNS_ServiceTagLosesToAGeneratedHostname(t *testing.T) {
 	if a := shop[3]; a.Reason != lost || a.Origin.Name != "shop_default_svc_80" {
 		t.Errorf("shop's alias: reason %q, origin %q; want %q, the tag", a.Reason, a.Origin.Name, lost)
 	}
-	squatter := waitAddresses(t, p.api, "meshservices", "squatter", "squatter.svc.mesh.local=Available", "shop.default.svc.80.mesh=Available")
-	if want := "also claimed by MeshService default/shop (an alias of its service tag), which does not get it"; squatter[1].Reason != want {
-		t.Errorf("squatter's name: reason %q, want %q", squatter[1].Reason, want)
-	}
+	// The squatter's status may first be written before shop's claim is
+	// decided (the three documents are admitted one by one): its reason
+	// follows with the decision that shop loses.
+	const claimed = "also claimed by MeshService default/shop (an alias of its service tag), which does not get it"
+	waitFor(t, 15*time.Second, "squatter's name with the reason "+claimed, func() bool {
+		squatter := waitAddresses(t, p.api, "meshservices", "squatter", "squatter.svc.mesh.local=Available", "shop.default.svc.80.mesh=Available")
+		return squatter[1].Reason == claimed
+	})
 	ips, err := serviceVIPs(p.api, "squatter")
 	if err != nil || len(ips) != 1 {
 		t.Fatalf("squatter's VIPs: %v %v", ips, err)

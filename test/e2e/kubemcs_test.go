@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -66,9 +67,20 @@ func installMCS(t *testing.T, c *kubetest.Cluster) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// t.Context() is done by the time cleanups run.
+		ctx := context.Background()
 		for _, r := range []kubeapi.Resource{crd.ServiceExports, crd.ServiceImports} {
-			_ = c.Client.Delete(t.Context(), kubeapi.CRDs, "", r.Resource+"."+crd.MCSGroup, kubeapi.Preconditions{})
+			if err := c.Client.Delete(ctx, kubeapi.CRDs, "", r.Resource+"."+crd.MCSGroup, kubeapi.Preconditions{}); err != nil {
+				t.Errorf("removing the MCS CRDs: %v", err)
+			}
 		}
+		// A CRD is deleted once its objects are: wait until the API is
+		// no longer served, as the next test expects.
+		waitFor(t, time.Minute, "the MCS API no longer served", func() bool {
+			e, err1 := c.Client.Serves(ctx, crd.ServiceExports)
+			i, err2 := c.Client.Serves(ctx, crd.ServiceImports)
+			return err1 == nil && err2 == nil && !e && !i
+		})
 	})
 }
 

@@ -72,17 +72,26 @@ func (l *writeLog) write(ctx context.Context, n int, apis []string, prefix strin
 	return &wg
 }
 
-// checkServices lists api until every service has a VIP (within), then
-// checks that every acknowledged service is there, nothing is there that
-// no writer sent, and no VIP is held by two services. It returns the
-// number of services.
+// checkServices lists api until every acknowledged service is there and
+// every service has a VIP (within: api may be an instance whose copy of
+// the store lags the one that acknowledged the last writes), then checks
+// that every acknowledged service is there, nothing is there that no
+// writer sent, and no VIP is held by two services. It returns the number
+// of services.
 func (l *writeLog) checkServices(t *testing.T, api string, within time.Duration, allowed func(string) bool) int {
 	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var got map[string]*view
-	waitFor(t, within, "every service has a VIP", func() bool {
+	settled := func() bool {
 		var err error
 		if got, err = list(api); err != nil {
 			return false
+		}
+		for name := range l.acked {
+			if got[name] == nil {
+				return false
+			}
 		}
 		for _, v := range got {
 			if len(v.Status.VIPs) == 0 {
@@ -90,9 +99,14 @@ func (l *writeLog) checkServices(t *testing.T, api string, within time.Duration,
 			}
 		}
 		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	}
+	// Until the deadline; what is still missing then is reported below.
+	for deadline := time.Now().Add(within); !settled() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got == nil {
+		t.Fatalf("%s: cannot list the services", api)
+	}
 	for name := range l.acked {
 		if got[name] == nil {
 			t.Errorf("acknowledged service %s is lost", name)
