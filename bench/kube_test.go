@@ -28,6 +28,7 @@ var (
 	meshServices   = kubeapi.Resource{Group: "kuma.io", Version: "v1alpha1", Resource: "meshservices", Namespaced: true}
 	kubeServices   = flag.Int("kube-services", 10_000, "BenchmarkKube: how many Services")
 	kubeCPUProfile = flag.String("kube-cpu-profile", "", "BenchmarkKubeLiveHeap: profile the CPU while the first 20 new Services are named, once all are")
+	kubeNamingProf = flag.String("kube-naming-cpu-profile", "", "BenchmarkKubeLiveHeap: profile the CPU from the start until every Service is named")
 )
 
 // BenchmarkKube measures the Kubernetes mode against a real kube-apiserver
@@ -364,6 +365,8 @@ func BenchmarkKubeLiveHeap(b *testing.B) {
 		cfg.Env, cfg.Kubernetes.Kubeconfig, cfg.Zone = config.EnvKubernetes, c.MeshnamesKubeconfig, "east"
 		cfg.DNS.Addr = fmt.Sprintf("127.0.0.1:%d", freePort(b))
 		cfg.XDS.Addr = "127.0.0.1:0"
+		stopProfile := startCPUProfile(b, *kubeNamingProf)
+		start := time.Now()
 		api := servertest.Start(b, cfg, servertest.Options{})
 		hc := newClient()
 		deadline := time.Now().Add(15 * time.Minute)
@@ -377,17 +380,12 @@ func BenchmarkKubeLiveHeap(b *testing.B) {
 			}
 			time.Sleep(namedPoll)
 		}
+		stopProfile()
+		b.ReportMetric(time.Since(start).Seconds(), "s-all-named")
 		if *kubeCPUProfile != "" {
-			f, err := os.Create(*kubeCPUProfile)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := pprof.StartCPUProfile(f); err != nil {
-				b.Fatal(err)
-			}
+			stop := startCPUProfile(b, *kubeCPUProfile)
 			lat := newServiceLatency(b, c, 20)
-			pprof.StopCPUProfile()
-			f.Close()
+			stop()
 			b.Logf("latencies after all were named: %v", lat)
 		}
 		// Settled as BenchmarkKube measures it: the echoes of the last
@@ -400,6 +398,27 @@ func BenchmarkKubeLiveHeap(b *testing.B) {
 		b.ReportMetric(float64(live)/(1<<20), "live-MiB")
 		b.ReportMetric(float64(heapUnused())/(1<<20), "unused-MiB")
 		writeHeapProfile(b, *heapProfile)
+	}
+}
+
+// startCPUProfile profiles this process's CPU into path until the
+// function it returns is called; with path empty it does nothing.
+func startCPUProfile(b *testing.B, path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
