@@ -29,6 +29,7 @@ type deltaClient struct {
 	state  map[string]map[string]string // type URL -> name -> version
 	nack   func(*discovery.DeltaDiscoveryResponse) string
 	got    chan *discovery.DeltaDiscoveryResponse
+	end    error // why the stream ended, set before got is closed
 	// last holds the load assignments received, by name; listeners the
 	// listeners.
 	last      map[string]*endpointv3.ClusterLoadAssignment
@@ -92,6 +93,7 @@ func (c *deltaClient) recv() {
 	for {
 		r, err := c.stream.Recv()
 		if err != nil {
+			c.end = err
 			close(c.got)
 			return
 		}
@@ -105,7 +107,7 @@ func (c *deltaClient) next(timeout time.Duration) *discovery.DeltaDiscoveryRespo
 	select {
 	case r, ok := <-c.got:
 		if !ok {
-			c.t.Fatal("the stream ended")
+			c.t.Fatalf("the stream ended: %v", c.end)
 		}
 		req := &discovery.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}
 		if c.nack != nil {

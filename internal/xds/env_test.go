@@ -102,7 +102,20 @@ func (e *env) create(o *resource.Object) *resource.Object {
 	if err != nil {
 		e.t.Fatalf("create %s: %v", o.Key(), err)
 	}
+	e.seen(got.Revision)
 	return got
+}
+
+// seen waits until the cache shows revision rev, as the REST API's writes
+// do before they answer: a proxy that connects after its Dataplane's write
+// returned is then never refused as unknown.
+func (e *env) seen(rev int64) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	if err := e.cache.WaitFor(ctx, rev); err != nil {
+		e.t.Fatalf("the cache did not reach revision %d: %v", rev, err)
+	}
 }
 
 // update reads k, applies fn to it and writes spec (and labels) back.
@@ -113,23 +126,29 @@ func (e *env) update(k resource.Key, fn func(*resource.Object)) {
 		e.t.Fatal(err)
 	}
 	fn(o)
-	if _, err := store.Update(e.ctx, e.st, o); err != nil {
+	got, err := store.Update(e.ctx, e.st, o)
+	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.seen(got.Revision)
 }
 
 func (e *env) updateStatus(o *resource.Object) {
 	e.t.Helper()
-	if _, err := store.UpdateStatus(e.ctx, e.st, o); err != nil {
+	got, err := store.UpdateStatus(e.ctx, e.st, o)
+	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.seen(got.Revision)
 }
 
 func (e *env) delete(k resource.Key) {
 	e.t.Helper()
-	if _, err := store.Delete(e.ctx, e.st, k, 0); err != nil {
+	rev, err := store.Delete(e.ctx, e.st, k, 0)
+	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.seen(rev)
 }
 
 // service creates a MeshService selecting kuma.io/service=name, with
