@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -35,11 +36,20 @@ func invalid(errs validate.Errors) *Error {
 	return &Error{Status: http.StatusBadRequest, Title: "Invalid resource", Detail: "the resource breaks the rules listed in causes", Causes: errs}
 }
 
+// StatusClientClosedRequest is the status of a request whose client went
+// away before it was answered (nginx's 499): no client reads it, but the
+// audit log and the metrics tell it apart from a failure of the server.
+const StatusClientClosedRequest = 499
+
 // fromError maps an error of the store or of admission to a response.
 // This is the one place where they become HTTP statuses.
 func fromError(err error) *Error {
 	var ae *admission.Error
 	switch {
+	case errors.Is(err, context.Canceled):
+		// the request's context: its client closed the connection
+		return newError(StatusClientClosedRequest, "Client closed request",
+			"the client went away before the write was acknowledged; read the resource to see whether it was applied")
 	case errors.As(err, &ae) && errors.Is(err, store.ErrNotFound):
 		return newError(http.StatusNotFound, "Not found", ae.Msg)
 	case errors.As(err, &ae) && (errors.Is(err, store.ErrConflict) || errors.Is(err, admission.ErrReadOnly) || errors.Is(err, admission.ErrMeshNotEmpty)):

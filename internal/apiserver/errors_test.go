@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -26,6 +27,7 @@ func TestFromError_StoreFailures(t *testing.T) {
 		{name: "unavailable", err: fmt.Errorf("apply: %w: connection refused", store.ErrUnavailable), status: http.StatusServiceUnavailable, retryAfter: "1", detail: "cannot reach its store"},
 		{name: "closed", err: store.ErrClosed, status: http.StatusServiceUnavailable, retryAfter: "1", detail: "cannot reach its store"},
 		{name: "too-large", err: store.ErrTooLarge, status: http.StatusRequestEntityTooLarge, detail: "too large"},
+		{name: "client-gone", err: fmt.Errorf("apply: %w", context.Canceled), status: StatusClientClosedRequest, detail: "the client went away"},
 		{name: "other", err: errors.New("boom"), status: http.StatusInternalServerError, detail: "see the control plane's log"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
