@@ -35,6 +35,9 @@ const (
 	// returnMinBytes allocated since the last return make a burst,
 	// however small the live heap (returnPacer).
 	returnMinBytes = 16 << 20
+	// returnIdleBytes of free heap not yet returned to the system make a
+	// burst in a quiet second (returnPacer).
+	returnIdleBytes = 4 << 20
 	// loadLimit ends the eager collection of the load at the latest.
 	loadLimit = 5 * time.Minute
 	// eagerMin is the size of a store below which the load is too small
@@ -333,9 +336,17 @@ type returnPacer struct {
 }
 
 // poll takes what the second that ended at now allocated (d bytes) and
-// freed (f resources), and reports whether to return memory now; the
-// caller then calls returned.
-func (p *returnPacer) poll(now time.Time, d, f, live uint64) bool {
+// freed (f resources), the live heap and the idle heap (free, not yet
+// returned), and reports whether to return memory now; the caller then
+// calls returned.
+//
+// Idle heap over returnIdleBytes in a quiet second starts a burst too:
+// the heap's goal stays heapFloor above the live heap, and the runtime's
+// own scavenger keeps what is under the goal, so the garbage of work too
+// small to make a burst by itself (a Kubernetes-mode process's watches and
+// Lease after its first naming's last return: 9-12 MiB in some runs of
+// BenchmarkKube at 10,000) would otherwise stay in the RSS.
+func (p *returnPacer) poll(now time.Time, d, f, live, idle uint64) bool {
 	if p.every == 0 {
 		p.every = returnEvery
 	}
@@ -347,7 +358,8 @@ func (p *returnPacer) poll(now time.Time, d, f, live uint64) bool {
 	crossed := p.work < limit && p.work+d >= limit || p.freed < busyFreed && p.freed+f >= busyFreed
 	p.work, p.freed = p.work+d, p.freed+f
 	switch {
-	case d >= busyBytes || f >= busyFreed || crossed:
+	case d >= busyBytes || f >= busyFreed || crossed ||
+		!p.busy && d < quietBytes && f == 0 && idle >= returnIdleBytes:
 		if !p.burstSeen && !p.last.IsZero() {
 			p.burstSeen = true
 			if now.Sub(p.last) < p.every {
@@ -402,11 +414,12 @@ func (p *returnPacer) returned(now time.Time) {
 func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, freed func() uint64, loaded func() (bool, int), flush func() error, done func(), pending func(bool)) {
 	defer gc.end()
 	loadDone := time.After(loadLimit)
-	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
 	read := func() uint64 {
 		metrics.Read(sample)
 		return sample[0].Value.Uint64()
 	}
+	idle := func() uint64 { return sample[1].Value.Uint64() } // as of the last read
 	t := time.NewTicker(quietPoll)
 	defer t.Stop()
 	prev, prevFreed, gcQuiet := read(), freed(), 0
@@ -440,7 +453,7 @@ func returnMemoryWhenQuiet(ctx context.Context, log *slog.Logger, gc *loadGC, fr
 		default:
 			gcQuiet = 0
 		}
-		if pacer.poll(time.Now(), d, f, gc.live()) {
+		if pacer.poll(time.Now(), d, f, gc.live(), idle()) {
 			if nowFreed > 0 {
 				gc.end() // the load is over: the cache froze what it left
 			}

@@ -361,13 +361,56 @@ func TestReturnPacer(t *testing.T) {
 				if d >= busyBytes || f >= busyFreed || slices.Contains(tc.busyAt, s) {
 					pending = true
 				}
-				if p.poll(now, d, f, tc.live) {
+				if p.poll(now, d, f, tc.live, 0) {
 					got = append(got, s)
 					p.returned(now)
 					pending = false
 				}
 				if p.busy != pending {
 					t.Fatalf("second %d: pending %v, want %v", s, p.busy, pending)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("returned at seconds %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReturnPacer_IdleHeap: free heap not yet returned starts a burst in
+// a quiet second once it reaches returnIdleBytes, and only then.
+func TestReturnPacer_IdleHeap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// second gives what second s allocated and the idle heap at its end
+		second func(s int) (d, idle uint64)
+		want   []int
+	}{
+		{"idle heap under the bound stays", func(s int) (uint64, uint64) { return 0, returnIdleBytes - 1 }, nil},
+		{"idle heap at the bound is returned", func(s int) (uint64, uint64) {
+			if s < 20 {
+				return 0, 0
+			}
+			return 0, returnIdleBytes
+		}, []int{23}},
+		{"not while the seconds are not quiet", func(s int) (uint64, uint64) {
+			if s < 30 {
+				return quietBytes, returnIdleBytes
+			}
+			return 0, returnIdleBytes
+		}, []int{33}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p returnPacer
+			start := time.Unix(1_000_000, 0)
+			p.returned(start) // the start's return
+			var got []int
+			for s := 1; s < 60; s++ {
+				d, idle := tc.second(s)
+				now := start.Add(time.Duration(s) * time.Second)
+				if p.poll(now, d, 0, 1<<40, idle) {
+					got = append(got, s)
+					break // each case is about its first return
 				}
 			}
 			if !slices.Equal(got, tc.want) {
