@@ -110,9 +110,15 @@ func (n nsName) String() string { return n.ns + "/" + n.name }
 
 // state is what one leadership term knows of the MeshServices.
 type state struct {
+	// system is the control plane's namespace, whose Services' MeshServices
+	// are named without it (translate's add).
+	system string
 	// owned are the names of the MeshServices made from each Service, by
-	// the labels the cache shows (a slice: almost always one, a headless
-	// Service's a few); byName gives their meshes.
+	// the labels the cache shows, other than the one named after the
+	// Service itself (canonical): a headless Service's per-Pod ones, or a
+	// MeshService whose labels name another Service. byName gives their
+	// meshes. Nearly every Service has only its canonical MeshService, and
+	// keeping it here too cost about 100 bytes per Service.
 	owned map[nsName][]string
 	// byName are the MeshServices of every mesh by name (a name is one
 	// custom resource, in one mesh at a time): the mesh, and for those
@@ -142,6 +148,42 @@ type meshService struct {
 	sum   uint64
 }
 
+// canonical returns the name of the MeshService named after Service svc
+// (translate's add): name.namespace, or the name alone in the system
+// namespace.
+func (st *state) canonical(svc nsName) string {
+	if svc.ns == st.system {
+		return svc.name
+	}
+	return svc.name + "." + svc.ns
+}
+
+// canonicalOwner reports whether name is the canonical name of Service
+// svc, and returns svc with its strings those of name (and of system),
+// which the store's key already holds: the labels' copies would be two
+// more allocations per Service kept for as long as it exists.
+func (st *state) canonicalOwner(name string, svc nsName) (nsName, bool) {
+	switch {
+	case svc.ns == st.system:
+		if name == svc.name {
+			return nsName{st.system, name}, true
+		}
+	case len(name) == len(svc.name)+1+len(svc.ns) && name[len(svc.name)] == '.' &&
+		name[:len(svc.name)] == svc.name && name[len(svc.name)+1:] == svc.ns:
+		return nsName{name[len(svc.name)+1:], name[:len(svc.name)]}, true
+	}
+	return svc, false
+}
+
+// madeFrom returns the names of the MeshServices made from Service svc.
+func (st *state) madeFrom(svc nsName) []string {
+	names := st.owned[svc]
+	if c := st.canonical(svc); st.byName[c].made && st.byName[c].owner == svc {
+		names = append([]string{c}, names...)
+	}
+	return names
+}
+
 // named returns the key of the MeshService of any mesh named name.
 func (st *state) named(name string) (resource.Key, bool) {
 	ms, ok := st.byName[name]
@@ -151,6 +193,11 @@ func (st *state) named(name string) (resource.Key, bool) {
 // disown forgets that the Service ms was made from owns the MeshService
 // named name, and queues that Service.
 func (st *state) disown(name string, ms meshService, q *reconcile.Queue[nsName]) {
+	if _, ok := st.canonicalOwner(name, ms.owner); ok {
+		st.managed--
+		q.Add(ms.owner)
+		return
+	}
 	st.owned[ms.owner] = slices.DeleteFunc(st.owned[ms.owner], func(n string) bool { return n == name })
 	if len(st.owned[ms.owner]) == 0 {
 		delete(st.owned, ms.owner)
@@ -206,7 +253,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !c.waitViews(ctx, v, len(follow)) {
 		return nil
 	}
-	st := &state{owned: map[nsName][]string{}, byName: map[string]meshService{},
+	st := &state{system: c.o.SystemNamespace, owned: map[nsName][]string{}, byName: map[string]meshService{},
 		pods: map[string]*Pod{}, reported: map[nsName]string{}, conflicts: map[resource.Key]nsName{}}
 	c.o.Cache.Scan(cache.Query{Kind: resource.MeshService}, func(o *resource.Object) {
 		c.index(st, o.Key(), o, svcQueue)
@@ -281,9 +328,10 @@ func made(o *resource.Object) bool {
 func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *reconcile.Queue[nsName]) {
 	var owner nsName
 	var sum uint64
-	managed := made(o)
+	managed, canonical := made(o), false
 	if managed {
 		owner = nsName{o.Labels[resource.LabelNamespace], o.Labels[resource.LabelServiceName]}
+		owner, canonical = st.canonicalOwner(k.Name, owner)
 		sum = intentSum(o)
 	}
 	// prev is k's entry, or the entry of the same custom resource in
@@ -311,7 +359,9 @@ func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *rec
 		}
 		st.byName[k.Name] = meshService{mesh: k.Mesh, made: managed, owner: owner, sum: sum}
 		if managed {
-			st.owned[owner] = append(st.owned[owner], k.Name)
+			if !canonical {
+				st.owned[owner] = append(st.owned[owner], k.Name)
+			}
 			st.managed++
 			q.Add(owner)
 		}
@@ -427,7 +477,7 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 		}
 		want[o.Key()] = o
 	}
-	for _, name := range st.owned[k] {
+	for _, name := range st.madeFrom(k) {
 		key, _ := st.named(name)
 		if _, ok := want[key]; !ok {
 			p.deletes = append(p.deletes, store.Op{Type: store.OpDelete, Key: key})
