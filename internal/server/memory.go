@@ -340,12 +340,17 @@ type returnPacer struct {
 // returned), and reports whether to return memory now; the caller then
 // calls returned.
 //
-// Idle heap over returnIdleBytes in a quiet second starts a burst too:
-// the heap's goal stays heapFloor above the live heap, and the runtime's
-// own scavenger keeps what is under the goal, so the garbage of work too
-// small to make a burst by itself (a Kubernetes-mode process's watches and
-// Lease after its first naming's last return: 9-12 MiB in some runs of
-// BenchmarkKube at 10,000) would otherwise stay in the RSS.
+// A quiet second starts a burst too when the idle heap reaches
+// returnIdleBytes, or what was allocated since the last return an eighth
+// of the live heap (and returnIdleBytes): the heap's goal stays heapFloor
+// above the live heap, and the runtime's own scavenger keeps what is
+// under the goal, so the garbage of work too small to make a burst by
+// itself (a Kubernetes-mode process's watches and Lease after its first
+// naming's last return: 9-12 MiB of idle heap, or as much uncollected, in
+// runs of BenchmarkKube at 10,000, 1,000 B per Service) would otherwise
+// stay in the RSS. An eighth of the live heap keeps the cost of those
+// returns (a collection of the live heap each) in proportion to what
+// the process allocates, and the pacing bounds how often they come.
 func (p *returnPacer) poll(now time.Time, d, f, live, idle uint64) bool {
 	if p.every == 0 {
 		p.every = returnEvery
@@ -359,7 +364,7 @@ func (p *returnPacer) poll(now time.Time, d, f, live, idle uint64) bool {
 	p.work, p.freed = p.work+d, p.freed+f
 	switch {
 	case d >= busyBytes || f >= busyFreed || crossed ||
-		!p.busy && d < quietBytes && f == 0 && idle >= returnIdleBytes:
+		!p.busy && d < quietBytes && f == 0 && (idle >= returnIdleBytes || p.work >= max(live/8, returnIdleBytes)):
 		if !p.burstSeen && !p.last.IsZero() {
 			p.burstSeen = true
 			if now.Sub(p.last) < p.every {

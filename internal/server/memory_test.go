@@ -338,9 +338,13 @@ func TestReturnPacer(t *testing.T) {
 		// ...and eight of them a live heap of busyBytes.
 		{"slow work adds up to the live heap", 60, slow, busyBytes, []int{12}, []int{7}},
 		{"a trickle under the live heap is no burst", 120, func(int) (uint64, uint64) { return 1 << 20, 0 }, 1 << 30, nil, nil},
-		// An idle server's trickle over a small live heap: a return each
-		// time it adds up to returnMinBytes.
-		{"a trickle adds up over a small live heap", 60, func(int) (uint64, uint64) { return 1 << 20, 0 }, 0, []int{18, 37, 56}, []int{15, 34, 53}},
+		// An idle server's trickle over a small live heap: a burst each
+		// time it adds up to returnIdleBytes, returned three quiet seconds
+		// later; each burst after the first starts sooner than the
+		// interval after the last return, which doubles (20 s, then 40).
+		{"a trickle adds up over a small live heap", 60, func(int) (uint64, uint64) { return 1 << 20, 0 }, 0, []int{6, 26}, []int{3, 10, 30}},
+		// Over a live heap of 64 MiB it adds up to an eighth of it.
+		{"a trickle adds up to an eighth of the live heap", 60, func(int) (uint64, uint64) { return 1 << 20, 0 }, 64 << 20, []int{10, 30}, []int{7, 18, 38}},
 		// The cache freezes in passes ten seconds apart.
 		{"freezing in passes adds up", 60, func(s int) (uint64, uint64) {
 			if s%10 == 0 && s < 30 {
