@@ -35,3 +35,16 @@ func TestFree(t *testing.T) {
 		u.Close()
 	}
 }
+
+// TestReserve: a port reserved once is not reserved again while the lock
+// is held, as another process would find it (flock conflicts between two
+// opens of the file, in one process as in two).
+func TestReserve(t *testing.T) {
+	p, err := Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reserve(p) {
+		t.Fatalf("port %d, returned by Free, was reserved again", p)
+	}
+}
