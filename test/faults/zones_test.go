@@ -111,6 +111,23 @@ func names(vs map[string]*view, origin string) []string {
 // converged says whether every zone holds exactly the other zones'
 // services and the global's external services, and the global every
 // zone's services; what differs, when not.
+// nameDiff says which of the sorted names want are not in the sorted got
+// and which of got are not in want, at most five of each.
+func nameDiff(got, want []string) string {
+	var missing, extra []string
+	for _, n := range want {
+		if _, ok := slices.BinarySearch(got, n); !ok && len(missing) < 5 {
+			missing = append(missing, n)
+		}
+	}
+	for _, n := range got {
+		if _, ok := slices.BinarySearch(want, n); !ok && len(extra) < 5 {
+			extra = append(extra, n)
+		}
+	}
+	return fmt.Sprintf(" (missing %v, not wanted %v)", missing, extra)
+}
+
 func (m *multizone) converged() (bool, string) {
 	local := map[string][]string{}
 	for z, s := range m.zones {
@@ -149,14 +166,14 @@ func (m *multizone) converged() (bool, string) {
 			return false, err.Error()
 		}
 		if got := names(vs, resource.OriginGlobal); !slices.Equal(got, want) {
-			return false, fmt.Sprintf("%s holds %d synced services, want %d", z, len(got), len(want))
+			return false, fmt.Sprintf("%s holds %d synced services, want %d%s", z, len(got), len(want), nameDiff(got, want))
 		}
 		ext, err := listKind(s.api, "meshexternalservices")
 		if err != nil {
 			return false, err.Error()
 		}
 		if got := slices.Sorted(maps.Keys(ext)); !slices.Equal(got, wantExt) {
-			return false, fmt.Sprintf("%s holds %d external services of the global, want %d", z, len(got), len(wantExt))
+			return false, fmt.Sprintf("%s holds %d external services of the global, want %d%s", z, len(got), len(wantExt), nameDiff(got, wantExt))
 		}
 	}
 	sort.Strings(wantGlobal)
