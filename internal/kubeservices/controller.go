@@ -178,7 +178,8 @@ func (st *state) canonicalOwner(name string, svc nsName) (nsName, bool) {
 // madeFrom returns the names of the MeshServices made from Service svc.
 func (st *state) madeFrom(svc nsName) []string {
 	names := st.owned[svc]
-	if c := st.canonical(svc); st.byName[c].made && st.byName[c].owner == svc {
+	c := st.canonical(svc)
+	if ms := st.byName[c]; ms.made && ms.owner == svc {
 		names = append([]string{c}, names...)
 	}
 	return names

@@ -37,10 +37,10 @@ var (
 // in this process nor any other process using porttest on this machine
 // while it runs: a port drawn for one server is not drawn again for
 // another before the first has bound it. go test runs packages in
-// parallel processes, and two of them drawing the same port before
-// either server bound it failed a CI run ("bind: address already in
-// use"); each process therefore holds a lock on a file per port it
-// returned (reserve) until it exits.
+// parallel processes, which could otherwise draw the same port before
+// either server bound it ("bind: address already in use"); each process
+// therefore holds a lock on a file per port it returned (reserve) until
+// it exits.
 func Free() (int, error) {
 	mu.Lock()
 	defer mu.Unlock()

@@ -315,8 +315,10 @@ func (g *loadGC) kubeFirstPass(services int) (done func()) {
 // the cache freezes them in passes ten seconds apart, each under
 // busyFreed, and a start allocates tens of MB over seconds; without a
 // return their garbage stays in the RSS, up to heapFloor of it. An idle
-// control plane's trickle of allocation makes a return only once it
-// exceeds its live heap, which the return's collection costs. every starts at returnEvery; a burst
+// control plane's trickle of allocation makes a return once it adds up to
+// an eighth of its live heap (and returnIdleBytes) by a quiet second (see
+// poll), which keeps the return's collection in proportion to the
+// allocation. every starts at returnEvery; a burst
 // that starts less than every after a return shows that return was
 // wasted (the heap grew straight back, each page faulted in again) and
 // doubles it, up to maxReturnEvery, and a burst that starts later sets it
