@@ -15,13 +15,18 @@ import (
 // that always began with a full state, as Kuma's does, would repair it on
 // every reconnect, at the price of sending everything every time.
 //
-// So once per stream, when the sender has sent the receiver nothing for a
-// heartbeat, it sends an inventory (link.sendInventory) of what
+// So once a stream settles (the sender has sent the receiver nothing for a
+// heartbeat), and again each time it settles after sending the receiver
+// something, the sender sends an inventory (link.sendInventory) of what
 // the receiver should then hold of its resources: how many, and the sum of
 // their key hashes as the receiver names them. The receiver compares it
 // with its own after applying everything before it on the stream and, when
 // they differ, asks for a full state, which also deletes what it holds
-// and should not. The sum is order-free and costs 16 bytes on the wire.
+// and should not; it asks once per stream (the sender sends one full state
+// per stream). The sum is order-free and costs 16 bytes on the wire; each
+// inventory costs both ends a pass over what the receiver holds of the
+// sender's (the global's is shared by every zone's stream at one
+// revision), once per burst of changes, not per change.
 
 // inventory is a count of keys and the sum of their keyHash.
 type inventory struct {

@@ -123,6 +123,7 @@ type link struct {
 	// receiver state (its goroutine only)
 	lastWrite int64
 	seen      map[resource.Key]bool // keys of the snapshot being received
+	askedFull bool                  // this stream asked the peer for a full state
 }
 
 func (l *link) init() {

@@ -67,6 +67,12 @@ func (l *link) checkInventory(ctx context.Context, inv *pb.Inventory) error {
 		l.log.Debug("this side holds what the peer sent", "peer", l.peer, "resources", held.count, "revision", inv.GetRevision())
 		return nil
 	}
+	if l.askedFull {
+		// The full state this stream got did not make them agree (this
+		// side refuses something of it): the next stream asks again.
+		l.log.Debug("what this side holds of the peer's still differs from the peer's inventory", "peer", l.peer, "resources", held.count, "inventory", inv.GetCount(), "revision", inv.GetRevision())
+		return nil
+	}
 	reason := fmt.Sprintf("this side holds %d of the peer's resources, the peer's inventory at revision %d names %d", held.count, inv.GetRevision(), inv.GetCount())
 	if held.count == inv.GetCount() {
 		reason = fmt.Sprintf("this side holds %d of the peer's resources, as many as the peer's inventory at revision %d names, but not the same ones", held.count, inv.GetRevision())
@@ -81,6 +87,7 @@ func (l *link) askFullState(reason string) error {
 	if !l.inventories {
 		return nil // the peer would not understand
 	}
+	l.askedFull = true
 	if err := l.sendEnvelope(&pb.Envelope{Body: &pb.Envelope_FullStateRequest{FullStateRequest: &pb.FullStateRequest{Reason: reason}}}); err != nil {
 		return fmt.Errorf("ask for a full state: %w", err)
 	}

@@ -30,7 +30,10 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 	sentRev := rev // the revision of the last batch sent
 	lastSend := time.Now()
 	lastChange := time.Now() // of a batch the peer got something in
-	inventorySent := false
+	// The peer checks what it holds against an inventory once the stream
+	// settles, and again after every change it gets: a stream that stays
+	// up for days would otherwise check only once, at its start.
+	inventoryDue := true
 	requested := 0    // full states the peer asked for on this stream
 	wantFull := false // the peer asked for one (l.fullWanted)
 	defer l.feed.close()
@@ -55,7 +58,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 					return err
 				}
 				sentRev, lastSend, lastChange = rev, time.Now(), time.Now()
-				inventorySent = false // and check that it repaired what differed
+				inventoryDue = true // and check that it repaired what differed
 			}
 		}
 		evs, err := l.feed.changes(ctx, rev, pageSize)
@@ -65,7 +68,8 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			if rev, err = l.sendSnapshot(ctx); err != nil {
 				return err
 			}
-			sentRev, lastSend = rev, time.Now()
+			sentRev, lastSend, lastChange = rev, time.Now(), time.Now()
+			inventoryDue = true
 			continue
 		case err != nil:
 			if ctx.Err() != nil {
@@ -81,6 +85,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 			rev = evs[len(evs)-1].rev
 			if sent {
 				sentRev, lastSend, lastChange = rev, time.Now(), time.Now()
+				inventoryDue = true
 			}
 			// Read again before waiting: a page shorter than pageSize
 			// does not say the feed has nothing more (the global's
@@ -103,7 +108,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 				}
 				sentRev, lastSend = rev, time.Now()
 			}
-			if l.inventories && !inventorySent && time.Since(lastChange) >= l.heartbeat {
+			if l.inventories && inventoryDue && time.Since(lastChange) >= l.heartbeat {
 				to, sent, ok, err := l.sendInventory(ctx, rev)
 				if err != nil {
 					return err
@@ -111,7 +116,7 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 				if sent {
 					sentRev, lastSend, lastChange = to, time.Now(), time.Now()
 				}
-				rev, inventorySent = to, ok
+				rev, inventoryDue = to, !ok
 			}
 		}
 	}

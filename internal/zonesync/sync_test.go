@@ -280,6 +280,39 @@ func TestSync_InventoryRepairsWhatAZoneLost(t *testing.T) {
 	}
 }
 
+// TestSync_InventoryAfterEveryBurst: a zone that loses a service it got
+// from the global while its stream stays up (nothing reconnects) is
+// repaired once the next change it gets settles: the sender takes an
+// inventory after every burst of changes, not once per stream.
+func TestSync_InventoryAfterEveryBurst(t *testing.T) {
+	f := newFederation(t, "east", "west")
+	east, west := f.zones["east"], f.zones["west"]
+	east.put(meshService("default", "a", 80), resource.ModeZone, "east")
+	east.put(meshService("default", "b", 80), resource.ModeZone, "east")
+	lost := msKey("default", HashedName(resource.MeshService, "default", "b", "east", ""))
+	west.eventually("east's service", lost, exists)
+	f.waitAcked(t, "west")
+	west.waitLogs(heldAll("global"), 1)
+
+	// Damage west's store behind the live stream's back.
+	if _, err := store.Delete(context.Background(), west.st, lost, 0); err != nil {
+		t.Fatal(err)
+	}
+	west.eventually("the service deleted behind the stream", lost, absent)
+	east.put(meshService("default", "c", 80), resource.ModeZone, "east")
+	west.eventually("east's next service", msKey("default", HashedName(resource.MeshService, "default", "c", "east", "")), exists)
+	west.waitLog(`msg="what this side holds of the peer's differs from the peer's inventory; asking for a full state" peer=global`)
+	west.eventually("the lost service, from the full state", lost, exists)
+	west.waitLogs(heldAll("global"), 2) // the check after the repair agrees
+	in := f.insight(t, "west")
+	if in.SentSnapshots != 1 {
+		t.Errorf("west got %d full states, want 1", in.SentSnapshots)
+	}
+	if n := strings.Count(f.global.logs.String(), `msg="zone connected" zone=west`); n != 1 {
+		t.Errorf("west connected %d times, want 1: the repair needs no new stream", n)
+	}
+}
+
 // TestSync_InventoryUnderChurn: a global whose feed never stays quiet
 // for a heartbeat (east changes a Dataplane every 20 ms, which goes to the
 // global and to no other zone) still takes and sends west its inventory,
