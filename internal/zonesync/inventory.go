@@ -17,7 +17,8 @@ import (
 //
 // So once a stream settles (the sender has sent the receiver nothing for a
 // heartbeat), and again each time it settles after sending the receiver
-// something, the sender sends an inventory (link.sendInventory) of what
+// something (at most every inventoryEvery heartbeats), the sender sends an
+// inventory (link.sendInventory) of what
 // the receiver should then hold of its resources: how many, and the sum of
 // their key hashes as the receiver names them. The receiver compares it
 // with its own after applying everything before it on the stream and, when
@@ -26,7 +27,8 @@ import (
 // per stream). The sum is order-free and costs 16 bytes on the wire; each
 // inventory costs both ends a pass over what the receiver holds of the
 // sender's (the global's is shared by every zone's stream at one
-// revision), once per burst of changes, not per change.
+// revision), once per burst of changes and at most once a minute at the
+// default heartbeat.
 
 // inventory is a count of keys and the sum of their keyHash.
 type inventory struct {

@@ -77,6 +77,11 @@ const (
 	// inboxSize bounds batches received and not applied yet; past it the
 	// reader stops reading and gRPC's flow control holds the peer back.
 	inboxSize = 4
+	// inventoryEvery is how many heartbeats apart a stream's inventories
+	// are at least (a minute at the default heartbeat): a global's
+	// inventory reads every service it holds, and a trickle of changes
+	// would otherwise have each zone's stream take one every few seconds.
+	inventoryEvery = 12
 )
 
 // link is one stream between the global and a zone, from one end: it sends

@@ -31,9 +31,11 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 	lastSend := time.Now()
 	lastChange := time.Now() // of a batch the peer got something in
 	// The peer checks what it holds against an inventory once the stream
-	// settles, and again after every change it gets: a stream that stays
-	// up for days would otherwise check only once, at its start.
+	// settles, and again after what it gets next settles, at most every
+	// inventoryEvery heartbeats: a stream that stays up for days would
+	// otherwise check only once, at its start.
 	inventoryDue := true
+	var lastInventory time.Time
 	requested := 0    // full states the peer asked for on this stream
 	wantFull := false // the peer asked for one (l.fullWanted)
 	defer l.feed.close()
@@ -108,7 +110,8 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 				}
 				sentRev, lastSend = rev, time.Now()
 			}
-			if l.inventories && inventoryDue && time.Since(lastChange) >= l.heartbeat {
+			if l.inventories && inventoryDue && time.Since(lastChange) >= l.heartbeat &&
+				(lastInventory.IsZero() || time.Since(lastInventory) >= inventoryEvery*l.heartbeat) {
 				to, sent, ok, err := l.sendInventory(ctx, rev)
 				if err != nil {
 					return err
@@ -117,6 +120,9 @@ func (l *link) sendLoop(ctx context.Context, from Position) error {
 					sentRev, lastSend, lastChange = to, time.Now(), time.Now()
 				}
 				rev, inventoryDue = to, !ok
+				if ok {
+					lastInventory = time.Now()
+				}
 			}
 		}
 	}

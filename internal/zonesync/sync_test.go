@@ -283,7 +283,8 @@ func TestSync_InventoryRepairsWhatAZoneLost(t *testing.T) {
 // TestSync_InventoryAfterEveryBurst: a zone that loses a service it got
 // from the global while its stream stays up (nothing reconnects) is
 // repaired once the next change it gets settles: the sender takes an
-// inventory after every burst of changes, not once per stream.
+// inventory after every burst of changes, not once per stream, but not
+// sooner than inventoryEvery heartbeats after the last one.
 func TestSync_InventoryAfterEveryBurst(t *testing.T) {
 	f := newFederation(t, "east", "west")
 	east, west := f.zones["east"], f.zones["west"]
@@ -293,6 +294,7 @@ func TestSync_InventoryAfterEveryBurst(t *testing.T) {
 	west.eventually("east's service", lost, exists)
 	f.waitAcked(t, "west")
 	west.waitLogs(heldAll("global"), 1)
+	first := time.Now()
 
 	// Damage west's store behind the live stream's back.
 	if _, err := store.Delete(context.Background(), west.st, lost, 0); err != nil {
@@ -302,6 +304,11 @@ func TestSync_InventoryAfterEveryBurst(t *testing.T) {
 	east.put(meshService("default", "c", 80), resource.ModeZone, "east")
 	west.eventually("east's next service", msKey("default", HashedName(resource.MeshService, "default", "c", "east", "")), exists)
 	west.waitLog(`msg="what this side holds of the peer's differs from the peer's inventory; asking for a full state" peer=global`)
+	// The first inventory was logged before first (by the poll's 10 ms,
+	// or more on a loaded machine: half the bound is left for that).
+	if apart, least := time.Since(first), inventoryEvery*testHeartbeat/2; apart < least {
+		t.Errorf("the second inventory came %s after the first, want at least %s", apart, least)
+	}
 	west.eventually("the lost service, from the full state", lost, exists)
 	west.waitLogs(heldAll("global"), 2) // the check after the repair agrees
 	in := f.insight(t, "west")
