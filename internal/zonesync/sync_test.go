@@ -280,19 +280,28 @@ func TestSync_InventoryRepairsWhatAZoneLost(t *testing.T) {
 	}
 }
 
+// westHoldsEastsServices starts a federation of east and west in which
+// west holds, and has acknowledged, east's services a and b; lost is b's
+// key on west, for a test to take from west's store.
+func westHoldsEastsServices(t *testing.T) (f *federation, east, west *cp, lost resource.Key) {
+	t.Helper()
+	f = newFederation(t, "east", "west")
+	east, west = f.zones["east"], f.zones["west"]
+	east.put(meshService("default", "a", 80), resource.ModeZone, "east")
+	east.put(meshService("default", "b", 80), resource.ModeZone, "east")
+	lost = msKey("default", HashedName(resource.MeshService, "default", "b", "east", ""))
+	west.eventually("east's service", lost, exists)
+	f.waitAcked(t, "west")
+	return f, east, west, lost
+}
+
 // TestSync_InventoryAfterEveryBurst: a zone that loses a service it got
 // from the global while its stream stays up (nothing reconnects) is
 // repaired once the next change it gets settles: the sender takes an
 // inventory after every burst of changes, not once per stream, but not
 // sooner than inventoryEvery heartbeats after the last one.
 func TestSync_InventoryAfterEveryBurst(t *testing.T) {
-	f := newFederation(t, "east", "west")
-	east, west := f.zones["east"], f.zones["west"]
-	east.put(meshService("default", "a", 80), resource.ModeZone, "east")
-	east.put(meshService("default", "b", 80), resource.ModeZone, "east")
-	lost := msKey("default", HashedName(resource.MeshService, "default", "b", "east", ""))
-	west.eventually("east's service", lost, exists)
-	f.waitAcked(t, "west")
+	f, east, west, lost := westHoldsEastsServices(t)
 	west.waitLogs(heldAll("global"), 1)
 	first := time.Now()
 
@@ -325,13 +334,7 @@ func TestSync_InventoryAfterEveryBurst(t *testing.T) {
 // global and to no other zone) still takes and sends west its inventory,
 // and repairs what west lost.
 func TestSync_InventoryUnderChurn(t *testing.T) {
-	f := newFederation(t, "east", "west")
-	east, west := f.zones["east"], f.zones["west"]
-	east.put(meshService("default", "a", 80), resource.ModeZone, "east")
-	east.put(meshService("default", "b", 80), resource.ModeZone, "east")
-	lost := msKey("default", HashedName(resource.MeshService, "default", "b", "east", ""))
-	west.eventually("east's service", lost, exists)
-	f.waitAcked(t, "west")
+	f, east, west, lost := westHoldsEastsServices(t)
 	f.stop("west")
 	if _, err := store.Delete(context.Background(), west.st, lost, 0); err != nil {
 		t.Fatal(err)
