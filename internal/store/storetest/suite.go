@@ -22,6 +22,7 @@ func RunExcept(t *testing.T, open Opener, skip map[string]string) {
 		f    func(t *testing.T, e *env)
 	}{
 		{"CreateGetRoundTrip", testCreateGetRoundTrip},
+		{"CreateDiscardObject", testCreateDiscardObject},
 		{"CreateAtGivenTime", testCreateAtGivenTime},
 		{"EveryKind", testEveryKind},
 		{"MeshScope", testMeshScope},

@@ -35,6 +35,27 @@ func testCreateGetRoundTrip(t *testing.T, e *env) {
 	}
 }
 
+// A create with DiscardObject (and its status) is written as any other;
+// its result has no object, and its revision is the one a read shows.
+func testCreateDiscardObject(t *testing.T, e *env) {
+	in := meshService(mesh, "quiet")
+	in.Status = serviceStatus("quiet.svc.mesh.local")
+	r := e.applyOK(t, store.Op{Type: store.OpCreate, Object: in, DiscardObject: true})[0]
+	if r.Object != nil || r.Revision <= 0 {
+		t.Fatalf("DiscardObject create: result object %v, revision %d; want none, > 0", r.Object, r.Revision)
+	}
+	got := e.get(t, in.Key())
+	if got.Revision != r.Revision {
+		t.Errorf("Get after a DiscardObject create: revision %d, the create's %d", got.Revision, r.Revision)
+	}
+	if diff := cmp.Diff(in.Spec, got.Spec); diff != "" {
+		t.Errorf("spec after a DiscardObject create (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(in.Status, got.Status); diff != "" {
+		t.Errorf("status after a DiscardObject create (-want +got):\n%s", diff)
+	}
+}
+
 // An OpCreate's Created is the creation time recorded, to the nanosecond,
 // the modification time is the store's clock; an update keeps it.
 func testCreateAtGivenTime(t *testing.T, e *env) {
