@@ -467,7 +467,7 @@ func hotEntries(t *testing.T, c *Cache) (counted, listed map[string]bool) {
 // do not count, and only age freezes them.
 func TestCache_BoundsDecodedEntries(t *testing.T) {
 	c := New(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	c.maxHot = 10
+	c.SetMaxDecoded(10)
 	now := time.Unix(1_800_000_000, 0)
 	c.now = func() time.Time { return now }
 	put := func(name string, listed bool) {
@@ -554,9 +554,7 @@ func TestCache_BoundsDecodedEntries(t *testing.T) {
 // periodic pass (every FreezeAfter/3).
 func TestCache_BurstWakesFreezer(t *testing.T) {
 	c, st, _ := newCache(t)
-	c.mu.Lock()
-	c.maxHot = 8
-	c.mu.Unlock()
+	c.SetMaxDecoded(8)
 	var rev int64
 	for i := range 30 {
 		rev = mustCreate(t, st, svc("default", fmt.Sprintf("s%02d", i), nil)).Revision

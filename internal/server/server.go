@@ -110,6 +110,9 @@ func (s *Server) Run(ctx context.Context) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.elector = s.newElector(reg, st)
 	c := cache.New(st, s.log.With("component", "cache"), reg)
+	if s.cfg.Env == config.EnvKubernetes {
+		c.SetMaxDecoded(cache.KubeMaxDecoded)
+	}
 	if s.sync, err = s.newSync(ctx, st, c, keys, reg); err != nil {
 		return err
 	}
