@@ -174,6 +174,13 @@ func (o *Object) AppendJSON(b []byte) ([]byte, error) {
 // when it has none): what AppendJSON writes for the decoded resource. The
 // cache writes its frozen resources this way without decoding them.
 func AppendDocument(b []byte, k Key, created, modified time.Time, labels map[string]string, spec, status []byte) ([]byte, error) {
+	// Grown once to about the document's size: appended piece by piece,
+	// a document of a few hundred bytes grew its buffer five times.
+	n := 160 + len(k.Kind) + len(k.Mesh) + len(k.Name) + len(spec) + len(status)
+	for k, v := range labels {
+		n += len(k) + len(v) + 6
+	}
+	b = slices.Grow(b, n)
 	b = append(b, `{"type":`...)
 	b = AppendJSONString(b, string(k.Kind))
 	if k.Mesh != "" {

@@ -143,7 +143,7 @@ func (s *Store) put(d decoded, now time.Time) {
 	if had && prev.key != k {
 		s.deleteKey(prev, s.nextRev(), now) // its mesh label changed
 	}
-	plain, err := json.Marshal(d.obj)
+	plain, err := d.obj.AppendJSON(nil) // what json.Marshal writes, without its copies
 	if err != nil {
 		s.o.Log.Error("kube store: encoding an object", "kind", k.Kind, "name", k.Name, "err", err)
 		return
