@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"runtime/pprof"
@@ -29,6 +30,7 @@ var (
 	kubeServices   = flag.Int("kube-services", 10_000, "BenchmarkKube: how many Services")
 	kubeCPUProfile = flag.String("kube-cpu-profile", "", "BenchmarkKubeLiveHeap: profile the CPU while the first 20 new Services are named, once all are")
 	kubeNamingProf = flag.String("kube-naming-cpu-profile", "", "BenchmarkKubeLiveHeap: profile the CPU from the start until every Service is named")
+	kubeAPIProfile = flag.String("kube-apiserver-cpu-profile", "", "BenchmarkKube: profile the API server's CPU for the first 30 s of the raw writes and of the naming, into FILE.raw and FILE.naming")
 )
 
 // BenchmarkKube measures the Kubernetes mode against a real kube-apiserver
@@ -155,7 +157,9 @@ func benchKube(b *testing.B, n int) {
 		// name n Services: n MeshServices created and their statuses
 		// written, by 16 clients, with nothing else running.
 		clusterCPU := clusterCPUTime(b, c)
+		rawProfiled := apiserverCPUProfile(b, c, *kubeAPIProfile, ".raw")
 		raw := rawMeshServiceWrites(b, c, n, perNS)
+		rawProfiled()
 		b.ReportMetric(raw.Seconds(), "s-apiserver-raw-writes")
 		b.ReportMetric((clusterCPUTime(b, c) - clusterCPU).Seconds(), "cpu-s-apiserver-raw")
 		// From no MeshService at all.
@@ -166,9 +170,11 @@ func benchKube(b *testing.B, n int) {
 		}
 		clusterCPU = clusterCPUTime(b, c)
 		requests := apiserverWrites(b, c)
+		namingProfiled := apiserverCPUProfile(b, c, *kubeAPIProfile, ".naming")
 		p := startServerArgs(b, args...)
 		waitKubeNamed(b, hc, p.api, n, p.started.Add(15*time.Minute), p.checkAlive)
 		allNamed := time.Since(p.started)
+		namingProfiled()
 		// Where the time went: CPU of the API server and etcd, and of
 		// meshnames, against the raw writes' CPU; and the writes
 		// meshnames made.
@@ -460,6 +466,45 @@ func writeHeapProfile(b *testing.B, path string) {
 	}
 	if err := f.Close(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// apiserverCPUProfile starts a 30-second CPU profile of the API server
+// (its /debug/pprof, as the administrator) written to path+suffix, and
+// returns a function that waits for it; with path empty it does nothing.
+func apiserverCPUProfile(b *testing.B, c *kubetest.Cluster, path, suffix string) (wait func()) {
+	if path == "" {
+		return func() {}
+	}
+	done := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequest(http.MethodGet, c.Host+"/debug/pprof/profile?seconds=30", nil)
+		if err != nil {
+			done <- err
+			return
+		}
+		req.Header.Set("Authorization", "Bearer "+kubetest.AdminToken)
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // a local test cluster's self-signed certificate
+		defer hc.CloseIdleConnections()
+		resp, err := hc.Do(req)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("API server profile: %s: %s", resp.Status, body)
+		}
+		if err == nil {
+			err = os.WriteFile(path+suffix, body, 0o644)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
