@@ -47,7 +47,7 @@ const MaxDecoded = 10_000
 func (c *Cache) SetMaxDecoded(n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.maxHot = max(n, 2)
+	c.maxHot = max(n, 2) // a freeze keeps half: at least one
 }
 
 // KubeMaxDecoded is the bound on decoded entries in Kubernetes mode. Its

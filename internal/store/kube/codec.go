@@ -103,6 +103,20 @@ type decoded struct {
 	reported string
 }
 
+// ackOf is the key of the watch event that shows an object of kind c at
+// resourceVersion rv.
+func ackOf(c crd.Kind, namespace, name, rv string) (ackKey, error) {
+	ref := crRef{kind: c.Kind, name: name}
+	if c.Namespaced {
+		ref.namespace = namespace
+	}
+	v, ok := kubeapi.Revision(rv)
+	if !ok {
+		return ackKey{}, fmt.Errorf("%s: resourceVersion %q is not a positive integer", ref, rv)
+	}
+	return ackKey{ref: ref, version: v}, nil
+}
+
 // decode reads a custom resource of kind c. An object meshnames cannot use
 // comes back with errs and no obj.
 func (d decoder) decode(c crd.Kind, raw []byte) (decoded, error) {
@@ -111,15 +125,11 @@ func (d decoder) decode(c crd.Kind, raw []byte) (decoded, error) {
 		return decoded{}, fmt.Errorf("decode %s: %w", c.Kind, err)
 	}
 	m := in.Metadata
-	out := decoded{ref: crRef{kind: c.Kind, name: m.Name}, uid: m.UID}
-	if c.Namespaced {
-		out.ref.namespace = m.Namespace
+	ack, err := ackOf(c, m.Namespace, m.Name, m.ResourceVersion)
+	if err != nil {
+		return decoded{}, err
 	}
-	v, ok := kubeapi.Revision(m.ResourceVersion)
-	if !ok {
-		return decoded{}, fmt.Errorf("%s: resourceVersion %q is not a positive integer", out.ref, m.ResourceVersion)
-	}
-	out.version = v
+	out := decoded{ref: ack.ref, uid: m.UID, version: ack.version}
 	out.reported = invalidCondition(in.Status)
 	// The API server checks these; a copy read from elsewhere may not be.
 	if c.Namespaced {
@@ -139,7 +149,7 @@ func (d decoder) decode(c crd.Kind, raw []byte) (decoded, error) {
 		return out, nil
 	}
 	desc := resource.MustLookup(c.Kind)
-	obj := &resource.Object{Kind: c.Kind, Name: name, Labels: maps.Clone(m.Labels), Version: v, Spec: desc.NewSpec()}
+	obj := &resource.Object{Kind: c.Kind, Name: name, Labels: maps.Clone(m.Labels), Version: out.version, Spec: desc.NewSpec()}
 	if m.CreationTimestamp != nil {
 		obj.CreationTime = m.CreationTimestamp.UTC()
 	}

@@ -366,16 +366,7 @@ func writtenAck(c crd.Kind, raw []byte) (ackKey, error) {
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return ackKey{}, fmt.Errorf("decode %s: %w", c.Kind, err)
 	}
-	m := in.Metadata
-	ref := crRef{kind: c.Kind, name: m.Name}
-	if c.Namespaced {
-		ref.namespace = m.Namespace
-	}
-	v, ok := kubeapi.Revision(m.ResourceVersion)
-	if !ok {
-		return ackKey{}, fmt.Errorf("%s: resourceVersion %q is not a positive integer", ref, m.ResourceVersion)
-	}
-	return ackKey{ref: ref, version: v}, nil
+	return ackOf(c, in.Metadata.Namespace, in.Metadata.Name, in.Metadata.ResourceVersion)
 }
 
 // echo waits until the watch has shown the write ack and returns the
