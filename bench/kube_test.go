@@ -495,15 +495,7 @@ func apiserverCPUProfile(b *testing.B, c *kubetest.Cluster, path, suffix string)
 	}
 	done := make(chan error, 1)
 	go func() {
-		req, err := http.NewRequest(http.MethodGet, c.Host+"/debug/pprof/profile?seconds=30", nil)
-		if err != nil {
-			done <- err
-			return
-		}
-		req.Header.Set("Authorization", "Bearer "+kubetest.AdminToken)
-		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // a local test cluster's self-signed certificate
-		defer hc.CloseIdleConnections()
-		resp, err := hc.Do(req)
+		resp, err := adminGet(c, "/debug/pprof/profile?seconds=30")
 		if err != nil {
 			done <- err
 			return
@@ -523,6 +515,18 @@ func apiserverCPUProfile(b *testing.B, c *kubetest.Cluster, path, suffix string)
 			b.Fatal(err)
 		}
 	}
+}
+
+// adminGet sends GET path to the API server as its administrator, on a
+// connection of its own that closes with the response's body.
+func adminGet(c *kubetest.Cluster, path string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, c.Host+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+kubetest.AdminToken)
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // a local test cluster's self-signed certificate
+	return hc.Do(req)
 }
 
 // meshnamesClient is a client of the API server as meshnames' own user,
@@ -575,14 +579,7 @@ func clusterCPUTime(b *testing.B, c *kubetest.Cluster) time.Duration {
 // apiserverWrites counts the API server's requests so far by verb, for
 // the verbs that write (apiserver_request_total of its /metrics).
 func apiserverWrites(b *testing.B, c *kubetest.Cluster) map[string]float64 {
-	req, err := http.NewRequest(http.MethodGet, c.Host+"/metrics", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+kubetest.AdminToken)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // a local test cluster's self-signed certificate
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Do(req)
+	resp, err := adminGet(c, "/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}
