@@ -37,6 +37,9 @@ type group struct {
 type Cache struct {
 	st  store.Store
 	log *slog.Logger
+	// keeper is st when it keeps every resource in memory: the freezer
+	// holds its copies rather than encode its own (frozen.go).
+	keeper store.Keeper
 
 	// guards catches readers that modify shared objects (race builds).
 	guards guards
@@ -101,6 +104,7 @@ func New(st store.Store, log *slog.Logger, reg prometheus.Registerer) *Cache {
 			Name: "meshnames_cache_decoded_objects", Help: "Resources the cache held decoded (changed recently, not frozen yet) after its last freeze pass.",
 		}),
 	}
+	c.keeper, _ = st.(store.Keeper)
 	if reg != nil {
 		reg.MustRegister(c.objectsGauge, c.revGauge, c.relists, c.frozenTotal, c.decoded)
 	}
@@ -416,7 +420,7 @@ func (c *Cache) RevisionOf(k resource.Key) (int64, bool) {
 	case e.hot != nil:
 		return e.hot.Revision, true
 	}
-	return e.cold.revision()
+	return e.coldRevision()
 }
 
 // At returns the resource with key k for reading only, as Peek does,
@@ -432,7 +436,7 @@ func (c *Cache) At(k resource.Key, rev int64) (*resource.Object, bool) {
 		if e.hot.Revision != rev {
 			return nil, false
 		}
-	} else if r, ok := e.cold.revision(); !ok || r != rev {
+	} else if r, ok := e.coldRevision(); !ok || r != rev {
 		return nil, false
 	}
 	c.guards.check(e.hot, false)
@@ -454,7 +458,7 @@ func (c *Cache) AppendJSONAt(b []byte, k resource.Key, rev int64) (_ []byte, ok 
 	if e.hot != nil {
 		ok = e.hot.Revision == rev
 	} else {
-		r, has := e.cold.revision()
+		r, has := e.coldRevision()
 		ok = has && r == rev
 	}
 	if !ok {

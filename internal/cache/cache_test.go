@@ -46,7 +46,34 @@ func (f *faultyStore) Changes(ctx context.Context, after int64, limit int) ([]st
 	return f.Store.Changes(ctx, after, limit)
 }
 
+// keepingStore is a store.Keeper: it hands the cache a copy of the
+// revision asked for, unless the key is in refuse.
+type keepingStore struct {
+	*faultyStore
+	refuse map[resource.Key]bool
+}
+
+func (k *keepingStore) Kept(key resource.Key, rev int64) (store.Kept, bool) {
+	o, err := k.Get(context.Background(), key)
+	if err != nil || o.Revision != rev || k.refuse[key] {
+		return nil, false
+	}
+	return keptObject{o}, true
+}
+
+type keptObject struct{ o *resource.Object }
+
+func (k keptObject) Object() (*resource.Object, error)   { return k.o.Clone(), nil }
+func (k keptObject) AppendJSON(b []byte) ([]byte, error) { return k.o.AppendJSON(b) }
+func (k keptObject) Revision() int64                     { return k.o.Revision }
+
 func newCache(t *testing.T) (*Cache, *faultyStore, *prometheus.Registry) {
+	t.Helper()
+	return newCacheOf(t, nil)
+}
+
+// newCacheOf is newCache over wrap's store, when wrap is not nil.
+func newCacheOf(t *testing.T, wrap func(*faultyStore) store.Store) (*Cache, *faultyStore, *prometheus.Registry) {
 	t.Helper()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
@@ -54,8 +81,12 @@ func newCache(t *testing.T) (*Cache, *faultyStore, *prometheus.Registry) {
 	}
 	t.Cleanup(func() { st.Close() })
 	fs := &faultyStore{Store: st}
+	var over store.Store = fs
+	if wrap != nil {
+		over = wrap(fs)
+	}
 	reg := prometheus.NewRegistry()
-	c := New(fs, slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
+	c := New(over, slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx); close(done) }()

@@ -18,7 +18,11 @@ import (
 // after they are told it changed. So an entry stays decoded ("hot") while
 // it is recent, and the cache freezes entries untouched for FreezeAfter
 // into their stored encoding, compressed into one pointer-free allocation;
-// a read of a frozen entry decodes it, as the store would.
+// a read of a frozen entry decodes it, as the store would. A store that
+// holds every resource in its own memory in such a form (store.Keeper:
+// the Kubernetes store, whose copy of a MeshService is about 170 bytes)
+// hands the freezer its copy of the same revision, which the entry holds
+// instead of encoding one of its own.
 //
 // A burst of changes (the echoes of the controllers' first status writes
 // to every service of a large store) would keep every resource decoded at
@@ -321,7 +325,14 @@ func (c *Cache) freeze(cutoff time.Time) int {
 	n := 0
 	for batch := range slices.Chunk(cands, freezeBatch) {
 		fs := make([]frozen, len(batch))
+		ks := make([]store.Kept, len(batch))
 		for i, cd := range batch {
+			if c.keeper != nil {
+				if k, ok := c.keeper.Kept(cd.obj.Key(), cd.obj.Revision); ok {
+					ks[i] = k
+					continue
+				}
+			}
 			f, err := freezeObject(cd.obj, cd.enc)
 			if err != nil {
 				c.log.Error("cannot freeze a resource; keeping it decoded", "err", err)
@@ -332,7 +343,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 		c.mu.Lock()
 		for i, cd := range batch {
 			e, ok := c.groups[cd.g][cd.name]
-			if !ok || e.hot != cd.obj || fs[i] == nil {
+			if !ok || e.hot != cd.obj || fs[i] == nil && ks[i] == nil {
 				continue
 			}
 			e.labels, e.named = c.labels.hold(cd.name, e.hot.Labels)
@@ -340,7 +351,7 @@ func (c *Cache) freeze(cutoff time.Time) int {
 				c.hot--
 			}
 			c.guards.check(e.hot, true)
-			e.hot, e.cold, e.enc = nil, fs[i], nil
+			e.hot, e.cold, e.kept, e.enc = nil, fs[i], ks[i], nil
 			c.groups[cd.g][cd.name] = e
 			n++
 		}

@@ -194,8 +194,24 @@ spec:
 
 // A frozen entry reads back exactly as it was decoded, for every kind,
 // and freezing leaves recent entries alone.
+// A frozen entry reads as it did decoded, whether the cache encoded it
+// or holds the store's own copy (store.Keeper; one key refused, which the
+// cache then encodes itself).
 func TestCache_FreezeRoundTrip(t *testing.T) {
-	c, st, reg := newCache(t)
+	t.Run("own encoding", func(t *testing.T) { testFreezeRoundTrip(t, nil) })
+	t.Run("store's copy", func(t *testing.T) {
+		testFreezeRoundTrip(t, &keepingStore{refuse: map[resource.Key]bool{
+			{Kind: resource.MeshService, Mesh: "default", Name: "web"}: true,
+		}})
+	})
+}
+
+func testFreezeRoundTrip(t *testing.T, keeper *keepingStore) {
+	var wrap func(*faultyStore) store.Store
+	if keeper != nil {
+		wrap = func(fs *faultyStore) store.Store { keeper.faultyStore = fs; return keeper }
+	}
+	c, st, reg := newCacheOf(t, wrap)
 	now := time.Unix(1_800_000_000, 0)
 	var clockMu sync.Mutex
 	c.mu.Lock()
@@ -336,6 +352,17 @@ func TestCache_FreezeRoundTrip(t *testing.T) {
 		t.Errorf("meshnames_cache_decoded_objects = %v after the freeze, want 0", n)
 	}
 	_ = reg
+	// Each frozen entry holds one form: the store's copy where the store
+	// keeps one, else its own encoding.
+	c.mu.RLock()
+	for _, k := range keys {
+		e := c.groups[group{k.Kind, k.Mesh}][k.Name]
+		wantKept := keeper != nil && !keeper.refuse[k]
+		if (e.kept != nil) != wantKept || (e.cold != nil) == wantKept {
+			t.Errorf("%s frozen: store's copy %v, own encoding %v; want the store's copy %v", k, e.kept != nil, e.cold != nil, wantKept)
+		}
+	}
+	c.mu.RUnlock()
 	revisionsAre("frozen")
 	for _, k := range keys {
 		o, _ := c.Get(k)

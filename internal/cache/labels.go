@@ -29,10 +29,12 @@ type entry struct {
 	// hot is the resource decoded, with its own labels; never modified,
 	// and nil once frozen.
 	hot *resource.Object
-	// cold is the stored encoding, nil while hot; labels is then the
-	// resource's shared label set, which lacks the labels its name
+	// cold is the stored encoding, or kept the store's own copy
+	// (store.Keeper), once frozen; both nil while hot. labels is then
+	// the resource's shared label set, which lacks the labels its name
 	// determines (named).
 	cold   frozen
+	kept   store.Kept
 	labels map[string]string
 	named  resource.NameLabels
 	// listed marks an entry stored by a list of the store rather than by
@@ -90,11 +92,23 @@ func (e entry) appendJSON(b []byte, k resource.Key) ([]byte, error) {
 		}
 		return e.hot.AppendJSON(b)
 	}
+	if e.kept != nil {
+		return e.kept.AppendJSON(b)
+	}
 	labels := e.labels
 	if e.named != 0 {
 		labels = e.ownLabels(k.Name)
 	}
 	return e.cold.appendJSON(b, k, labels)
+}
+
+// coldRevision returns the revision of a frozen entry, without decoding
+// it; false when its header is unreadable.
+func (e entry) coldRevision() (int64, bool) {
+	if e.kept != nil {
+		return e.kept.Revision(), true
+	}
+	return e.cold.revision()
 }
 
 // ownLabels returns a copy of the labels of the frozen resource name.
@@ -109,6 +123,14 @@ func (e entry) ownLabels(name string) map[string]string {
 }
 
 func (e entry) thaw(k resource.Key) *resource.Object {
+	if e.kept != nil {
+		o, err := e.kept.Object()
+		if err != nil {
+			// The store decoded the same bytes when it made them.
+			panic(fmt.Sprintf("cache: cannot decode the store's copy of %s: %v", k, err))
+		}
+		return o
+	}
 	o, err := e.cold.thaw(k, e.ownLabels(k.Name))
 	if err != nil {
 		// The cache encoded it from a decoded resource, as the store does

@@ -425,6 +425,30 @@ type Store interface {
 	Close() error
 }
 
+// Keeper is implemented by a store that holds every live resource in its
+// own memory, in a compact form that never changes once made (the
+// Kubernetes store, whose source of truth is the API server): a reader
+// that keeps resources encoded (the cache's freezer) holds the store's
+// copy rather than a copy of its own.
+type Keeper interface {
+	// Kept returns the store's copy of revision rev of the resource k;
+	// false when it holds another revision, or none.
+	Kept(k resource.Key, rev int64) (Kept, bool)
+}
+
+// Kept is one revision of one resource as a Keeper holds it. Its methods
+// are safe for concurrent use, and it reads the same for as long as
+// anyone holds it, whatever the store does next.
+type Kept interface {
+	// Object decodes it; the caller owns the result.
+	Object() (*resource.Object, error)
+	// AppendJSON appends its document, as resource.Object.AppendJSON
+	// writes it for Object's result.
+	AppendJSON(b []byte) ([]byte, error)
+	// Revision is its revision.
+	Revision() int64
+}
+
 // Compacter is implemented by stores that drop tombstones older than a
 // retention period from the change feed (both backends). It returns how
 // many it dropped; readers behind the new horizon get ErrCompacted.

@@ -157,8 +157,25 @@ func TestStore_EveryKindRoundTrips(t *testing.T) {
 		if read.Labels[resource.LabelDisplayName] == "" || read.Version <= 0 || read.CreationTime.IsZero() {
 			t.Errorf("%s: labels %v, version %d, created %v", o.Key(), read.Labels, read.Version, read.CreationTime)
 		}
+		keptIs(t, s, read)
 	}
 	web, _ := s.Get(ctx, resource.Key{Kind: resource.MeshService, Mesh: "default", Name: "web.shop"})
+	// A copy the store handed out reads the same after the resource
+	// changes; the store then keeps only the new revision.
+	old, _ := s.Kept(web.Key(), web.Revision)
+	changed := web.Clone()
+	changed.Labels["team"] = "a"
+	updated, err := store.Update(ctx, s, changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keptIs(t, s, updated)
+	if o, err := old.Object(); err != nil || !cmp.Equal(o, web) {
+		t.Errorf("the copy of web.shop's first revision changed with the update: %v\n%s", err, cmp.Diff(web, o))
+	}
+	if _, ok := s.Kept(web.Key(), web.Revision); ok {
+		t.Errorf("the store says it keeps web.shop's replaced revision %d", web.Revision)
+	}
 	want := map[string]string{"app": "web", resource.LabelDisplayName: "web", resource.LabelNamespace: "shop", resource.LabelMesh: "default",
 		resource.LabelOrigin: resource.OriginZone, resource.LabelZone: "east", resource.LabelEnv: resource.EnvKubernetes}
 	if d := cmp.Diff(want, web.Labels); d != "" {
@@ -171,6 +188,29 @@ func TestStore_EveryKindRoundTrips(t *testing.T) {
 		resource.LabelOrigin: resource.OriginZone, resource.LabelZone: "east"}
 	if d := cmp.Diff(want, ingress.Labels); d != "" {
 		t.Errorf("computed labels of ingress-1 (-want +got):\n%s", d)
+	}
+}
+
+// keptIs checks that the store keeps want's revision (store.Keeper) as
+// Get reads it, and no other.
+func keptIs(t *testing.T, s *Store, want *resource.Object) {
+	t.Helper()
+	k, ok := s.Kept(want.Key(), want.Revision)
+	if !ok {
+		t.Fatalf("%s: the store does not keep revision %d", want.Key(), want.Revision)
+	}
+	if o, err := k.Object(); err != nil || !cmp.Equal(o, want) || k.Revision() != want.Revision {
+		t.Errorf("%s: kept copy at revision %d: %v\n%s", want.Key(), k.Revision(), err, cmp.Diff(want, o))
+	}
+	wantJSON, err := want.AppendJSON([]byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := k.AppendJSON([]byte("x")); err != nil || string(got) != string(wantJSON) {
+		t.Errorf("%s: kept copy's document:\n%s\nwant\n%s (%v)", want.Key(), got, wantJSON, err)
+	}
+	if _, ok := s.Kept(want.Key(), want.Revision+1); ok {
+		t.Errorf("%s: the store says it keeps revision %d too", want.Key(), want.Revision+1)
 	}
 }
 
