@@ -5,7 +5,7 @@ package kube
 type ackKey struct {
 	ref     crRef
 	version int64
-	uid     string
+	uid     uid
 	deleted bool
 }
 

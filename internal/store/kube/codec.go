@@ -95,7 +95,7 @@ type decoder struct {
 // decoded is a custom resource read from the API.
 type decoded struct {
 	ref     crRef
-	uid     string
+	uid     uid
 	version int64
 	obj     *resource.Object // nil when invalid
 	errs    validate.Errors  // why obj is nil
@@ -129,7 +129,11 @@ func (d decoder) decode(c crd.Kind, raw []byte) (decoded, error) {
 	if err != nil {
 		return decoded{}, err
 	}
-	out := decoded{ref: ack.ref, uid: m.UID, version: ack.version}
+	id, err := parseUID(m.UID)
+	if err != nil {
+		return decoded{}, fmt.Errorf("%s: %w", ack.ref, err)
+	}
+	out := decoded{ref: ack.ref, uid: id, version: ack.version}
 	out.reported = invalidCondition(in.Status)
 	// The API server checks these; a copy read from elsewhere may not be.
 	if c.Namespaced {

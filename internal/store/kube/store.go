@@ -155,7 +155,7 @@ var _ store.Compacter = (*Store)(nil)
 // pos changes after the entry is made (under the store's mutex).
 type entry struct {
 	key     resource.Key
-	uid     string
+	uid     uid
 	version int64
 	rev     int64
 	data    []byte // the object's JSON (resource.Object.MarshalJSON), compressed (compress.go)

@@ -44,6 +44,12 @@ func (s *Store) event(k crd.Kind, ev kubeapi.Event) {
 		return
 	}
 	v, _ := kubeapi.Revision(meta.Metadata.ResourceVersion)
+	id, err := parseUID(meta.Metadata.UID)
+	if err != nil {
+		// No object the store holds has it: it is not their deletion.
+		s.o.Log.Warn("kube store: skipping an event it cannot read", "kind", k.Kind, "err", err)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch ev.Type {
@@ -55,7 +61,7 @@ func (s *Store) event(k crd.Kind, ev kubeapi.Event) {
 		if k.Namespaced {
 			ref.namespace = meta.Metadata.Namespace
 		}
-		s.remove(ref, meta.Metadata.UID, v, s.o.Now())
+		s.remove(ref, id, v, s.o.Now())
 	}
 }
 
@@ -97,7 +103,7 @@ func (s *Store) replace(k crd.Kind, raws []json.RawMessage, rv string) {
 	}
 	for ref := range s.refs {
 		if ref.kind == k.Kind && !seen[ref] {
-			s.remove(ref, "", listRV, now)
+			s.remove(ref, uid{}, listRV, now)
 		}
 	}
 	for ref := range s.invalid {
@@ -152,15 +158,12 @@ func (s *Store) put(d decoded, now time.Time) {
 	var live *entry
 	if had && prev.key == k {
 		live = prev
-		// The resource keeps the strings of its key and UID for its life:
+		// The resource keeps the strings of its key for its life:
 		// every object read from the store shares them (entry.object), and
 		// so does every key a reader keeps of it, rather than each holding
 		// the strings of the write it saw (three copies per Service, kept
 		// by the cache, the controllers and DNS).
 		e.key = prev.key
-		if prev.uid == d.uid {
-			e.uid = prev.uid
-		}
 	}
 	s.refs[d.ref] = e
 	if d.reported != "" {
@@ -173,23 +176,23 @@ func (s *Store) put(d decoded, now time.Time) {
 
 // remove applies the deletion of a custom resource (of incarnation uid,
 // when known) at resourceVersion v. s.mu is held.
-func (s *Store) remove(ref crRef, uid string, v int64, now time.Time) {
+func (s *Store) remove(ref crRef, id uid, v int64, now time.Time) {
 	s.progress[ref.kind] = max(s.progress[ref.kind], v)
 	defer s.wake()
 	delete(s.invalid, ref)
 	delete(s.stale, ref)
 	e, ok := s.refs[ref]
 	if !ok {
-		s.acks.add(ackKey{ref: ref, uid: uid, deleted: true}, s.rev)
+		s.acks.add(ackKey{ref: ref, uid: id, deleted: true}, s.rev)
 		return
 	}
-	if uid != "" && e.uid != uid {
+	if id != (uid{}) && e.uid != id {
 		return // an older incarnation's deletion, seen after the new one
 	}
 	delete(s.refs, ref)
 	rev := s.nextRev()
 	s.deleteKey(e, rev, now)
-	s.acks.add(ackKey{ref: ref, uid: uid, deleted: true}, rev)
+	s.acks.add(ackKey{ref: ref, uid: id, deleted: true}, rev)
 }
 
 // deleteKey adds the deletion of the resource of the live entry e to the

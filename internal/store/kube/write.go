@@ -551,7 +551,7 @@ func (s *Store) delete(ctx context.Context, op store.Op, p *plan) (ackKey, error
 	if !ok {
 		return ackKey{}, store.ErrNotFound
 	}
-	pre := kubeapi.Preconditions{UID: e.uid}
+	pre := kubeapi.Preconditions{UID: e.uid.String()}
 	if op.Version != 0 {
 		if op.Version != e.version {
 			return ackKey{}, store.ErrConflict
