@@ -144,7 +144,7 @@ func benchKube(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("idle: Go runtime memory %s", runtimeMemory(b, hc, idle.api))
+	b.Logf("idle: %s; Go runtime memory %s", rssParts(idle.pid()), runtimeMemory(b, hc, idle.api))
 	idle.stop()
 
 	const perNS = 100
@@ -215,7 +215,7 @@ func benchKube(b *testing.B, n int) {
 		b.ReportMetric(float64(r)/(1<<20), "RSS-MiB")
 		b.ReportMetric(float64(r-base)/float64(n), "B/service")
 		b.Logf("RSS %.1f MiB settled, %d B per Service above an idle instance (%.1f MiB)", float64(r)/(1<<20), (r-base)/int64(n), float64(base)/(1<<20))
-		b.Logf("Go runtime memory with %d Services: %s", n, runtimeMemory(b, hc, p.api))
+		b.Logf("with %d Services: %s; Go runtime memory %s", n, rssParts(p.pid()), runtimeMemory(b, hc, p.api))
 
 		lat := newServiceLatency(b, c, 200)
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "new-p50-ms")

@@ -474,6 +474,21 @@ func cpuTime(pid int) (time.Duration, error) {
 // rss returns VmRSS of process pid in bytes.
 func rss(pid int) (int64, error) { return procStatus(pid, "VmRSS") }
 
+// rssParts says what process pid's RSS holds: its anonymous memory (the
+// Go runtime's) and the pages of files mapped into it (the binary's code
+// and data that ran).
+func rssParts(pid int) string {
+	var parts []string
+	for _, field := range []string{"RssAnon", "RssFile"} {
+		v, err := procStatus(pid, field)
+		if err != nil {
+			return err.Error()
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f MiB", field, float64(v)/(1<<20)))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // peakRSS returns the most resident memory of process pid so far.
 func peakRSS(pid int) (int64, error) { return procStatus(pid, "VmHWM") }
 
