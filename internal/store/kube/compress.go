@@ -53,7 +53,19 @@ func (e *entry) object() (*resource.Object, error) {
 }
 
 // json returns the JSON of an entry's object, which the caller owns.
-func (e *entry) json() ([]byte, error) { return storedDict().DecodeCopy(e.data) }
+func (e *entry) json() ([]byte, error) { return e.appendJSON(nil) }
+
+// appendJSON appends the JSON of an entry's object to b.
+func (e *entry) appendJSON(b []byte) ([]byte, error) {
+	err := storedDict().Decode(e.data, func(plain []byte) error {
+		b = append(b, plain...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: %w", e.key, err)
+	}
+	return b, nil
+}
 
 // kept is a live entry as a store.Keeper hands it out: the fields it reads
 // (key, version, revision, data) never change once the entry is made.
@@ -78,16 +90,7 @@ func (k *kept) Object() (*resource.Object, error) { return (*entry)(k).object() 
 
 func (k *kept) Revision() int64 { return k.rev }
 
-func (k *kept) AppendJSON(b []byte) ([]byte, error) {
-	err := storedDict().Decode(k.data, func(plain []byte) error {
-		b = append(b, plain...)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("decode %s: %w", k.key, err)
-	}
-	return b, nil
-}
+func (k *kept) AppendJSON(b []byte) ([]byte, error) { return (*entry)(k).appendJSON(b) }
 
 // recordSamples are the records of a named Service as packRecord lays them
 // out before compressing: its VIP's history event, then its hostnames'.
