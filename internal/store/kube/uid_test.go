@@ -3,6 +3,9 @@ package kube
 import (
 	"strings"
 	"testing"
+
+	"github.com/meshnames/meshnames/internal/crd"
+	"github.com/meshnames/meshnames/internal/resource"
 )
 
 func TestParseUID(t *testing.T) {
@@ -42,4 +45,20 @@ func FuzzParseUID(f *testing.F) {
 			t.Fatalf("parseUID(%q) reads back as %q", s, u.String())
 		}
 	})
+}
+
+// A custom resource whose uid is not the API server's is not read: the
+// error names the object and metadata.uid.
+func TestDecode_RefusesABadUID(t *testing.T) {
+	d := decoder{names: names{system: "meshnames-system"}, mode: resource.ModeZone, zone: "east"}
+	ms, _ := crd.For(resource.MeshService)
+	good := `{"metadata":{"name":"web","namespace":"shop","resourceVersion":"7","uid":"6f1c2a0e-9b7d-4c1e-8a2f-0123456789ab","labels":{"kuma.io/mesh":"default"}},"spec":{"ports":[{"port":80}]}}`
+	got, err := d.decode(ms, []byte(good))
+	if err != nil || got.uid.String() != "6f1c2a0e-9b7d-4c1e-8a2f-0123456789ab" {
+		t.Fatalf("a good uid: %v, uid %q", err, got.uid)
+	}
+	bad := strings.Replace(good, "6f1c2a0e-9b7d-4c1e-8a2f-0123456789ab", "uid-1", 1)
+	if _, err := d.decode(ms, []byte(bad)); err == nil || !strings.Contains(err.Error(), "metadata.uid") || !strings.Contains(err.Error(), "web") {
+		t.Errorf("a bad uid: %v, want an error naming the object and metadata.uid", err)
+	}
 }
