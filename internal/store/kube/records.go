@@ -3,9 +3,9 @@ package kube
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -16,61 +16,146 @@ import (
 // MaxRecords bounds the records kept of each stream; the oldest go first.
 const MaxRecords = 100_000
 
+// Records of a stream are kept in blocks: the newest block plain, to
+// which records are appended, the others compressed whole once they hold
+// blockRecords records or blockBytes bytes.
+const (
+	blockRecords = 256
+	blockBytes   = 48 << 10
+	// maxRecordPlain bounds a record as a block lays it out: three
+	// varints, the number of terms, the terms with their NULs, the data.
+	maxRecordPlain = 3*binary.MaxVarintLen64 + 1 + store.MaxRecordTerms*(store.MaxRecordTermBytes+1) + store.MaxRecordBytes
+	// maxBlockPlain bounds a block: under blockBytes before its last
+	// record.
+	maxBlockPlain = blockBytes + maxRecordPlain
+)
+
 // records keeps the record streams (the audit log, the history of
 // hostnames and VIPs) in this process's memory. Kubernetes has no place for
 // an append-only log of this size that meshnames may write: the records
 // of an instance are lost when it stops, and each instance has only its
 // own. docs/kubernetes.md says so. Every named Service has records (its
-// hostnames and VIP assigned), so each is kept in one allocation, its
-// terms and data compressed (packRecord).
+// hostnames and VIP assigned): they are compressed in blocks of a few
+// hundred (recordBlock), where the records of one Service and the next
+// share nearly everything, rather than one by one with a slice element
+// of their own each (about 170 bytes per Service).
 type records struct {
 	mu      sync.Mutex
 	seq     int64
-	streams map[string][]packedRecord
+	streams map[string]*recordStream
 }
 
-// packedRecord is a record as records keeps it.
-type packedRecord struct {
-	seq  int64
-	time int64  // UnixNano: CheckRecord keeps times in its range
-	body []byte // the terms and the data, compressed (packRecord)
+// recordStream is the records of one stream, oldest first.
+type recordStream struct {
+	blocks []recordBlock // the last one open, unless it is sealed (full)
+	n      int           // records kept, over every block
+}
+
+// recordBlock is a run of records: each as the uvarint of its seq less
+// the one before's (0 before the first), the varint of its time
+// (UnixNano: CheckRecord keeps times in its range) less the one before's,
+// the uvarint of the length of the rest, and the rest: the number of its
+// terms (at most MaxRecordTerms) in a byte, each term followed by a NUL
+// (terms hold no control characters), then its data. A sealed block's
+// body is that compressed. Differences rather than numbers leave the
+// compressor the same few bytes between the records of one Service and
+// the next.
+type recordBlock struct {
+	n      int // records in body
+	skip   int // the first skip records were dropped (MaxRecords)
+	sealed bool
+	body   []byte
+	// lastSeq and lastTime are those of the last record in body.
+	lastSeq, lastTime int64
+}
+
+// rawRecord is a record of a block as its reader sees it: plain is the
+// number of terms, the terms and the data, valid while the block is read.
+type rawRecord struct {
+	seq, time int64
+	plain     []byte
 }
 
 var _ store.Recorder = (*Store)(nil)
 
-// packRecord returns the terms and the data of rec compressed: the number
-// of terms (at most MaxRecordTerms) in a byte, each term followed by a NUL
-// (terms hold no control characters), then the data.
-func packRecord(rec store.Record) []byte {
+// begin appends the head of a record of size bytes, numbered seq, at
+// time at (UnixNano), to an open block; its terms and data follow.
+func (b *recordBlock) begin(seq, at int64, size int) {
+	b.body = binary.AppendUvarint(b.body, uint64(seq-b.lastSeq))
+	b.body = binary.AppendVarint(b.body, at-b.lastTime)
+	b.body = binary.AppendUvarint(b.body, uint64(size))
+	b.lastSeq, b.lastTime = seq, at
+	b.n++
+}
+
+// add appends rec, numbered seq, to an open block.
+func (b *recordBlock) add(seq int64, rec store.Record) {
 	n := 1 + len(rec.Data)
 	for _, t := range rec.Terms {
 		n += len(t) + 1
 	}
-	plain := make([]byte, 0, n)
-	plain = append(plain, byte(len(rec.Terms)))
-	for _, t := range rec.Terms {
-		plain = append(append(plain, t...), 0)
+	if b.body == nil {
+		b.body = make([]byte, 0, blockBytes+4<<10) // what a block of typical records takes
 	}
-	return recordDict().Encode(nil, append(plain, rec.Data...))
+	b.begin(seq, rec.Time.UnixNano(), n)
+	b.body = append(b.body, byte(len(rec.Terms)))
+	for _, t := range rec.Terms {
+		b.body = append(append(b.body, t...), 0)
+	}
+	b.body = append(b.body, rec.Data...)
 }
 
-// unpack calls use with p's terms, each followed by a NUL, and its
-// data; use must not keep them, which are only valid during the call.
-func (p packedRecord) unpack(use func(terms, data []byte) error) error {
-	return recordDict().Decode(p.body, func(plain []byte) error {
-		if len(plain) == 0 || int(plain[0]) > store.MaxRecordTerms {
-			return errors.New("a damaged record")
-		}
-		end := 1
-		for range plain[0] {
-			i := bytes.IndexByte(plain[end:], 0)
-			if i < 0 {
-				return errors.New("a damaged record")
+var errDamaged = errors.New("a damaged record")
+
+// read calls use with the records of b still kept, in order, reusing buf
+// for them; use must not keep them beyond the call.
+func (b *recordBlock) read(buf []rawRecord, use func([]rawRecord) error) error {
+	parse := func(plain []byte) error {
+		out := buf[:0]
+		var seq, at int64
+		for len(plain) > 0 {
+			dseq, n1 := binary.Uvarint(plain)
+			if n1 <= 0 {
+				return errDamaged
 			}
-			end += i + 1
+			dt, n2 := binary.Varint(plain[n1:])
+			if n2 <= 0 {
+				return errDamaged
+			}
+			seq, at = seq+int64(dseq), at+dt
+			size, n3 := binary.Uvarint(plain[n1+n2:])
+			start := n1 + n2 + n3
+			if n3 <= 0 || size < 1 || size > uint64(len(plain)-start) {
+				return errDamaged
+			}
+			out = append(out, rawRecord{seq: seq, time: at, plain: plain[start : start+int(size)]})
+			plain = plain[start+int(size):]
 		}
-		return use(plain[1:end], plain[end:])
-	})
+		if len(out) != b.n {
+			return errDamaged
+		}
+		return use(out[b.skip:])
+	}
+	if !b.sealed {
+		return parse(b.body)
+	}
+	return blockDict().Decode(b.body, parse)
+}
+
+// split returns a record's terms, each followed by a NUL, and its data.
+func (r rawRecord) split() (terms, data []byte, err error) {
+	if int(r.plain[0]) > store.MaxRecordTerms {
+		return nil, nil, errDamaged
+	}
+	end := 1
+	for range r.plain[0] {
+		i := bytes.IndexByte(r.plain[end:], 0)
+		if i < 0 {
+			return nil, nil, errDamaged
+		}
+		end += i + 1
+	}
+	return r.plain[1:end], r.plain[end:], nil
 }
 
 // hasTerm reports whether terms, each followed by a NUL, hold t.
@@ -103,19 +188,41 @@ func (r *records) append(rec store.Record, now time.Time) error {
 	if rec.Time.IsZero() {
 		rec.Time = now
 	}
-	body := packRecord(rec)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.streams == nil {
-		r.streams = map[string][]packedRecord{}
+		r.streams = map[string]*recordStream{}
+	}
+	s := r.streams[rec.Stream]
+	if s == nil {
+		s = &recordStream{}
+		r.streams[rec.Stream] = s
 	}
 	r.seq++
-	s := append(r.streams[rec.Stream], packedRecord{seq: r.seq, time: rec.Time.UnixNano(), body: body})
-	if len(s) > MaxRecords {
-		s = slices.Delete(s, 0, len(s)-MaxRecords)
+	if len(s.blocks) == 0 || s.blocks[len(s.blocks)-1].sealed {
+		s.blocks = append(s.blocks, recordBlock{})
 	}
-	r.streams[rec.Stream] = s
+	open := &s.blocks[len(s.blocks)-1]
+	open.add(r.seq, rec)
+	s.n++
+	if open.n >= blockRecords || len(open.body) >= blockBytes {
+		open.seal()
+	}
+	for s.n > MaxRecords {
+		first := &s.blocks[0]
+		first.skip++
+		s.n--
+		if first.skip == first.n {
+			s.blocks[0] = recordBlock{}
+			s.blocks = s.blocks[1:]
+		}
+	}
 	return nil
+}
+
+// seal compresses an open block into an allocation of its size.
+func (b *recordBlock) seal() {
+	b.body, b.sealed = blockDict().EncodeBest(nil, b.body), true
 }
 
 // Records implements store.Recorder.
@@ -139,37 +246,62 @@ func (s *Store) Records(ctx context.Context, q store.RecordQuery) ([]store.Recor
 	r := &s.records
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	all := r.streams[q.Stream]
+	st := r.streams[q.Stream]
+	if st == nil {
+		return nil, nil
+	}
 	var out []store.Record
-	for i := range all {
-		j := i
-		if q.Descending {
-			j = len(all) - 1 - i
-		}
-		p := all[j]
+	// match appends p to out if q selects it.
+	match := func(p rawRecord) error {
 		at := time.Unix(0, p.time).UTC()
 		if q.After > 0 && p.seq <= q.After || q.Before > 0 && p.seq >= q.Before ||
 			!q.Since.IsZero() && at.Before(q.Since) || !q.Until.IsZero() && !at.Before(q.Until) {
-			continue
+			return nil
 		}
-		err := p.unpack(func(terms, data []byte) error {
-			for _, t := range q.Terms {
-				if !hasTerm(terms, t) {
-					return nil
+		terms, data, err := p.split()
+		if err != nil {
+			return fmt.Errorf("records: seq %d: %w", p.seq, err)
+		}
+		for _, t := range q.Terms {
+			if !hasTerm(terms, t) {
+				return nil
+			}
+		}
+		rec := store.Record{Stream: q.Stream, Seq: p.seq, Time: at, Terms: splitTerms(terms)}
+		if len(data) > 0 {
+			rec.Data = bytes.Clone(data)
+		}
+		out = append(out, rec)
+		return nil
+	}
+	errFull := errors.New("full")
+	var buf []rawRecord
+	for i := range st.blocks {
+		b := &st.blocks[i]
+		if q.Descending {
+			b = &st.blocks[len(st.blocks)-1-i]
+		}
+		err := b.read(buf, func(rs []rawRecord) error {
+			buf = rs[:0]
+			for j := range rs {
+				p := rs[j]
+				if q.Descending {
+					p = rs[len(rs)-1-j]
+				}
+				if err := match(p); err != nil {
+					return err
+				}
+				if len(out) == limit {
+					return errFull
 				}
 			}
-			rec := store.Record{Stream: q.Stream, Seq: p.seq, Time: at, Terms: splitTerms(terms)}
-			if len(data) > 0 {
-				rec.Data = slices.Clone(data)
-			}
-			out = append(out, rec)
 			return nil
 		})
-		if err != nil {
-			return nil, fmt.Errorf("records: seq %d: %w", p.seq, err)
-		}
-		if len(out) == limit {
+		if errors.Is(err, errFull) {
 			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("records: %w", err)
 		}
 	}
 	return out, nil
@@ -186,17 +318,43 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 	r := &s.records
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	all := r.streams[stream]
-	n := 0
-	kept := all[:0]
-	for _, rec := range all {
-		if time.Unix(0, rec.time).Before(before) {
-			n++
-			continue
-		}
-		kept = append(kept, rec)
+	st := r.streams[stream]
+	if st == nil {
+		return 0, nil
 	}
-	clear(all[len(kept):])
-	r.streams[stream] = kept
-	return n, nil
+	removed := 0
+	kept := st.blocks[:0]
+	var buf []rawRecord
+	for _, b := range st.blocks {
+		var nb recordBlock
+		err := b.read(buf, func(rs []rawRecord) error {
+			buf = rs[:0]
+			for _, p := range rs {
+				if !time.Unix(0, p.time).Before(before) {
+					nb.begin(p.seq, p.time, len(p.plain))
+					nb.body = append(nb.body, p.plain...)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return removed, fmt.Errorf("compact records: %w", err)
+		}
+		switch {
+		case nb.n == b.n-b.skip: // nothing removed: the block stays as it is
+		case nb.n == 0:
+			removed += b.n - b.skip
+			continue
+		default:
+			removed += b.n - b.skip - nb.n
+			if b.sealed {
+				nb.seal()
+			}
+			b = nb
+		}
+		kept = append(kept, b)
+	}
+	clear(st.blocks[len(kept):])
+	st.blocks, st.n = kept, st.n-removed
+	return removed, nil
 }
