@@ -70,7 +70,10 @@ type Options struct {
 }
 
 // VIPs is where the controller hands over the VIPs of its MeshServices:
-// vips.Core, the one writer of status.vips.
+// vips.Core, the one writer of status.vips, which keeps them until the
+// status shows them. The controller hands over those of a MeshService it
+// creates, or whose status shows others, and nil (forget) for one whose
+// status shows them.
 type VIPs interface {
 	SetPlatformVIPs(k resource.Key, vips []resource.VIP)
 }
@@ -466,7 +469,6 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 		// The VIPs go to the VIP controller, which writes them (with the
 		// hostnames, in one status write); the object is created without.
 		vips[o.Key()] = o.Status.(*resource.ServiceStatus).VIPs
-		c.o.VIPs.SetPlatformVIPs(o.Key(), vips[o.Key()])
 		o.Status = nil
 		if errs := c.o.Admission.Admit(o, writer); len(errs) > 0 {
 			problem := fmt.Sprintf("MeshService %s not admitted: %v", o.Key(), errs)
@@ -489,6 +491,7 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 		if ms, ok := st.byName[key.Name]; ok && ms.mesh != key.Mesh && ms.made && ms.owner == k {
 			// The same custom resource in another mesh: deleted above,
 			// created again once that is done.
+			c.o.VIPs.SetPlatformVIPs(key, vips[key])
 			p.writes = append(p.writes, store.Op{Type: store.OpCreate, Object: o, DiscardObject: true})
 			p.services[key] = k
 			continue
@@ -506,6 +509,7 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 			continue
 		}
 		if !exists {
+			c.o.VIPs.SetPlatformVIPs(key, vips[key])
 			p.writes = append(p.writes, store.Op{Type: store.OpCreate, Object: o, DiscardObject: true})
 			p.services[key] = k
 			continue
@@ -516,7 +520,10 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 			p.writes = append(p.writes, store.Op{Type: store.OpUpdate, Object: upd, DiscardObject: true})
 			p.services[key] = k
 		}
-		if !slices.Equal(statusVIPs(cur), vips[key]) {
+		if slices.Equal(statusVIPs(cur), vips[key]) {
+			c.o.VIPs.SetPlatformVIPs(key, nil) // the status holds them
+		} else {
+			c.o.VIPs.SetPlatformVIPs(key, vips[key])
 			p.kick = true
 		}
 	}

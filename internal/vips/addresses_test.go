@@ -291,6 +291,21 @@ func TestCore_PlatformAddressedServices(t *testing.T) {
 	e.core.SetPlatformVIPs(kube.Key(), []resource.VIP{{IP: "10.244.0.9", Type: resource.VIPKubernetes}})
 	e.rt.Runner.Kick()
 	e.waitVIPs(kube.Key(), "10.244.0.9 ")
+	// Once the status shows them, the core forgets them: the status is what
+	// it writes again.
+	e.rt.Settle()
+	if n := e.core.pendingPlatform(); n != 0 {
+		t.Errorf("%d services' platform VIPs kept after their status shows them, want none", n)
+	}
+	// Handed over, then forgotten before a pass (the Service went back to
+	// what the status shows): the status's are written again.
+	e.core.SetPlatformVIPs(kube.Key(), []resource.VIP{{IP: "10.96.7.7", Type: resource.VIPKubernetes}})
+	e.core.SetPlatformVIPs(kube.Key(), nil)
+	e.rt.Runner.Kick()
+	e.rt.Settle()
+	if d := cmp.Diff([]resource.VIP{{IP: "10.244.0.9", Type: resource.VIPKubernetes}}, e.vips(kube.Key())); d != "" {
+		t.Errorf("VIPs after a hand-over was forgotten (-want +got):\n%s", d)
+	}
 
 	e.restart()
 	e.rt.Settle()
@@ -313,4 +328,11 @@ func TestPackVIPs_RoundTrips(t *testing.T) {
 			t.Errorf("packed and unpacked %v, got %#v", vips, got)
 		}
 	}
+}
+
+// pendingPlatform counts the services whose platform VIPs the core holds.
+func (c *Core) pendingPlatform() int {
+	c.platformMu.Lock()
+	defer c.platformMu.Unlock()
+	return len(c.platform)
 }

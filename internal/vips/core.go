@@ -101,9 +101,10 @@ type Core struct {
 	ops     []reconcile.Write
 
 	// platform holds the VIPs the platform gave MeshServices made from
-	// Kubernetes Services (SetPlatformVIPs), written as they are, packed
-	// (packVIPs). It is input from outside the runner: kept across terms,
-	// and locked.
+	// Kubernetes Services (SetPlatformVIPs) until their status shows them
+	// (settled), packed (packVIPs): after that the status is what Decide
+	// writes again, so a cluster's Services cost nothing here once named.
+	// It is input from outside the runner: kept across terms, and locked.
 	platformMu    sync.Mutex
 	platform      map[resource.Key]string
 	platformDirty []resource.Key
@@ -198,6 +199,9 @@ func newState(o Options, now func() time.Time) (*state, error) {
 
 // Observe implements reconcile.Core.
 func (c *Core) Observe(k resource.Key, obj *resource.Object) {
+	if obj != nil {
+		c.settled(k, obj)
+	}
 	switch {
 	case c.loading && obj != nil:
 		c.load(obj)
@@ -299,8 +303,9 @@ func (c *Core) Dirty() []resource.Key {
 }
 
 // SetPlatformVIPs records the addresses the platform gave MeshService k
-// (a Kubernetes Service's ClusterIPs, or a headless Service's Pod's IPs);
-// nil forgets them. The next pass writes them as k's VIPs: the Kubernetes
+// (a Kubernetes Service's ClusterIPs, or a headless Service's Pod's IPs)
+// until k's status shows them; nil forgets them (k's status shows what to
+// keep writing). The next pass writes them as k's VIPs: the Kubernetes
 // controller calls it before it creates k, so that k's first status write
 // already carries them, and kicks the runner. Safe for concurrent use.
 func (c *Core) SetPlatformVIPs(k resource.Key, vips []resource.VIP) {
@@ -308,6 +313,9 @@ func (c *Core) SetPlatformVIPs(k resource.Key, vips []resource.VIP) {
 	defer c.platformMu.Unlock()
 	if vips == nil {
 		delete(c.platform, k)
+		if len(c.platform) == 0 {
+			c.platform = nil
+		}
 		return
 	}
 	if c.platform == nil {
@@ -319,6 +327,20 @@ func (c *Core) SetPlatformVIPs(k resource.Key, vips []resource.VIP) {
 	}
 	c.platform[k] = p
 	c.platformDirty = append(c.platformDirty, k)
+}
+
+// settled forgets the VIPs handed over for k once obj, its current state,
+// shows them in status; the map goes with its last entry (a map keeps
+// its peak size).
+func (c *Core) settled(k resource.Key, obj *resource.Object) {
+	c.platformMu.Lock()
+	defer c.platformMu.Unlock()
+	if p, ok := c.platform[k]; ok && p == packVIPs(statusVIPs(obj)) {
+		delete(c.platform, k)
+		if len(c.platform) == 0 {
+			c.platform = nil
+		}
+	}
 }
 
 // platformVIPs returns the VIPs of platform-addressed service obj: those
