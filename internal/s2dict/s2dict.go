@@ -41,20 +41,13 @@ var scratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // Encode returns head followed by src compressed, in one allocation of
 // exactly that size.
-func (d *Dict) Encode(head, src []byte) []byte { return d.encode(head, src, d.d.Encode) }
-
-// EncodeBest is Encode at S2's best compression, for what is compressed
-// once and kept long: several times slower than Encode, a quarter
-// smaller or so.
-func (d *Dict) EncodeBest(head, src []byte) []byte { return d.encode(head, src, d.d.EncodeBest) }
-
-func (d *Dict) encode(head, src []byte, encode func(dst, src []byte) []byte) []byte {
+func (d *Dict) Encode(head, src []byte) []byte {
 	buf := scratch.Get().(*[]byte)
 	defer scratch.Put(buf)
 	if n := s2.MaxEncodedLen(len(src)); cap(*buf) < n {
 		*buf = make([]byte, n)
 	}
-	enc := encode((*buf)[:cap(*buf)], src)
+	enc := d.d.Encode((*buf)[:cap(*buf)], src)
 	out := make([]byte, len(head)+len(enc))
 	copy(out[copy(out, head):], enc)
 	return out

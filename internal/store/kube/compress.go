@@ -91,21 +91,3 @@ func (k *kept) Object() (*resource.Object, error) { return (*entry)(k).object() 
 func (k *kept) Revision() int64 { return k.rev }
 
 func (k *kept) AppendJSON(b []byte) ([]byte, error) { return (*entry)(k).appendJSON(b) }
-
-// recordSamples are the records of a named Service as a block lays them
-// out (without their varints) before compressing: its VIP's history
-// event, then its hostnames'.
-const recordSamples = "\x01vip=10.96.0.1\x00" +
-	`{"zone":"east","mesh":"default","kind":"MeshService","name":"backend.default","vip":"10.96.0.1","event":"assigned"}` +
-	"\x04hostname=backend.default.svc.mesh.local\x00hostname=backend_default_svc_80.mesh\x00hostname=backend-default-svc-80.mesh\x00hostname=backend.default.svc.80.mesh\x00" +
-	`{"zone":"east","mesh":"default","kind":"MeshService","name":"backend.default","events":[{"hostname":"backend.default.svc.mesh.local","event":"assigned"},` +
-	`{"hostname":"backend_default_svc_80.mesh","event":"assigned"},{"hostname":"backend-default-svc-80.mesh","event":"assigned"},{"hostname":"backend.default.svc.80.mesh","event":"assigned"}]}`
-
-// blockDict is the dictionary of record blocks, made on first use.
-var blockDict = sync.OnceValue(func() *s2dict.Dict {
-	d, err := s2dict.New([]byte(recordSamples), []byte("\x04hostname="), maxBlockPlain)
-	if err != nil {
-		panic(fmt.Sprintf("kube store: %v", err)) // fixed data: the tests fail first
-	}
-	return d
-})

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/meshnames/meshnames/internal/store"
 	"github.com/meshnames/meshnames/internal/store/backend"
 )
@@ -107,39 +109,56 @@ func (b *recordBlock) add(seq int64, rec store.Record) {
 
 var errDamaged = errors.New("a damaged record")
 
-// read calls use with the records of b still kept, in order, reusing buf
-// for them; use must not keep them beyond the call.
-func (b *recordBlock) read(buf []rawRecord, use func([]rawRecord) error) error {
-	parse := func(plain []byte) error {
-		out := buf[:0]
-		var seq, at int64
-		for len(plain) > 0 {
-			dseq, n1 := binary.Uvarint(plain)
-			if n1 <= 0 {
-				return errDamaged
-			}
-			dt, n2 := binary.Varint(plain[n1:])
-			if n2 <= 0 {
-				return errDamaged
-			}
-			seq, at = seq+int64(dseq), at+dt
-			size, n3 := binary.Uvarint(plain[n1+n2:])
-			start := n1 + n2 + n3
-			if n3 <= 0 || size < 1 || size > uint64(len(plain)-start) {
-				return errDamaged
-			}
-			out = append(out, rawRecord{seq: seq, time: at, plain: plain[start : start+int(size)]})
-			plain = plain[start+int(size):]
+// reader holds the buffers of reading blocks, reused from one to the next.
+type reader struct {
+	recs  []rawRecord
+	plain []byte
+}
+
+// read calls use with the records of b still kept, in order; use must
+// not keep them beyond the call.
+func (rd *reader) read(b *recordBlock, use func([]rawRecord) error) error {
+	plain := b.body
+	if b.sealed {
+		n, err := s2.DecodedLen(b.body)
+		if err != nil {
+			return err
 		}
-		if len(out) != b.n {
+		if n > maxBlockPlain {
+			return fmt.Errorf("a block of %d bytes, more than %d", n, maxBlockPlain)
+		}
+		if cap(rd.plain) < n {
+			rd.plain = make([]byte, n)
+		}
+		if plain, err = s2.Decode(rd.plain[:n], b.body); err != nil {
+			return err
+		}
+	}
+	out := rd.recs[:0]
+	var seq, at int64
+	for len(plain) > 0 {
+		dseq, n1 := binary.Uvarint(plain)
+		if n1 <= 0 {
 			return errDamaged
 		}
-		return use(out[b.skip:])
+		dt, n2 := binary.Varint(plain[n1:])
+		if n2 <= 0 {
+			return errDamaged
+		}
+		seq, at = seq+int64(dseq), at+dt
+		size, n3 := binary.Uvarint(plain[n1+n2:])
+		start := n1 + n2 + n3
+		if n3 <= 0 || size < 1 || size > uint64(len(plain)-start) {
+			return errDamaged
+		}
+		out = append(out, rawRecord{seq: seq, time: at, plain: plain[start : start+int(size)]})
+		plain = plain[start+int(size):]
 	}
-	if !b.sealed {
-		return parse(b.body)
+	rd.recs = out
+	if len(out) != b.n {
+		return errDamaged
 	}
-	return blockDict().Decode(b.body, parse)
+	return use(out[b.skip:])
 }
 
 // split returns a record's terms, each followed by a NUL, and its data.
@@ -220,9 +239,14 @@ func (r *records) append(rec store.Record, now time.Time) error {
 	return nil
 }
 
-// seal compresses an open block into an allocation of its size.
+// seal compresses an open block into an allocation of its size, at S2's
+// best compression: a block is compressed once and kept long. (A
+// dictionary of typical records makes it no smaller: the block's own
+// records are its dictionary; and S2 keeps 2.25 MiB of tables for a
+// dictionary's best compression, where without one they are pooled.)
 func (b *recordBlock) seal() {
-	b.body, b.sealed = blockDict().EncodeBest(nil, b.body), true
+	enc := s2.EncodeBest(nil, b.body)
+	b.body, b.sealed = append(make([]byte, 0, len(enc)), enc...), true
 }
 
 // Records implements store.Recorder.
@@ -275,14 +299,13 @@ func (s *Store) Records(ctx context.Context, q store.RecordQuery) ([]store.Recor
 		return nil
 	}
 	errFull := errors.New("full")
-	var buf []rawRecord
+	var rd reader
 	for i := range st.blocks {
 		b := &st.blocks[i]
 		if q.Descending {
 			b = &st.blocks[len(st.blocks)-1-i]
 		}
-		err := b.read(buf, func(rs []rawRecord) error {
-			buf = rs[:0]
+		err := rd.read(b, func(rs []rawRecord) error {
 			for j := range rs {
 				p := rs[j]
 				if q.Descending {
@@ -324,11 +347,10 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 	}
 	removed := 0
 	kept := st.blocks[:0]
-	var buf []rawRecord
+	var rd reader
 	for _, b := range st.blocks {
 		var nb recordBlock
-		err := b.read(buf, func(rs []rawRecord) error {
-			buf = rs[:0]
+		err := rd.read(&b, func(rs []rawRecord) error {
 			for _, p := range rs {
 				if !time.Unix(0, p.time).Before(before) {
 					nb.begin(p.seq, p.time, len(p.plain))
