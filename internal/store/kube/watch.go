@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshnames/meshnames/internal/crd"
 	"github.com/meshnames/meshnames/internal/kubeapi"
+	"github.com/meshnames/meshnames/internal/resource"
 )
 
 // This file turns what the watches see (kubeapi.Follow's lists and events,
@@ -125,6 +126,25 @@ func (s *Store) nextRev() int64 {
 }
 
 // put applies the current state of a custom resource. s.mu is held.
+// sharedRef returns ref, the custom resource of key k, with the strings of
+// k's name and of the store's system namespace rather than those decoded
+// from the API server, which the map of refs would otherwise keep: two
+// allocations per Service.
+func (s *Store) sharedRef(ref crRef, k resource.Key) crRef {
+	n := k.Name
+	switch {
+	case n == ref.name: // cluster-scoped, or of the system namespace
+		ref.name = n
+		if ref.namespace == s.dec.system {
+			ref.namespace = s.dec.system
+		}
+	case len(n) == len(ref.name)+1+len(ref.namespace) && n[len(ref.name)] == '.' &&
+		n[:len(ref.name)] == ref.name && n[len(ref.name)+1:] == ref.namespace:
+		ref.name, ref.namespace = n[:len(ref.name)], n[len(ref.name)+1:]
+	}
+	return ref
+}
+
 func (s *Store) put(d decoded, now time.Time) {
 	s.progress[d.ref.kind] = max(s.progress[d.ref.kind], d.version)
 	defer s.wake()
@@ -165,7 +185,7 @@ func (s *Store) put(d decoded, now time.Time) {
 		// by the cache, the controllers and DNS).
 		e.key = prev.key
 	}
-	s.refs[d.ref] = e
+	s.refs[s.sharedRef(d.ref, e.key)] = e
 	if d.reported != "" {
 		s.stale[d.ref] = staleReport(d, plain)
 	}
