@@ -41,13 +41,13 @@ func TestFeed_LastEventOfEachResource(t *testing.T) {
 		rev++
 		k := key(name)
 		e := &entry{key: k, rev: rev, data: []byte{1}}
-		f.add(e, live[k])
+		f.add(e, live[k], 0)
 		live[k] = e
 	}
 	del := func(name string, at time.Time) {
 		rev++
 		k := key(name)
-		f.add(&entry{key: k, rev: rev, at: at.UnixNano()}, live[k])
+		f.add(&entry{key: k, rev: rev}, live[k], at.UnixNano())
 		delete(live, k)
 	}
 	old, recent := time.Unix(1000, 0), time.Unix(2000, 0)
@@ -86,7 +86,7 @@ func TestFeed_LastEventOfEachResource(t *testing.T) {
 	if len(f.events) > 2100 {
 		t.Errorf("%d events for 2 resources after 3000 writes: not swept", len(f.events))
 	}
-	for _, e := range []*entry{live[key("b")], f.tombs[key("c")]} {
+	for _, e := range []*entry{live[key("b")], f.tombs[key("c")].e} {
 		if f.events[e.pos].e != e {
 			t.Errorf("%s is not at its place %d after sweeps", e.key.Name, e.pos)
 		}
@@ -126,5 +126,14 @@ func TestStore_PutKeepsTheKeyStrings(t *testing.T) {
 	}
 	if o.Key() != second.key || !same(o.Name, first.key.Name) || !same(o.Mesh, first.key.Mesh) {
 		t.Errorf("a read of the resource holds strings of its own: %v", o.Key())
+	}
+}
+
+// The store holds an entry per resource: it fits the 112-byte size class
+// (a tombstone's time lives in the feed's map of tombstones, not in every
+// entry).
+func TestEntry_Size(t *testing.T) {
+	if n := unsafe.Sizeof(entry{}); n > 112 {
+		t.Errorf("an entry takes %d bytes, want at most 112", n)
 	}
 }

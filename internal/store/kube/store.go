@@ -160,7 +160,6 @@ type entry struct {
 	rev     int64
 	data    []byte // the object's JSON (resource.Object.MarshalJSON), compressed (compress.go)
 	pos     int    // in feed.events
-	at      int64  // of a tombstone: when it was written (UnixNano), for Compact
 }
 
 // entry returns the live entry of resource k. s.mu is held.

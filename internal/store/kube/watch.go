@@ -189,7 +189,7 @@ func (s *Store) put(d decoded, now time.Time) {
 	if d.reported != "" {
 		s.stale[d.ref] = staleReport(d, plain)
 	}
-	s.feed.add(e, live)
+	s.feed.add(e, live, 0)
 	s.acks.add(ack, e.rev)
 	s.notify()
 }
@@ -218,7 +218,7 @@ func (s *Store) remove(ref crRef, id uid, v int64, now time.Time) {
 // deleteKey adds the deletion of the resource of the live entry e to the
 // feed at revision rev (the caller drops e from refs). s.mu is held.
 func (s *Store) deleteKey(e *entry, rev int64, now time.Time) {
-	s.feed.add(&entry{key: e.key, rev: rev, at: now.UnixNano()}, e)
+	s.feed.add(&entry{key: e.key, rev: rev}, e, now.UnixNano())
 	s.notify()
 }
 
