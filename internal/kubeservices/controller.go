@@ -82,8 +82,9 @@ type VIPs interface {
 type Controller struct {
 	o Options
 
-	writes  *prometheus.CounterVec
-	managed prometheus.Gauge
+	writes     *prometheus.CounterVec
+	managed    prometheus.Gauge
+	reconciles prometheus.Counter
 }
 
 // New returns a controller; it does no I/O.
@@ -99,9 +100,12 @@ func New(o Options) *Controller {
 		managed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshnames_kubeservices_meshservices", Help: "MeshServices made from Kubernetes Services.",
 		}),
+		reconciles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshnames_kubeservices_reconciles_total", Help: "Services whose MeshServices were worked out again.",
+		}),
 	}
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(c.writes, c.managed)
+		o.Registerer.MustRegister(c.writes, c.managed, c.reconciles)
 	}
 	return c
 }
@@ -195,19 +199,19 @@ func (st *state) named(name string) (resource.Key, bool) {
 }
 
 // disown forgets that the Service ms was made from owns the MeshService
-// named name, and queues that Service.
+// named name, and queues that Service on q (unless nil).
 func (st *state) disown(name string, ms meshService, q *reconcile.Queue[nsName]) {
-	if _, ok := st.canonicalOwner(name, ms.owner); ok {
-		st.managed--
+	st.managed--
+	if q != nil {
 		q.Add(ms.owner)
+	}
+	if _, ok := st.canonicalOwner(name, ms.owner); ok {
 		return
 	}
 	st.owned[ms.owner] = slices.DeleteFunc(st.owned[ms.owner], func(n string) bool { return n == name })
 	if len(st.owned[ms.owner]) == 0 {
 		delete(st.owned, ms.owner)
 	}
-	st.managed--
-	q.Add(ms.owner)
 }
 
 // Run keeps the MeshServices of Services until ctx ends. Call it only
@@ -332,21 +336,32 @@ func made(o *resource.Object) bool {
 func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *reconcile.Queue[nsName]) {
 	var owner nsName
 	var sum uint64
-	managed, canonical := made(o), false
+	managed := made(o)
 	if managed {
 		owner = nsName{o.Labels[resource.LabelNamespace], o.Labels[resource.LabelServiceName]}
-		owner, canonical = st.canonicalOwner(k.Name, owner)
 		sum = intentSum(o)
+	}
+	c.record(st, k, o != nil, managed, owner, sum, q)
+}
+
+// record records that MeshService k exists (or not), made by this
+// controller from Service owner (managed) with intent digest sum, and
+// queues on q the Services whose MeshServices that changes; q is nil for
+// what the controller just wrote itself, whose echo then changes nothing.
+func (c *Controller) record(st *state, k resource.Key, exists, managed bool, owner nsName, sum uint64, q *reconcile.Queue[nsName]) {
+	canonical := false
+	if managed {
+		owner, canonical = st.canonicalOwner(k.Name, owner)
 	}
 	// prev is k's entry, or the entry of the same custom resource in
 	// another mesh when its move there is seen before its deletion here.
-	prev, exists := st.byName[k.Name]
-	mine := exists && prev.mesh == k.Mesh
+	prev, had := st.byName[k.Name]
+	mine := had && prev.mesh == k.Mesh
 	if mine && prev.made && managed && prev.owner == owner && prev.sum == sum {
-		return // a status write: nothing this controller writes changed
+		return // a status write, or the echo of this controller's write
 	}
 	switch {
-	case o == nil:
+	case !exists:
 		if mine {
 			if prev.made {
 				st.disown(k.Name, prev, q)
@@ -355,10 +370,12 @@ func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *rec
 		}
 		if svc, ok := st.conflicts[k]; ok {
 			delete(st.conflicts, k)
-			q.Add(svc) // out of that Service's way
+			if q != nil {
+				q.Add(svc) // out of that Service's way
+			}
 		}
 	default:
-		if exists && prev.made {
+		if had && prev.made {
 			st.disown(k.Name, prev, q)
 		}
 		st.byName[k.Name] = meshService{mesh: k.Mesh, made: managed, owner: owner, sum: sum}
@@ -367,17 +384,24 @@ func (c *Controller) index(st *state, k resource.Key, o *resource.Object, q *rec
 				st.owned[owner] = append(st.owned[owner], k.Name)
 			}
 			st.managed++
-			q.Add(owner)
+			if q != nil {
+				q.Add(owner)
+			}
 		}
 	}
 	c.managed.Set(float64(st.managed))
 }
 
 // intentSum digests what the controller writes of a MeshService: its
-// labels and spec.
+// labels and spec. The labels the store computes are left out (as
+// sameLabels leaves them out), so that the digest of a MeshService as the
+// controller writes it is that of the same MeshService read back.
 func intentSum(o *resource.Object) uint64 {
 	h := fnv.New64a()
 	for _, k := range slices.Sorted(maps.Keys(o.Labels)) {
+		if slices.Contains(computed, k) {
+			continue
+		}
 		h.Write([]byte(k))
 		h.Write([]byte{0})
 		h.Write([]byte(o.Labels[k]))
@@ -393,15 +417,21 @@ func intentSum(o *resource.Object) uint64 {
 type plan struct {
 	deletes, writes []store.Op
 	services        map[resource.Key]nsName
+	// sums are the intent digests of what writes create or update.
+	sums map[resource.Key]uint64
 	// kick: VIPs of existing MeshServices were handed over.
 	kick bool
+}
+
+func newPlan() *plan {
+	return &plan{services: map[resource.Key]nsName{}, sums: map[resource.Key]uint64{}}
 }
 
 // process reconciles a batch of Services. It returns false when the
 // controller must stop (fenced, or ctx ended).
 func (c *Controller) process(ctx context.Context, st *state, v *views, q *reconcile.Queue[nsName], keys []nsName) bool {
 	slices.SortFunc(keys, func(a, b nsName) int { return strings.Compare(a.String(), b.String()) })
-	p := &plan{services: map[resource.Key]nsName{}}
+	p := newPlan()
 	// New VIPs of MeshServices that exist have no event of their own to
 	// wake the runner that writes them (those of new MeshServices come
 	// with their creation).
@@ -413,17 +443,18 @@ func (c *Controller) process(ctx context.Context, st *state, v *views, q *reconc
 	for _, k := range keys {
 		c.reconcile(ctx, st, v, k, p)
 		if len(p.deletes)+len(p.writes) >= c.o.BatchSize {
-			if !c.write(ctx, q, p) {
+			if !c.write(ctx, st, q, p) {
 				return false
 			}
-			p = &plan{services: map[resource.Key]nsName{}}
+			p = newPlan()
 		}
 	}
-	return c.write(ctx, q, p)
+	return c.write(ctx, st, q, p)
 }
 
 // reconcile adds to p the writes that give Service k its MeshServices.
 func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsName, p *plan) {
+	c.reconciles.Inc()
 	v.mu.Lock()
 	packed, ok := v.services[k]
 	var svc Service
@@ -493,7 +524,7 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 			// created again once that is done.
 			c.o.VIPs.SetPlatformVIPs(key, vips[key])
 			p.writes = append(p.writes, store.Op{Type: store.OpCreate, Object: o, DiscardObject: true})
-			p.services[key] = k
+			p.services[key], p.sums[key] = k, intentSum(o)
 			continue
 		}
 		cur, exists := c.o.Cache.Peek(key)
@@ -511,14 +542,14 @@ func (c *Controller) reconcile(ctx context.Context, st *state, v *views, k nsNam
 		if !exists {
 			c.o.VIPs.SetPlatformVIPs(key, vips[key])
 			p.writes = append(p.writes, store.Op{Type: store.OpCreate, Object: o, DiscardObject: true})
-			p.services[key] = k
+			p.services[key], p.sums[key] = k, intentSum(o)
 			continue
 		}
 		if !sameLabels(cur.Labels, o.Labels) || !specEqual(cur.Spec, o.Spec) {
 			upd := cur.Clone()
 			upd.Labels, upd.Spec = mergedLabels(cur.Labels, o.Labels), o.Spec
 			p.writes = append(p.writes, store.Op{Type: store.OpUpdate, Object: upd, DiscardObject: true})
-			p.services[key] = k
+			p.services[key], p.sums[key] = k, intentSum(upd)
 		}
 		if slices.Equal(statusVIPs(cur), vips[key]) {
 			c.o.VIPs.SetPlatformVIPs(key, nil) // the status holds them
@@ -628,7 +659,7 @@ func (c *Controller) pod(ctx context.Context, st *state, r podRef) *Pod {
 
 // write applies a plan: deletes, then the rest. It returns false when the
 // controller must stop.
-func (c *Controller) write(ctx context.Context, q *reconcile.Queue[nsName], p *plan) bool {
+func (c *Controller) write(ctx context.Context, st *state, q *reconcile.Queue[nsName], p *plan) bool {
 	var last int64
 	for _, ops := range [][]store.Op{p.deletes, p.writes} {
 		if len(ops) == 0 {
@@ -658,6 +689,10 @@ func (c *Controller) write(ctx context.Context, q *reconcile.Queue[nsName], p *p
 				last = max(last, r.Revision)
 				if op.Type == store.OpDelete {
 					c.o.VIPs.SetPlatformVIPs(op.Key, nil)
+				} else if sum, ok := p.sums[opKey(op)]; ok {
+					// Its echo in the cache is then no news (index): the
+					// Service is not reconciled a second time for it.
+					c.record(st, opKey(op), true, true, p.services[opKey(op)], sum, nil)
 				}
 			case errors.Is(r.Err, store.ErrConflict), errors.Is(r.Err, store.ErrAlreadyExists), errors.Is(r.Err, store.ErrNotFound):
 				// Someone wrote meanwhile: look again once the cache shows it.
