@@ -69,7 +69,7 @@ func TestRecords_KeptSmall(t *testing.T) {
 	}
 	var written []store.Record
 	at := time.Unix(1_800_000_000, 0).UTC()
-	const services = 1000
+	const services = 5000
 	for i := range services {
 		k := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: fmt.Sprintf("orders-%d.team-%d", i*997, i*997%37)}
 		for _, field := range []string{"addresses", "vips"} {
@@ -92,6 +92,7 @@ func TestRecords_KeptSmall(t *testing.T) {
 			sealed, size = sealed+b.n, size+cap(b.body)
 		}
 	}
+	t.Logf("%d records sealed in %d bytes, %.1f each", sealed, size, float64(size)/float64(sealed))
 	if sealed < services || size/sealed > 45 {
 		t.Errorf("%d records sealed in %d bytes, want at least %d in at most 45 bytes each", sealed, size, services)
 	}
