@@ -69,7 +69,7 @@ func TestRecords_KeptSmall(t *testing.T) {
 	}
 	var written []store.Record
 	at := time.Unix(1_800_000_000, 0).UTC()
-	const services = 5000
+	const services = 2000
 	for i := range services {
 		k := resource.Key{Kind: resource.MeshService, Mesh: "default", Name: fmt.Sprintf("orders-%d.team-%d", i*997, i*997%37)}
 		for _, field := range []string{"addresses", "vips"} {
@@ -86,6 +86,7 @@ func TestRecords_KeptSmall(t *testing.T) {
 			written = append(written, rec)
 		}
 	}
+	s.records.sealFull()
 	sealed, size := 0, 0
 	for _, b := range s.records.streams[history.Stream].blocks {
 		if b.sealed {

@@ -18,14 +18,9 @@ import (
 // MaxRecords bounds the records kept of each stream; the oldest go first.
 const MaxRecords = 100_000
 
-// Records of a stream are kept in blocks: the newest block plain, to
-// which records are appended, the others compressed whole once they hold
-// blockRecords records or blockBytes bytes. S2's best compression takes
-// 2.3 MiB of tables for each block it compresses (pooled, so the garbage
-// collector takes them back between blocks, and a block compressed after
-// a collection allocates them again): blocks of a few hundred records
-// would allocate about 230 MiB of them in a first naming of 10,000
-// Services, a tenth of all it allocates.
+// Records of a stream are kept in blocks: the newest plain, to which
+// records are appended until it holds blockRecords records or blockBytes
+// bytes; full blocks are then compressed whole (sealFull).
 const (
 	blockRecords = 1024
 	blockBytes   = 128 << 10
@@ -50,7 +45,24 @@ type records struct {
 	mu      sync.Mutex
 	seq     int64
 	streams map[string]*recordStream
+	// full counts the full blocks not yet compressed, and sealing is the
+	// timer that compresses them once records stop coming for sealDelay
+	// (0: the default).
+	full      int
+	sealing   *time.Timer
+	sealDelay time.Duration
 }
+
+// Full blocks are compressed when the streams have been quiet for a
+// second, or at once when maxFullPlain of them wait: S2's best
+// compression allocates 2.3 MiB of tables for a block whenever a
+// collection emptied its pool, which in a burst of writes (a first naming
+// collects every few megabytes) is every block, and compresses on the
+// write path. After the burst, one block after another reuses the tables.
+const (
+	defaultSealDelay = time.Second
+	maxFullPlain     = 64 // 8 MiB of records at most
+)
 
 // recordStream is the records of one stream, oldest first.
 type recordStream struct {
@@ -68,10 +80,11 @@ type recordStream struct {
 // compressor the same few bytes between the records of one Service and
 // the next.
 type recordBlock struct {
-	n      int // records in body
-	skip   int // the first skip records were dropped (MaxRecords)
-	sealed bool
-	body   []byte
+	n    int // records in body
+	skip int // the first skip records were dropped (MaxRecords)
+	// full: records go to the next block; sealed: body is compressed.
+	full, sealed bool
+	body         []byte
 	// lastSeq and lastTime are those of the last record in body.
 	lastSeq, lastTime int64
 }
@@ -220,22 +233,82 @@ func (r *records) append(rec store.Record, now time.Time) error {
 		r.streams[rec.Stream] = s
 	}
 	r.seq++
-	if len(s.blocks) == 0 || s.blocks[len(s.blocks)-1].sealed {
+	if len(s.blocks) == 0 || s.blocks[len(s.blocks)-1].full {
 		s.blocks = append(s.blocks, recordBlock{})
 	}
 	open := &s.blocks[len(s.blocks)-1]
 	open.add(r.seq, rec)
 	s.n++
 	if open.n >= blockRecords || len(open.body) >= blockBytes {
-		open.seal()
+		// Full: the next record starts a block. It is compressed later.
+		open.full = true
+		r.full++
+		if r.full >= maxFullPlain {
+			r.sealFullLocked()
+		}
+	}
+	if r.full > 0 {
+		d := r.sealDelay
+		if d <= 0 {
+			d = defaultSealDelay
+		}
+		if r.sealing == nil {
+			r.sealing = time.AfterFunc(d, r.sealFull)
+		} else {
+			r.sealing.Reset(d)
+		}
 	}
 	for s.n > MaxRecords {
 		first := &s.blocks[0]
 		first.skip++
 		s.n--
 		if first.skip == first.n {
+			if first.full && !first.sealed {
+				r.full--
+			}
 			s.blocks[0] = recordBlock{}
 			s.blocks = s.blocks[1:]
+		}
+	}
+	return nil
+}
+
+// sealFull compresses the full blocks of every stream, one block at a
+// time so that readers and writers wait for one block's compression at
+// most.
+func (r *records) sealFull() {
+	for {
+		r.mu.Lock()
+		b := r.nextFull()
+		if b != nil {
+			b.seal()
+			r.full--
+		}
+		r.mu.Unlock()
+		if b == nil {
+			return
+		}
+	}
+}
+
+// sealFullLocked compresses every full block; r.mu is held.
+func (r *records) sealFullLocked() {
+	for b := r.nextFull(); b != nil; b = r.nextFull() {
+		b.seal()
+		r.full--
+	}
+}
+
+// nextFull returns a full block not yet compressed, or nil; r.mu is held.
+func (r *records) nextFull() *recordBlock {
+	if r.full == 0 {
+		return nil
+	}
+	for _, st := range r.streams {
+		for i := range st.blocks {
+			if b := &st.blocks[i]; b.full && !b.sealed {
+				return b
+			}
 		}
 	}
 	return nil
@@ -368,9 +441,13 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 		case nb.n == b.n-b.skip: // nothing removed: the block stays as it is
 		case nb.n == 0:
 			removed += b.n - b.skip
+			if b.full && !b.sealed {
+				r.full--
+			}
 			continue
 		default:
 			removed += b.n - b.skip - nb.n
+			nb.full = b.full
 			if b.sealed {
 				nb.seal()
 			}

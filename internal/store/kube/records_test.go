@@ -36,6 +36,7 @@ func recordsOf(t *testing.T, n int) (*Store, []store.Record, time.Time) {
 func TestRecords_QueriesAcrossBlocks(t *testing.T) {
 	const n = 3*blockRecords + 17
 	s, all, base := recordsOf(t, n)
+	s.records.sealFull()
 	if b := s.records.streams["audit"].blocks; len(b) != 4 || !b[2].sealed || b[3].sealed {
 		t.Fatalf("%d blocks; want 3 sealed and 1 open", len(b))
 	}
@@ -73,11 +74,16 @@ func TestRecords_QueriesAcrossBlocks(t *testing.T) {
 	}
 }
 
-// Compaction removes records from sealed blocks and the open one, and the
-// stream goes on taking records after it.
+// Compaction removes records from sealed blocks, a full one not yet
+// sealed and the open one, and the stream goes on taking records after
+// it.
 func TestRecords_CompactAcrossBlocks(t *testing.T) {
-	const n = 2*blockRecords + 40
+	const n = 3*blockRecords + 40
 	s, all, base := recordsOf(t, n)
+	s.records.mu.Lock()
+	s.records.streams["audit"].blocks[0].seal() // the others wait for sealFull
+	s.records.full--
+	s.records.mu.Unlock()
 	cut := blockRecords + 10 // inside the second block
 	removed, err := s.CompactRecords(t.Context(), "audit", base.Add(time.Duration(cut)*time.Second))
 	if err != nil || removed != cut {
@@ -99,6 +105,51 @@ func TestRecords_CompactAcrossBlocks(t *testing.T) {
 	if st := s.records.streams["audit"]; st.n != len(want) {
 		t.Errorf("the stream counts %d records, holds %d", st.n, len(want))
 	}
+	s.records.sealFull()
+	if s.records.full != 0 {
+		t.Errorf("%d full blocks counted after sealing them all", s.records.full)
+	}
+	if got, err := s.Records(t.Context(), store.RecordQuery{Stream: "audit", Limit: store.MaxRecordLimit}); err != nil || len(got) != len(want) {
+		t.Errorf("after sealing: %d records, %v; want %d", len(got), err, len(want))
+	}
+}
+
+// Full blocks are compressed once records stop coming, and at once when
+// too many of them wait, not on the write that fills them.
+func TestRecords_SealedWhenQuietOrTooMany(t *testing.T) {
+	s := &Store{}
+	s.records.sealDelay = 20 * time.Millisecond
+	at := time.Unix(1_800_000_000, 0).UTC()
+	for i := range blockRecords + 1 {
+		if err := s.records.append(store.Record{Stream: "audit", Data: fmt.Appendf(nil, `{"i":%d}`, i)}, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealed := func() bool {
+		s.records.mu.Lock()
+		defer s.records.mu.Unlock()
+		return s.records.streams["audit"].blocks[0].sealed && s.records.full == 0
+	}
+	for deadline := time.Now().Add(10 * time.Second); !sealed(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the full block was not compressed within 10 s of the last record")
+		}
+	}
+
+	s = &Store{}
+	s.records.sealDelay = time.Hour
+	for i := range maxFullPlain * blockRecords {
+		if err := s.records.append(store.Record{Stream: "audit", Data: fmt.Appendf(nil, `{"i":%d}`, i)}, at); err != nil {
+			t.Fatal(err)
+		}
+		if s.records.full >= maxFullPlain {
+			t.Fatalf("%d full blocks wait after record %d, want fewer than %d", s.records.full, i, maxFullPlain)
+		}
+	}
+	if b := s.records.streams["audit"].blocks; !b[0].sealed || !b[maxFullPlain-1].sealed {
+		t.Errorf("blocks 0 and %d sealed: %v, %v; want both", maxFullPlain-1, b[0].sealed, b[maxFullPlain-1].sealed)
+	}
+	s.records.sealing.Stop()
 }
 
 // A stream keeps MaxRecords records: the oldest go first, one by one, and
@@ -125,6 +176,7 @@ func TestRecords_KeepsMaxRecords(t *testing.T) {
 // A damaged block is an error naming the records, not a panic.
 func TestRecords_DamagedBlockIsAnError(t *testing.T) {
 	s, _, _ := recordsOf(t, blockRecords+1)
+	s.records.sealFull()
 	b := &s.records.streams["audit"].blocks[0]
 	b.body = b.body[:len(b.body)/2]
 	if _, err := s.Records(t.Context(), store.RecordQuery{Stream: "audit"}); err == nil {
