@@ -125,7 +125,6 @@ func (s *Store) nextRev() int64 {
 	return s.rev
 }
 
-// put applies the current state of a custom resource. s.mu is held.
 // sharedRef returns ref, the custom resource of key k, with the strings of
 // k's name and of the store's system namespace rather than those decoded
 // from the API server, which the map of refs would otherwise keep: two
@@ -145,6 +144,7 @@ func (s *Store) sharedRef(ref crRef, k resource.Key) crRef {
 	return ref
 }
 
+// put applies the current state of a custom resource. s.mu is held.
 func (s *Store) put(d decoded, now time.Time) {
 	s.progress[d.ref.kind] = max(s.progress[d.ref.kind], d.version)
 	defer s.wake()
