@@ -37,10 +37,10 @@ const (
 // an append-only log of this size that meshnames may write: the records
 // of an instance are lost when it stops, and each instance has only its
 // own. docs/kubernetes.md says so. Every named Service has records (its
-// hostnames and VIP assigned): they are compressed in blocks of a few
-// hundred (recordBlock), where the records of one Service and the next
-// share nearly everything, rather than one by one with a slice element
-// of their own each (about 170 bytes per Service).
+// hostnames and VIP assigned): they are compressed in blocks of up to
+// blockRecords (recordBlock), where the records of one Service and the
+// next share nearly everything, rather than one by one with a slice
+// element of their own each (about 170 bytes per Service).
 type records struct {
 	mu      sync.Mutex
 	seq     int64
@@ -54,11 +54,11 @@ type records struct {
 }
 
 // Full blocks are compressed when the streams have been quiet for a
-// second, or at once when maxFullPlain of them wait: S2's best
-// compression allocates 2.3 MiB of tables for a block whenever a
-// collection emptied its pool, which in a burst of writes (a first naming
-// collects every few megabytes) is every block, and compresses on the
-// write path. After the burst, one block after another reuses the tables.
+// second, or at once when maxFullPlain of them wait, rather than by the
+// write that fills them: S2's best compression allocates 2.3 MiB of
+// tables for a block whenever a collection emptied its pool, which in a
+// burst of writes (a first naming collects every few megabytes) is every
+// block. After the burst, one block after another reuses the tables.
 const (
 	defaultSealDelay = time.Second
 	maxFullPlain     = 64 // 8 MiB of records at most
@@ -66,7 +66,7 @@ const (
 
 // recordStream is the records of one stream, oldest first.
 type recordStream struct {
-	blocks []recordBlock // the last one open, unless it is sealed (full)
+	blocks []recordBlock // the last one open, unless it is full
 	n      int           // records kept, over every block
 }
 
@@ -420,8 +420,10 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 	if st == nil {
 		return 0, nil
 	}
-	removed := 0
-	kept := st.blocks[:0]
+	// The blocks are rewritten into a new list, which replaces the old
+	// one only once every block was read: a damaged block changes nothing.
+	removed, unfull := 0, 0
+	kept := make([]recordBlock, 0, len(st.blocks))
 	var rd reader
 	for _, b := range st.blocks {
 		var nb recordBlock
@@ -435,14 +437,14 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 			return nil
 		})
 		if err != nil {
-			return removed, fmt.Errorf("compact records: %w", err)
+			return 0, fmt.Errorf("compact records: %w", err)
 		}
 		switch {
 		case nb.n == b.n-b.skip: // nothing removed: the block stays as it is
 		case nb.n == 0:
 			removed += b.n - b.skip
 			if b.full && !b.sealed {
-				r.full--
+				unfull++
 			}
 			continue
 		default:
@@ -455,7 +457,7 @@ func (s *Store) CompactRecords(ctx context.Context, stream string, before time.T
 		}
 		kept = append(kept, b)
 	}
-	clear(st.blocks[len(kept):])
 	st.blocks, st.n = kept, st.n-removed
+	r.full -= unfull
 	return removed, nil
 }

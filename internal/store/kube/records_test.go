@@ -173,14 +173,23 @@ func TestRecords_KeepsMaxRecords(t *testing.T) {
 	}
 }
 
-// A damaged block is an error naming the records, not a panic.
+// A damaged block is an error, not a panic, to a reader and to
+// compaction, which then changes nothing.
 func TestRecords_DamagedBlockIsAnError(t *testing.T) {
-	s, _, _ := recordsOf(t, blockRecords+1)
+	s, _, base := recordsOf(t, 2*blockRecords+1)
 	s.records.sealFull()
-	b := &s.records.streams["audit"].blocks[0]
+	st := s.records.streams["audit"]
+	b := &st.blocks[1]
 	b.body = b.body[:len(b.body)/2]
-	if _, err := s.Records(t.Context(), store.RecordQuery{Stream: "audit"}); err == nil {
+	if _, err := s.Records(t.Context(), store.RecordQuery{Stream: "audit", Limit: store.MaxRecordLimit}); err == nil {
 		t.Error("reading a damaged block: no error")
+	}
+	before := slices.Clone(st.blocks)
+	if n, err := s.CompactRecords(t.Context(), "audit", base.Add(10*time.Second)); err == nil || n != 0 {
+		t.Errorf("compacting through a damaged block = %d, %v; want 0 and an error", n, err)
+	}
+	if st.n != 2*blockRecords+1 || len(st.blocks) != len(before) || !st.blocks[0].sealed || &st.blocks[0].body[0] != &before[0].body[0] {
+		t.Errorf("a failed compaction changed the stream: %d records in %d blocks", st.n, len(st.blocks))
 	}
 }
 
