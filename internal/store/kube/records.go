@@ -54,8 +54,8 @@ type records struct {
 }
 
 // Full blocks are compressed when the streams have been quiet for a
-// second, or at once when maxFullPlain of them wait, rather than by the
-// write that fills them: S2's best compression allocates 2.3 MiB of
+// second (the oldest one at a time, by the write that fills one, while
+// maxFullPlain wait), rather than by the write that fills them: S2's best compression allocates 2.3 MiB of
 // tables for a block whenever a collection emptied its pool, which in a
 // burst of writes (a first naming collects every few megabytes) is every
 // block. After the burst, one block after another reuses the tables.
@@ -244,7 +244,10 @@ func (r *records) append(rec store.Record, now time.Time) error {
 		open.full = true
 		r.full++
 		if r.full >= maxFullPlain {
-			r.sealFullLocked()
+			// The oldest waiting is compressed now: one block per full
+			// one while writes never pause, not all at once.
+			r.nextFull().seal()
+			r.full--
 		}
 	}
 	if r.full > 0 {
@@ -288,14 +291,6 @@ func (r *records) sealFull() {
 		if b == nil {
 			return
 		}
-	}
-}
-
-// sealFullLocked compresses every full block; r.mu is held.
-func (r *records) sealFullLocked() {
-	for b := r.nextFull(); b != nil; b = r.nextFull() {
-		b.seal()
-		r.full--
 	}
 }
 
