@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"runtime/pprof"
@@ -24,6 +26,7 @@ import (
 	"github.com/meshnames/meshnames/internal/config"
 	"github.com/meshnames/meshnames/internal/kubeapi"
 	"github.com/meshnames/meshnames/internal/kubeapi/kubetest"
+	"github.com/meshnames/meshnames/internal/resource"
 	"github.com/meshnames/meshnames/internal/server/servertest"
 )
 
@@ -32,6 +35,7 @@ var (
 	kubeServices   = flag.Int("kube-services", 10_000, "BenchmarkKube: how many Services")
 	kubeCPUProfile = flag.String("kube-cpu-profile", "", "BenchmarkKubeLiveHeap: profile the CPU while the first 20 new Services are named, once all are")
 	kubeNamingProf = flag.String("kube-naming-cpu-profile", "", "BenchmarkKubeLiveHeap: profile the CPU from the start until every Service is named")
+	kubeNamingHeap = flag.String("kube-naming-heap-profile", "", "BenchmarkKubeLiveHeap: write heap profiles at the start (FILE.start) and once every Service is named (FILE); compare with go tool pprof -base FILE.start FILE")
 	kubeRawAdmin   = flag.Bool("kube-raw-admin", false, "BenchmarkKube: also time the raw writes as the cluster's administrator (s-apiserver-raw-writes-admin)")
 	kubeAPIProfile = flag.String("kube-apiserver-cpu-profile", "", "BenchmarkKube: profile the API server's CPU for the first 30 s of the raw writes and of the naming, into FILE.raw and FILE.naming")
 )
@@ -74,43 +78,168 @@ func kubeCluster(b *testing.B) *kubetest.Cluster {
 	return c
 }
 
-// namedPoll is how often the benchmarks list every MeshService to see
-// whether all are named. A list of 10,000 is about 13 MB of JSON that the
-// server encodes: listed every 50 ms, it was most of what the server
-// allocated while naming (7.9 GB at 10,000), and the collections it
-// caused took CPU from the API server the naming waits on.
-const namedPoll = time.Second
+// kubeNamed follows every MeshService of a cluster as a watch of the API
+// server sees them and tells when n are named: a MeshService of Service
+// name in namespace ns is named when its status holds the hostname
+// name.ns.svc.mesh.local Available and a VIP. Following the API server's
+// watch costs the naming little: one more watcher of what meshnames
+// watches anyway, of which this process decodes a few fields per event.
+// Listing every MeshService through meshnames' API until all were named,
+// as the benchmarks did before, had meshnames encode 13 MB of JSON each
+// second while its last statuses were being written (a quarter of what it
+// allocated in a first naming of 10,000, with the collections that
+// caused), and this process decode it, on the two cores the naming has.
+type kubeNamed struct {
+	n     int
+	mu    sync.Mutex
+	named map[string]bool
+	added int       // ADDED events: MeshServices created
+	last  time.Time // when the watch showed the nth named
+	done  chan struct{}
+}
 
-// namesPoll is how often waitKubeNamed reads meshnames_dns_names: at most
-// a tenth of a second late in a naming of tens of seconds.
-const namesPoll = 100 * time.Millisecond
+// watchKubeNamed starts following the MeshServices of c, until stop is
+// called.
+func watchKubeNamed(c *kubetest.Cluster, n int) (w *kubeNamed, stop func()) {
+	w = &kubeNamed{n: n, named: map[string]bool{}, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		c.Client.Follow(ctx, meshServices, "", kubeapi.ListOptions{}, "", w, slog.New(slog.DiscardHandler))
+	})
+	return w, func() { cancel(); wg.Wait() }
+}
 
-// waitKubeNamed returns once every one of the n MeshServices is named
-// (countNamed, through meshnames' API), failing the benchmark at
-// deadline; alive fails it if the process is gone. A listing of every
-// MeshService costs both sides CPU the naming competes for (a third of
-// the CPU of an in-process first naming of 10,000 when listed once a
-// second), so it waits first for the cheap sign that they may be:
-// meshnames_dns_names reaching four names per Service (a named Service's
-// hostname and its ServiceTag's three names), and lists only then. It
-// reads that metric every namesPoll: each read of /metrics allocates about
-// 56 KB in the server, and read every 20 ms it was 2.6 of the 44 CPU
-// seconds of an in-process first naming of 10,000 and a fifth of the
-// collections of its eager collection (BenchmarkKubeLiveHeap's profiles).
-func waitKubeNamed(b *testing.B, hc *http.Client, api string, n int, deadline time.Time, alive func()) {
-	b.Helper()
-	const namesPerService = 4
-	for {
-		names, err := metric(hc, api, "meshnames_dns_names")
-		if err == nil && names >= namesPerService*float64(n) {
-			break
-		}
-		alive()
-		if time.Now().After(deadline) {
-			b.Fatalf("%.0f DNS names, want %d (%v)", names, namesPerService*n, err)
-		}
-		time.Sleep(namesPoll)
+// Replace implements kubeapi.Handler.
+func (w *kubeNamed) Replace(items []json.RawMessage, _ string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	clear(w.named)
+	for _, raw := range items {
+		w.see(kubeapi.Modified, raw)
 	}
+	w.check()
+}
+
+// Event implements kubeapi.Handler.
+func (w *kubeNamed) Event(ev kubeapi.Event) {
+	if ev.Type == kubeapi.Bookmark {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ev.Type == kubeapi.Added {
+		w.added++
+	}
+	w.see(ev.Type, ev.Object)
+	w.check()
+}
+
+// see applies one MeshService's state; w.mu is held.
+func (w *kubeNamed) see(typ string, raw json.RawMessage) {
+	var ms struct {
+		Metadata struct{ Name, Namespace string } `json:"metadata"`
+		Status   struct {
+			Addresses []struct{ Hostname, Status string } `json:"addresses"`
+			VIPs      []struct{ IP string }               `json:"vips"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &ms); err != nil {
+		return
+	}
+	key := ms.Metadata.Name + "." + ms.Metadata.Namespace
+	named := false
+	if typ != kubeapi.Deleted && len(ms.Status.VIPs) > 0 {
+		for _, a := range ms.Status.Addresses {
+			named = named || a.Hostname == key+".svc.mesh.local" && a.Status == resource.AddressAvailable
+		}
+	}
+	if named {
+		w.named[key] = true
+	} else {
+		delete(w.named, key)
+	}
+}
+
+// check closes done the first time n are named; w.mu is held.
+func (w *kubeNamed) check() {
+	if len(w.named) >= w.n && w.last.IsZero() {
+		w.last = time.Now()
+		close(w.done)
+	}
+}
+
+// kubeTimeline logs every 5 seconds of the naming how many MeshServices
+// the watch w saw created and named, and the CPU the API server and etcd
+// and meshnames used in those seconds (from /proc: it costs them
+// nothing), until the function it returns is called: where a naming
+// waits rather than works shows as CPU below the two cores.
+func kubeTimeline(b *testing.B, c *kubetest.Cluster, p *serverProc, w *kubeNamed) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		prevCluster, err := clusterCPU(c)
+		if err != nil {
+			return
+		}
+		var prevOwn time.Duration
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			own, err := cpuTime(p.pid())
+			if err != nil {
+				return
+			}
+			cluster, err := clusterCPU(c)
+			if err != nil {
+				return
+			}
+			w.mu.Lock()
+			added, named := w.added, len(w.named)
+			w.mu.Unlock()
+			b.Logf("naming at %4.0fs: %5d created, %5d named; cores used: API server and etcd %.2f, meshnames %.2f",
+				time.Since(p.started).Seconds(), added, named, (cluster-prevCluster).Seconds()/5, (own-prevOwn).Seconds()/5)
+			prevCluster, prevOwn = cluster, own
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// waitKubeNamed waits until the watch w has shown all its MeshServices
+// named, failing the benchmark at deadline (alive fails it if the process
+// is gone), and returns when the watch showed the last one named.
+func waitKubeNamed(b *testing.B, w *kubeNamed, deadline time.Time, alive func()) time.Time {
+	b.Helper()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.done:
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.last
+		case <-tick.C:
+			alive()
+			if time.Now().After(deadline) {
+				w.mu.Lock()
+				named := len(w.named)
+				w.mu.Unlock()
+				b.Fatalf("%d of %d MeshServices named in the API server", named, w.n)
+			}
+		}
+	}
+}
+
+// confirmNamed checks through meshnames' API that all n MeshServices are
+// named there too (countNamed), as its watch of the API server shows them
+// moments after the writes.
+func confirmNamed(b *testing.B, hc *http.Client, api string, n int, deadline time.Time, alive func()) {
+	b.Helper()
 	for {
 		total, named, err := countNamed(hc, api)
 		if err == nil && total == n && named == n {
@@ -118,9 +247,9 @@ func waitKubeNamed(b *testing.B, hc *http.Client, api string, n int, deadline ti
 		}
 		alive()
 		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d named (%v)", named, n, err)
+			b.Fatalf("the API server has all %d named; meshnames' API %d of %d (%v)", n, named, total, err)
 		}
-		time.Sleep(namedPoll)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -187,11 +316,15 @@ func benchKube(b *testing.B, n int) {
 		deleteAll()
 		clusterQuiet(b, c)
 		clusterCPU = clusterCPUTime(b, c)
-		requests := apiserverWrites(b, c)
+		requests := apiserverRequests(b, c)
 		namingProfiled := apiserverCPUProfile(b, c, *kubeAPIProfile, ".naming")
+		named, stopWatch := watchKubeNamed(c, n)
 		p := startServerArgs(b, args...)
-		waitKubeNamed(b, hc, p.api, n, p.started.Add(15*time.Minute), p.checkAlive)
-		allNamed := time.Since(p.started)
+		deadline := p.started.Add(15 * time.Minute)
+		stopTimeline := kubeTimeline(b, c, p, named)
+		allNamed := waitKubeNamed(b, named, deadline, p.checkAlive).Sub(p.started)
+		stopTimeline()
+		stopWatch()
 		namingProfiled()
 		// Where the time went: CPU of the API server and etcd, and of
 		// meshnames, against the raw writes' CPU; and the writes
@@ -201,9 +334,15 @@ func benchKube(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 		b.ReportMetric((clusterCPUTime(b, c) - clusterCPU).Seconds(), "cpu-s-apiserver-naming")
+		confirmNamed(b, hc, p.api, n, deadline, p.checkAlive)
 		b.ReportMetric(namingCPU.Seconds(), "cpu-s-meshnames-naming")
-		for verb, k := range apiserverWrites(b, c) {
-			b.Logf("naming: %.0f %s requests to the API server (%.2f per Service)", k-requests[verb], verb, (k-requests[verb])/float64(n))
+		// The requests of the naming (the benchmark's watch among them:
+		// a LIST and a WATCH of meshservices).
+		after := apiserverRequests(b, c)
+		for _, key := range slices.Sorted(maps.Keys(after)) {
+			if d := after[key] - requests[key]; d > 0 {
+				b.Logf("naming: %.0f %s requests to the API server (%.2f per Service)", d, key, d/float64(n))
+			}
 		}
 		b.ReportMetric(allNamed.Seconds(), "s-all-named")
 		b.ReportMetric(allNamed.Seconds()/raw.Seconds(), "x-apiserver-raw")
@@ -271,15 +410,7 @@ func rawMeshServiceWrites(b *testing.B, c *kubetest.Cluster, client *kubeapi.Cli
 					return
 				}
 				ns, name := fmt.Sprintf("ns-%03d", i/perNS), fmt.Sprintf("raw-%05d", i)
-				ms := map[string]any{"apiVersion": "kuma.io/v1alpha1", "kind": "MeshService",
-					"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{
-						"kuma.io/mesh": "default", "kuma.io/managed-by": "raw-bench", "k8s.kuma.io/service-name": name,
-						"k8s.kuma.io/is-headless-service": "false", "kuma.io/env": "kubernetes"}},
-					"spec": map[string]any{"selector": map[string]any{"dataplaneLabels": map[string]any{"matchLabels": map[string]any{"app": "x", "k8s.kuma.io/namespace": ns}}},
-						"ports":      []any{map[string]any{"name": "http", "port": 80, "appProtocol": "http"}},
-						"identities": []any{map[string]any{"type": "ServiceTag", "value": name + "_" + ns + "_svc_80"}},
-						"export":     map[string]any{"mode": "All"}}}
-				if err := client.Create(ctx, meshServices, ns, ms, nil); err != nil {
+				if err := client.Create(ctx, meshServices, ns, rawMeshService(name, ns), nil); err != nil {
 					errs <- err
 					return
 				}
@@ -301,6 +432,19 @@ func rawMeshServiceWrites(b *testing.B, c *kubetest.Cluster, client *kubeapi.Cli
 	}
 	b.Logf("the API server took %s for %d MeshService creates and %d status writes (%.0f writes/s)", d.Round(time.Millisecond), n, n, float64(2*n)/d.Seconds())
 	return d
+}
+
+// rawMeshService is a MeshService as meshnames creates one for Service
+// name of namespace ns.
+func rawMeshService(name, ns string) map[string]any {
+	return map[string]any{"apiVersion": "kuma.io/v1alpha1", "kind": "MeshService",
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{
+			"kuma.io/mesh": "default", "kuma.io/managed-by": "raw-bench", "k8s.kuma.io/service-name": name,
+			"k8s.kuma.io/is-headless-service": "false", "kuma.io/env": "kubernetes"}},
+		"spec": map[string]any{"selector": map[string]any{"dataplaneLabels": map[string]any{"matchLabels": map[string]any{"app": "x", "k8s.kuma.io/namespace": ns}}},
+			"ports":      []any{map[string]any{"name": "http", "port": 80, "appProtocol": "http"}},
+			"identities": []any{map[string]any{"type": "ServiceTag", "value": name + "_" + ns + "_svc_80"}},
+			"export":     map[string]any{"mode": "All"}}}
 }
 
 // rawAddresses are the addresses meshnames writes into the status of a
@@ -432,13 +576,24 @@ func BenchmarkKubeLiveHeap(b *testing.B) {
 		cfg.Env, cfg.Kubernetes.Kubeconfig, cfg.Zone = config.EnvKubernetes, c.MeshnamesKubeconfig, "east"
 		cfg.DNS.Addr = fmt.Sprintf("127.0.0.1:%d", freePort(b))
 		cfg.XDS.Addr = "127.0.0.1:0"
+		if *kubeNamingHeap != "" {
+			writeHeapProfile(b, *kubeNamingHeap+".start")
+		}
+		// The watch runs in this process: pprof's -ignore watchKubeNamed
+		// leaves it out of the profiles.
+		named, stopWatch := watchKubeNamed(c, n)
 		stopProfile := startCPUProfile(b, *kubeNamingProf)
 		start := time.Now()
 		api := servertest.Start(b, cfg, servertest.Options{})
 		hc := newClient()
-		waitKubeNamed(b, hc, api, n, time.Now().Add(15*time.Minute), func() {})
+		last := waitKubeNamed(b, named, start.Add(15*time.Minute), func() {})
 		stopProfile()
-		b.ReportMetric(time.Since(start).Seconds(), "s-all-named")
+		stopWatch()
+		if *kubeNamingHeap != "" {
+			writeHeapProfile(b, *kubeNamingHeap)
+		}
+		b.ReportMetric(last.Sub(start).Seconds(), "s-all-named")
+		confirmNamed(b, hc, api, n, start.Add(15*time.Minute), func() {})
 		if *kubeCPUProfile != "" {
 			stop := startCPUProfile(b, *kubeCPUProfile)
 			lat := newServiceLatency(b, c, 20)
@@ -576,20 +731,30 @@ func clusterQuiet(b *testing.B, c *kubetest.Cluster) {
 
 // clusterCPUTime is the CPU time the API server and etcd have used.
 func clusterCPUTime(b *testing.B, c *kubetest.Cluster) time.Duration {
-	var sum time.Duration
+	t, err := clusterCPU(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return t
+}
+
+// clusterCPU is clusterCPUTime for goroutines other than the benchmark's,
+// which may not fail it.
+func clusterCPU(c *kubetest.Cluster) (sum time.Duration, err error) {
 	for _, pid := range c.Pids() {
 		t, err := cpuTime(pid)
 		if err != nil {
-			b.Fatal(err)
+			return 0, err
 		}
 		sum += t
 	}
-	return sum
+	return sum, nil
 }
 
-// apiserverWrites counts the API server's requests so far by verb, for
-// the verbs that write (apiserver_request_total of its /metrics).
-func apiserverWrites(b *testing.B, c *kubetest.Cluster) map[string]float64 {
+// apiserverRequests counts the API server's requests so far by verb and
+// resource ("PATCH meshservices/status"; apiserver_request_total of its
+// /metrics).
+func apiserverRequests(b *testing.B, c *kubetest.Cluster) map[string]float64 {
 	resp, err := adminGet(c, "/metrics")
 	if err != nil {
 		b.Fatal(err)
@@ -598,24 +763,26 @@ func apiserverWrites(b *testing.B, c *kubetest.Cluster) map[string]float64 {
 	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
+	label := func(line, name string) string {
+		_, rest, _ := strings.Cut(line, name+`="`)
+		v, _, _ := strings.Cut(rest, `"`)
+		return v
+	}
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, "apiserver_request_total{") {
 			continue
 		}
-		_, rest, _ := strings.Cut(line, `verb="`)
-		verb, _, _ := strings.Cut(rest, `"`)
-		switch verb {
-		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
-		default:
-			continue
+		key := label(line, "verb") + " " + label(line, "resource")
+		if sub := label(line, "subresource"); sub != "" {
+			key += "/" + sub
 		}
 		f := strings.Fields(line)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
 		if err != nil {
 			b.Fatalf("apiserver_request_total: %q: %v", line, err)
 		}
-		out[verb] += v
+		out[key] += v
 	}
 	if err := sc.Err(); err != nil {
 		b.Fatal(err)
