@@ -752,8 +752,9 @@ func clusterCPU(c *kubetest.Cluster) (sum time.Duration, err error) {
 }
 
 // apiserverRequests counts the API server's requests so far by verb and
-// resource ("PATCH meshservices/status"; apiserver_request_total of its
-// /metrics).
+// resource, and by code for those not answered 2xx ("PATCH
+// meshservices/status", "PATCH meshservices/status 409";
+// apiserver_request_total of its /metrics).
 func apiserverRequests(b *testing.B, c *kubetest.Cluster) map[string]float64 {
 	resp, err := adminGet(c, "/metrics")
 	if err != nil {
@@ -776,6 +777,9 @@ func apiserverRequests(b *testing.B, c *kubetest.Cluster) map[string]float64 {
 		key := label(line, "verb") + " " + label(line, "resource")
 		if sub := label(line, "subresource"); sub != "" {
 			key += "/" + sub
+		}
+		if code := label(line, "code"); !strings.HasPrefix(code, "2") {
+			key += " " + code
 		}
 		f := strings.Fields(line)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
