@@ -181,10 +181,10 @@ func (w *kubeNamed) check() {
 }
 
 // kubeTimeline logs every 5 seconds of the naming how many MeshServices
-// the watch w saw created and named, and the CPU the API server and etcd
-// and meshnames used in those seconds (from /proc: it costs them
-// nothing), until the function it returns is called: where a naming
-// waits rather than works shows as CPU below the two cores.
+// the watch w saw created and named, and the CPU the API server and etcd,
+// meshnames and this benchmark (its watch) used in those seconds (from
+// /proc: it costs them nothing), until the function it returns is called:
+// where a naming waits rather than works shows as CPU below the two cores.
 func kubeTimeline(b *testing.B, c *kubetest.Cluster, p *serverProc, w *kubeNamed) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -192,6 +192,10 @@ func kubeTimeline(b *testing.B, c *kubetest.Cluster, p *serverProc, w *kubeNamed
 		tick := time.NewTicker(5 * time.Second)
 		defer tick.Stop()
 		prevCluster, err := clusterCPU(c)
+		if err != nil {
+			return
+		}
+		prevBench, err := cpuTime(os.Getpid())
 		if err != nil {
 			return
 		}
@@ -210,12 +214,16 @@ func kubeTimeline(b *testing.B, c *kubetest.Cluster, p *serverProc, w *kubeNamed
 			if err != nil {
 				return
 			}
+			bench, err := cpuTime(os.Getpid())
+			if err != nil {
+				return
+			}
 			w.mu.Lock()
 			added, named := w.added, len(w.named)
 			w.mu.Unlock()
-			b.Logf("naming at %4.0fs: %5d created, %5d named; cores used: API server and etcd %.2f, meshnames %.2f",
-				time.Since(p.started).Seconds(), added, named, (cluster-prevCluster).Seconds()/5, (own-prevOwn).Seconds()/5)
-			prevCluster, prevOwn = cluster, own
+			b.Logf("naming at %4.0fs: %5d created, %5d named; cores used: API server and etcd %.2f, meshnames %.2f, benchmark %.2f",
+				time.Since(p.started).Seconds(), added, named, (cluster-prevCluster).Seconds()/5, (own-prevOwn).Seconds()/5, (bench-prevBench).Seconds()/5)
+			prevCluster, prevOwn, prevBench = cluster, own, bench
 		}
 	})
 	return func() { close(done); wg.Wait() }
@@ -328,6 +336,10 @@ func benchKube(b *testing.B, n int) {
 		clusterQuiet(b, c)
 		clusterCPU = clusterCPUTime(b, c)
 		requests := apiserverRequests(b, c)
+		benchCPU, err := cpuTime(os.Getpid())
+		if err != nil {
+			b.Fatal(err)
+		}
 		namingProfiled := apiserverCPUProfile(b, c, *kubeAPIProfile, ".naming")
 		named, stopWatch := watchKubeNamed(c, n)
 		p := startServerArgs(b, args...)
@@ -345,6 +357,11 @@ func benchKube(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 		b.ReportMetric((clusterCPUTime(b, c) - clusterCPU).Seconds(), "cpu-s-apiserver-naming")
+		// This process's CPU in the naming: its watch of the MeshServices
+		// and the timeline, on the cores the naming has.
+		if t, err := cpuTime(os.Getpid()); err == nil {
+			b.ReportMetric((t - benchCPU).Seconds(), "cpu-s-benchmark-naming")
+		}
 		confirmNamed(b, hc, p.api, n, deadline, p.checkAlive)
 		b.ReportMetric(namingCPU.Seconds(), "cpu-s-meshnames-naming")
 		// The requests of the naming (the benchmark's watch among them:

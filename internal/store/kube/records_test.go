@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/klauspost/compress/s2"
 
 	"github.com/meshnames/meshnames/internal/store"
 )
@@ -36,7 +37,6 @@ func recordsOf(t *testing.T, n int) (*Store, []store.Record, time.Time) {
 func TestRecords_QueriesAcrossBlocks(t *testing.T) {
 	const n = 3*blockRecords + 17
 	s, all, base := recordsOf(t, n)
-	s.records.sealFull()
 	if b := s.records.streams["audit"].blocks; len(b) != 4 || !b[2].sealed || b[3].sealed {
 		t.Fatalf("%d blocks; want 3 sealed and 1 open", len(b))
 	}
@@ -74,16 +74,11 @@ func TestRecords_QueriesAcrossBlocks(t *testing.T) {
 	}
 }
 
-// Compaction removes records from sealed blocks, a full one not yet
-// sealed and the open one, and the stream goes on taking records after
-// it.
+// Compaction removes records from sealed blocks and the open one, and
+// the stream goes on taking records after it.
 func TestRecords_CompactAcrossBlocks(t *testing.T) {
 	const n = 3*blockRecords + 40
 	s, all, base := recordsOf(t, n)
-	s.records.mu.Lock()
-	s.records.streams["audit"].blocks[0].seal() // the others wait for sealFull
-	s.records.full--
-	s.records.mu.Unlock()
 	cut := blockRecords + 10 // inside the second block
 	removed, err := s.CompactRecords(t.Context(), "audit", base.Add(time.Duration(cut)*time.Second))
 	if err != nil || removed != cut {
@@ -105,52 +100,41 @@ func TestRecords_CompactAcrossBlocks(t *testing.T) {
 	if st := s.records.streams["audit"]; st.n != len(want) {
 		t.Errorf("the stream counts %d records, holds %d", st.n, len(want))
 	}
-	s.records.sealFull()
-	if s.records.full != 0 {
-		t.Errorf("%d full blocks counted after sealing them all", s.records.full)
-	}
-	if got, err := s.Records(t.Context(), store.RecordQuery{Stream: "audit", Limit: store.MaxRecordLimit}); err != nil || len(got) != len(want) {
-		t.Errorf("after sealing: %d records, %v; want %d", len(got), err, len(want))
-	}
 }
 
-// Full blocks are compressed once records stop coming, and the oldest
-// one at a time while too many of them wait, not on the write that fills
-// them.
-func TestRecords_SealedWhenQuietOrTooMany(t *testing.T) {
+// The record that fills a block compresses it, and the next record
+// starts an open one.
+func TestRecords_SealedWhenFull(t *testing.T) {
 	s := &Store{}
-	s.records.sealDelay = 20 * time.Millisecond
 	at := time.Unix(1_800_000_000, 0).UTC()
-	for i := range blockRecords + 1 {
+	add := func(i int) {
+		t.Helper()
 		if err := s.records.append(store.Record{Stream: "audit", Data: fmt.Appendf(nil, `{"i":%d}`, i)}, at); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sealed := func() bool {
-		s.records.mu.Lock()
-		defer s.records.mu.Unlock()
-		return s.records.streams["audit"].blocks[0].sealed && s.records.full == 0
+	for i := range blockRecords - 1 {
+		add(i)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !sealed(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the full block was not compressed within 10 s of the last record")
-		}
+	if b := s.records.streams["audit"].blocks; len(b) != 1 || b[0].sealed {
+		t.Fatalf("%d blocks, the first sealed: %v; want one open block before it is full", len(b), len(b) > 0 && b[0].sealed)
 	}
-
-	s = &Store{}
-	s.records.sealDelay = time.Hour
-	for i := range maxFullPlain * blockRecords {
-		if err := s.records.append(store.Record{Stream: "audit", Data: fmt.Appendf(nil, `{"i":%d}`, i)}, at); err != nil {
-			t.Fatal(err)
-		}
-		if s.records.full >= maxFullPlain {
-			t.Fatalf("%d full blocks wait after record %d, want fewer than %d", s.records.full, i, maxFullPlain)
-		}
+	add(blockRecords - 1)
+	b := s.records.streams["audit"].blocks
+	if len(b) != 1 || !b[0].sealed {
+		t.Fatalf("%d blocks, the first sealed: %v; want the full block sealed", len(b), b[0].sealed)
 	}
-	if b := s.records.streams["audit"].blocks; !b[0].sealed || b[1].sealed || s.records.full != maxFullPlain-1 {
-		t.Errorf("blocks 0 and 1 sealed: %v, %v, %d waiting; want the oldest alone sealed, %d waiting", b[0].sealed, b[1].sealed, s.records.full, maxFullPlain-1)
+	if n, err := s2.DecodedLen(b[0].body); err != nil || n <= len(b[0].body) {
+		t.Errorf("sealed block of %d bytes decodes to %d (%v); want it compressed", len(b[0].body), n, err)
 	}
-	s.records.sealing.Stop()
+	add(blockRecords)
+	if b := s.records.streams["audit"].blocks; len(b) != 2 || b[1].sealed || b[1].n != 1 {
+		t.Errorf("%d blocks; want the next record in a second, open block", len(b))
+	}
+	got, err := s.Records(t.Context(), store.RecordQuery{Stream: "audit", Limit: store.MaxRecordLimit})
+	if err != nil || len(got) != blockRecords+1 || string(got[blockRecords].Data) != fmt.Sprintf(`{"i":%d}`, blockRecords) {
+		t.Errorf("read back %d records (%v); want %d, the last one last", len(got), err, blockRecords+1)
+	}
 }
 
 // A stream keeps MaxRecords records: the oldest go first, one by one, and
@@ -178,7 +162,6 @@ func TestRecords_KeepsMaxRecords(t *testing.T) {
 // compaction, which then changes nothing.
 func TestRecords_DamagedBlockIsAnError(t *testing.T) {
 	s, _, base := recordsOf(t, 2*blockRecords+1)
-	s.records.sealFull()
 	st := s.records.streams["audit"]
 	b := &st.blocks[1]
 	b.body = b.body[:len(b.body)/2]
