@@ -427,7 +427,7 @@ func benchKube(b *testing.B, n int) {
 		b.ReportMetric(allNamed.Seconds()/rawAfter.Seconds(), "x-apiserver-raw-after")
 		// The naming runs between the two: where the machine's speed
 		// drifted through the run, their mean is the raw rate of the
-		// naming's time (machine I: the second raw writes took from 7%
+		// naming's time (machine I: the second raw writes took from 17%
 		// less to 41% more time than the first).
 		b.ReportMetric(2*allNamed.Seconds()/(raw+rawAfter).Seconds(), "x-apiserver-raw-mean")
 		deleteAll()

@@ -282,8 +282,8 @@ const kubeNamingTail = cache.FreezeAfter + cache.FreezeAfter/2
 // collected eagerly until the controller's writes end, 6.7 MiB collected
 // eagerly throughout: BenchmarkKubeLiveHeap). The price is CPU: on two
 // cores shared with the API server the collections are about a quarter of
-// meshnames' CPU in a first naming of 10,000 (18-23 CPU-s beside the API
-// server's 90-111), which the API server's writes wait for; collected at
+// meshnames' CPU in a first naming of 10,000 (18-25 CPU-s beside the API
+// server's 90-124), which the API server's writes wait for; collected at
 // the default rate, an earlier build settled at 4,215 B of RSS per Service
 // instead of 3,600-4,000 (docs/performance.md).
 func (g *loadGC) kubeFirstPass(services int) (done func()) {

@@ -240,8 +240,8 @@ func (r *records) append(rec store.Record, now time.Time) error {
 
 // seal compresses a full block into an allocation of its size, with S2's
 // fastest compression (a pooled table of 64 KiB): its best compression
-// kept the records of 10,000 named Services 11% smaller (36.5 against
-// 40.8 bytes a record) for 17 times the CPU and 4.5 MiB of pooled tables,
+// kept a named Service's history record in 40 bytes against 56
+// (TestRecords_KeptSmall) for 17 times the CPU and 4.5 MiB of pooled tables,
 // allocated again whenever a collection had emptied the pool, which in a
 // first naming (collected every few megabytes) was nearly every block.
 func (b *recordBlock) seal() {
