@@ -217,7 +217,8 @@ type APIAuthConfig struct {
 	RateBurst int `json:"rateBurst"`
 	// RefreshInterval is how often an instance reads the signing keys and
 	// revocations, so a token revoked on another instance sharing the
-	// store is refused here within it.
+	// store is refused here within it (where the store does not tell when
+	// they change: token.Keys.Run).
 	RefreshInterval Duration `json:"refreshInterval"`
 }
 

@@ -305,7 +305,7 @@ func RBAC(ns string, labels m) []m {
 		// and tokens of the API, where the zone sync stands: Leases in
 		// the system namespace only.
 		object("rbac.authorization.k8s.io/v1", "Role", Name, ns, labels, kv{Key: "rules", Value: []m{
-			rule("coordination.k8s.io", []string{"leases"}, "get", "list", "create", "update", "patch", "delete"),
+			rule("coordination.k8s.io", []string{"leases"}, "get", "list", "watch", "create", "update", "patch", "delete"),
 		}}),
 		object("rbac.authorization.k8s.io/v1", "RoleBinding", Name, ns, labels,
 			kv{Key: "roleRef", Value: ref("Role")}, kv{Key: "subjects", Value: []m{sa}}),

@@ -19,6 +19,13 @@ type Handler interface {
 	Event(ev Event)
 }
 
+// A Watching handler is also told how following goes: nil each time a
+// watch starts, the error each time a list or a watch fails (Follow then
+// retries). Until a watch starts again the handler hears of no change.
+type Watching interface {
+	Watching(err error)
+}
+
 // Follow keeps h informed of collection r in namespace ns (every namespace
 // when empty) until ctx ends: a list (unless rv, the resourceVersion of a
 // list the caller made, is given), then a watch from it, again after the
@@ -41,6 +48,9 @@ func (c *Client) Follow(ctx context.Context, r Resource, ns string, o ListOption
 		} else {
 			var w *Watcher
 			w, err = c.Watch(ctx, r, ns, WatchOptions{ListOptions: o, ResourceVersion: rv})
+			if wh, ok := h.(Watching); ok && err == nil {
+				wh.Watching(nil)
+			}
 			if err == nil {
 				rv, err = follow(w, rv, h)
 				w.Close()
@@ -52,7 +62,11 @@ func (c *Client) Follow(ctx context.Context, r Resource, ns string, o ListOption
 		case err == nil || errors.Is(err, io.EOF):
 			delay = 100 * time.Millisecond
 			continue
-		case errors.Is(err, ErrGone):
+		}
+		if wh, ok := h.(Watching); ok {
+			wh.Watching(err)
+		}
+		if errors.Is(err, ErrGone) {
 			log.Info("kubernetes: the watch fell behind the API server; listing again", "resource", r.String())
 			rv = ""
 			continue

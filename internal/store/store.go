@@ -449,6 +449,19 @@ type Kept interface {
 	Revision() int64
 }
 
+// LeaseNotifier is implemented by a store that can tell when its leases
+// change, so that a reader that must see other instances' lease writes
+// soon (the API's signing keys and revocations) need not poll: the
+// Kubernetes store, which follows its Lease objects with a watch.
+type LeaseNotifier interface {
+	// LeasesChanged returns a channel closed once a lease whose name
+	// starts with prefix is written or deleted after the call, or once the
+	// store can no longer tell (its watch failed or listed again, or the
+	// store closed). It returns nil while the store cannot tell: the
+	// caller then polls.
+	LeasesChanged(prefix string) <-chan struct{}
+}
+
 // Compacter is implemented by stores that drop tombstones older than a
 // retention period from the change feed (both backends). It returns how
 // many it dropped; readers behind the new horizon get ErrCompacted.

@@ -44,7 +44,8 @@ const verifiedMax = 4096
 type Keys struct {
 	st store.Store
 	// RefreshInterval is Run's polling period (DefaultRefreshInterval
-	// when 0). Set it before calling Run.
+	// when 0), where the store does not tell when leases change. Set it
+	// before calling Run.
 	RefreshInterval time.Duration
 
 	created bool
@@ -194,23 +195,30 @@ func (k *Keys) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Run refreshes the keys and revocations every RefreshInterval, and
-// deletes the records of tokens that expired long ago, until ctx ends.
-// Failures are logged and retried at the next tick.
+// Run refreshes the keys and revocations until ctx ends, and deletes the
+// records of tokens that expired long ago every pruneEvery. On a store
+// that tells when its leases change (store.LeaseNotifier: Kubernetes) it
+// refreshes when a key or a revocation was written, and polls every
+// RefreshInterval while the store cannot tell; on the others it polls.
+// A failed refresh is logged and retried at the next poll.
 func (k *Keys) Run(ctx context.Context, log *slog.Logger) error {
 	every := k.RefreshInterval
 	if every <= 0 {
 		every = DefaultRefreshInterval
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
+	poll := time.NewTicker(every)
+	defer poll.Stop()
+	prune := time.NewTicker(pruneEvery)
+	defer prune.Stop()
+	notifier, _ := k.st.(store.LeaseNotifier)
 	lastPrune := time.Time{}
 	failing := false
 	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+		// Asked before the refresh reads, so that no write after its
+		// read goes unheard.
+		var keysChanged, revokedChanged <-chan struct{}
+		if notifier != nil {
+			keysChanged, revokedChanged = notifier.LeasesChanged(keyPrefix), notifier.LeasesChanged(revokedPrefix)
 		}
 		err := k.Refresh(ctx)
 		switch {
@@ -228,6 +236,18 @@ func (k *Keys) Run(ctx context.Context, log *slog.Logger) error {
 			} else if n > 0 {
 				log.Debug("pruned expired token records", "records", n)
 			}
+		}
+		var tick <-chan time.Time
+		if keysChanged == nil || revokedChanged == nil || failing {
+			tick = poll.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+		case <-keysChanged:
+		case <-revokedChanged:
+		case <-prune.C:
 		}
 	}
 }

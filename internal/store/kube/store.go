@@ -138,8 +138,9 @@ type Store struct {
 	changed  chan struct{}
 	closed   bool
 
-	leases  leaseCache
-	records records
+	leases     leaseCache
+	leaseWatch leaseWatch
+	records    records
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -216,6 +217,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		changed:  make(chan struct{}),
 		leases:   leaseCache{m: map[string]cachedLease{}},
 	}
+	s.leaseWatch.waits = map[string]chan struct{}{}
 	if err := s.checkCRDs(ctx); err != nil {
 		return nil, err
 	}
@@ -238,6 +240,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	for i, k := range s.kinds {
 		s.wg.Go(func() { s.c.Follow(wctx, k.Resource(), "", kubeapi.ListOptions{}, rvs[i], kindHandler{s, k}, s.o.Log) })
 	}
+	s.wg.Go(func() {
+		s.c.Follow(wctx, kubeapi.Leases, s.o.SystemNamespace, kubeapi.ListOptions{LabelSelector: leaseLabel + "=true"}, "", leaseHandler{&s.leaseWatch}, s.o.Log)
+	})
 	return s, nil
 }
 
@@ -365,6 +370,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	s.leaseWatch.stop()
 	return nil
 }
 
