@@ -150,6 +150,14 @@ func (q *Queue[K]) Len() int {
 	return len(q.pending)
 }
 
+// Has reports whether k is pending.
+func (q *Queue[K]) Has(k K) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	_, ok := q.pending[k]
+	return ok
+}
+
 // Scheduled returns how many AddAfter calls have not fired yet.
 func (q *Queue[K]) Scheduled() int {
 	q.mu.Lock()

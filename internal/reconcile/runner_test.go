@@ -475,3 +475,96 @@ func TestRunner_SkipsOnlyItsOwnEchoes(t *testing.T) {
 		t.Errorf("s0 observed %d times, want 2: its creation and the label update", n)
 	}
 }
+
+// handoverCore decides condition P of the services it was handed a value
+// for, whether or not they exist yet, as the VIP core does with the
+// addresses the Kubernetes controller hands over before it creates a
+// MeshService. Its Ops can hold the runner at the start of a pass.
+type handoverCore struct {
+	reconcile.Base
+	dirtyKeys // its mu guards the fields below too
+	values    map[resource.Key]string
+	hold      chan struct{} // when set, the next Ops closes holding and waits for it to close
+	holding   chan struct{}
+}
+
+func (c *handoverCore) Name() string                           { return "handover" }
+func (c *handoverCore) Watches(resource.Kind) bool             { return false }
+func (c *handoverCore) Observe(resource.Key, *resource.Object) {}
+func (c *handoverCore) Dirty() []resource.Key                  { return c.take() }
+func (c *handoverCore) Owns(k resource.Kind) store.StatusPatch { return ownsCondition(k, "P") }
+
+func (c *handoverCore) hand(k resource.Key, v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.values[k] = v
+	c.dirty = append(c.dirty, k)
+	c.hold, c.holding = make(chan struct{}), make(chan struct{})
+}
+
+func (c *handoverCore) Ops(time.Time) []reconcile.Write {
+	c.mu.Lock()
+	hold, holding := c.hold, c.holding
+	c.hold, c.holding = nil, nil
+	c.mu.Unlock()
+	if hold != nil {
+		close(holding)
+		<-hold
+	}
+	return nil
+}
+
+func (c *handoverCore) Decide(obj *resource.Object, st resource.Status) []store.Op {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := c.values[obj.Key()]; v != "" {
+		svc := st.(resource.ServiceStatusOf).Service()
+		svc.Conditions = append(svc.Conditions, resource.Condition{Type: "P", Status: resource.ConditionTrue, Message: v})
+	}
+	return nil
+}
+
+func (c *handoverCore) Sum(d *reconcile.Digest, st resource.Status) {
+	for _, cond := range st.(resource.ServiceStatusOf).Service().Conditions {
+		if cond.Type == "P" {
+			d.String(cond.Message)
+		}
+	}
+}
+
+// A service one core marked dirty before it existed, decided by a pass
+// that finds it in the cache before the other cores observed its creation,
+// gets one status write with every core's part, not one with the first
+// core's part and a second with the rest.
+func TestRunner_DecidesAChangeOnceTheCoresObservedIt(t *testing.T) {
+	h := &handoverCore{values: map[resource.Key]string{}}
+	a := newLabelCore("A", "a")
+	e := newEnv(t, reconciletest.Options{Cores: func() []reconcile.Core { return []reconcile.Core{h, a} }})
+	e.rt.Settle()
+
+	k := svcKey("s0")
+	h.hand(k, "vip")
+	h.mu.Lock()
+	release, holding := h.hold, h.holding
+	h.mu.Unlock()
+	e.rt.Runner.Kick()
+	<-holding // the kicked pass starts; k is dirty and not stored yet
+	e.create(service("s0", map[string]string{"a": "x"}))
+	deadline := time.Now().Add(5 * time.Second)
+	for _, ok := e.rt.Cache.Peek(k); !ok; _, ok = e.rt.Cache.Peek(k) {
+		if time.Now().After(deadline) {
+			t.Fatal("the cache never showed s0")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release) // the pass decides k with s0 in the cache
+	e.rt.Settle()
+
+	o := e.get("s0")
+	if got, want := conditions(o), map[string]string{"A": "x", "P": "vip"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("conditions = %v, want %v", got, want)
+	}
+	if o.Version != 2 {
+		t.Errorf("s0 at version %d, want 2: created, then one status write with both parts", o.Version)
+	}
+}

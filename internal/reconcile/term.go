@@ -52,6 +52,10 @@ type term struct {
 	// to decide before the cache showed them: their echo is not skipped
 	// (echo), so that they are decided again over what the cache holds.
 	again map[resource.Key]struct{}
+	// deferred holds the services a pass did not decide because the cache
+	// showed a change of theirs the cores had not observed yet (decide);
+	// the next pass, which observes it, decides them.
+	deferred []resource.Key
 	// uniq is distinct's set, kept empty between passes.
 	uniq map[resource.Key]struct{}
 }
@@ -368,7 +372,8 @@ func (t *term) pass(ctx context.Context, extra []resource.Key) error {
 			t.batch = append(t.batch, pendingWrite{Write: w})
 		}
 	}
-	keys := extra
+	keys := append(extra, t.deferred...)
+	t.deferred = t.deferred[:0]
 	for _, c := range t.r.cores {
 		keys = append(keys, c.Dirty()...)
 	}
@@ -449,6 +454,18 @@ func (t *term) decide(ctx context.Context, k resource.Key, p patch) error {
 			t.again[k] = struct{}{}
 		}
 		return nil // deleted; the cores heard of it
+	}
+	if _, observed := t.seen[k]; !creating && !observed && (obj.Revision > t.notified.Load() || t.q.Has(k)) {
+		// The cache holds a change of k that the cores have not observed:
+		// its event is queued, or about to be. Decided now, the status
+		// would carry what one core asked for (the Kubernetes controller
+		// hands over a Service's ClusterIPs before it creates the
+		// MeshService) without what the others decide of the change, and a
+		// second write would follow. The next pass observes the change and
+		// decides k. A key the cores observed in this pass is decided now
+		// even if it changed again since, so that a busy key is decided.
+		t.deferred = append(t.deferred, k)
+		return nil
 	}
 	st := resource.MustLookup(k.Kind).NewStatus()
 	var ops []store.Op
