@@ -455,7 +455,7 @@ func (t *term) decide(ctx context.Context, k resource.Key, p patch) error {
 		}
 		return nil // deleted; the cores heard of it
 	}
-	if _, observed := t.seen[k]; !creating && !observed && (obj.Revision > t.notified.Load() || t.q.Has(k)) {
+	if t.unobserved(k, obj, creating) {
 		// The cache holds a change of k that the cores have not observed:
 		// its event is queued, or about to be. Decided now, the status
 		// would carry what one core asked for (the Kubernetes controller
@@ -503,6 +503,17 @@ func (t *term) decide(ctx context.Context, k resource.Key, p patch) error {
 		base = seen
 	}
 	return t.queueStatus(ctx, pendingWrite{Write: Write{Op: op}, key: k, status: true, base: base}, t.record(obj, st, sp))
+}
+
+// unobserved reports whether the cache holds a change of k, obj, that
+// the cores have not observed: they did not observe k in this pass, and
+// its event is queued or not yet queued (the subscription queues it and
+// wakes the runner once it runs).
+func (t *term) unobserved(k resource.Key, obj *resource.Object, creating bool) bool {
+	if _, observed := t.seen[k]; creating || observed || !t.r.watches(k.Kind) {
+		return false
+	}
+	return obj.Revision > t.notified.Load() || t.q.Has(k)
 }
 
 // record returns the history of a status write that replaces the parts
