@@ -89,17 +89,13 @@ func follow(w *Watcher, rv string, h Handler) (string, error) {
 		if err != nil {
 			return rv, err
 		}
-		var m struct {
-			Metadata struct {
-				ResourceVersion string `json:"resourceVersion"`
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(ev.Object, &m); err != nil {
+		m, err := MetaOf(ev.Object)
+		if err != nil {
 			return rv, err
 		}
 		h.Event(ev)
-		if m.Metadata.ResourceVersion != "" {
-			rv = m.Metadata.ResourceVersion
+		if m.ResourceVersion != "" {
+			rv = m.ResourceVersion
 		}
 	}
 }

@@ -356,17 +356,11 @@ func (s *Store) write(ctx context.Context, op store.Op, p *plan) store.Result {
 // writtenAck reads the key of a write's echo from the API server's
 // response to it: the object's name, namespace and resourceVersion.
 func writtenAck(c crd.Kind, raw []byte) (ackKey, error) {
-	var in struct {
-		Metadata struct {
-			Name            string `json:"name"`
-			Namespace       string `json:"namespace"`
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(raw, &in); err != nil {
+	m, err := kubeapi.MetaOf(raw)
+	if err != nil {
 		return ackKey{}, fmt.Errorf("decode %s: %w", c.Kind, err)
 	}
-	return ackOf(c, in.Metadata.Namespace, in.Metadata.Name, in.Metadata.ResourceVersion)
+	return ackOf(c, m.Namespace, m.Name, m.ResourceVersion)
 }
 
 // echo waits until the watch has shown the write ack and returns the
