@@ -176,26 +176,42 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ev
 		s.mu.Unlock()
 		return nil, fmt.Errorf("changes after %d: the feed of this process starts at %d: %w", after, max(s.feed.start, s.base), store.ErrCompacted)
 	}
-	var evs []*entry
+	type event struct {
+		e *entry
+		o *resource.Object // handed off (handOff), or nil
+	}
+	var evs []event
 	for i := s.feed.after(after); i < len(s.feed.events); i++ {
 		if e := s.feed.events[i].e; e != nil {
-			evs = append(evs, e)
+			o := s.fresh[e]
+			delete(s.fresh, e)
+			evs = append(evs, event{e, o})
 			if limit > 0 && len(evs) == limit {
 				break
 			}
 		}
 	}
+	for e := range s.fresh {
+		if e.rev <= after {
+			delete(s.fresh, e) // the reader has it from elsewhere
+		}
+	}
 	s.mu.Unlock()
 	out := make([]store.Event, len(evs))
-	for i, e := range evs {
+	for i, ev := range evs {
+		e := ev.e
 		out[i] = store.Event{Type: store.EventDelete, Revision: e.rev, Key: e.key}
-		if !e.tombstone() {
-			o, err := e.object()
-			if err != nil {
+		if e.tombstone() {
+			continue
+		}
+		o := ev.o
+		if o == nil {
+			var err error
+			if o, err = e.object(); err != nil {
 				return nil, err
 			}
-			out[i].Type, out[i].Object = store.EventPut, o
 		}
+		out[i].Type, out[i].Object = store.EventPut, o
 	}
 	return out, nil
 }

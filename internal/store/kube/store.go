@@ -134,6 +134,9 @@ type Store struct {
 	base     int64                   // the etcd revision when the store opened
 	progress map[resource.Kind]int64 // the newest resourceVersion each watch delivered
 	acks     acks
+	// fresh holds the objects of the last watch events until the change
+	// feed hands them out (handOff).
+	fresh    map[*entry]*resource.Object
 	advanced chan struct{} // closed and replaced when an event is applied
 	changed  chan struct{}
 	closed   bool
@@ -209,6 +212,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		kinds:    crd.Kinds(),
 		refs:     map[crRef]*entry{},
 		invalid:  map[crRef]*decoded{},
+		fresh:    map[*entry]*resource.Object{},
 		stale:    map[crRef]report{},
 		feed:     newFeed(),
 		progress: map[resource.Kind]int64{},
