@@ -120,17 +120,7 @@ func ascii(b []byte) bool {
 // object scans an object, calling member with each key (raw, between the
 // quotes) with the scanner at the value, which member must consume.
 func (s *metaScanner) object(member func(key []byte) bool) bool {
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		return false
-	}
-	s.i++
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return true
-	}
-	for {
-		s.space()
+	return s.list('{', '}', func() bool {
 		start := s.i + 1
 		if !s.str() {
 			return false
@@ -142,7 +132,25 @@ func (s *metaScanner) object(member func(key []byte) bool) bool {
 		}
 		s.i++
 		s.space()
-		if !member(key) || s.failed {
+		return member(key) && !s.failed
+	})
+}
+
+// list scans open, elements separated by commas, and close; elem
+// consumes one element, the scanner at its start.
+func (s *metaScanner) list(open, close byte, elem func() bool) bool {
+	if s.i >= len(s.b) || s.b[s.i] != open {
+		return false
+	}
+	s.i++
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == close {
+		s.i++
+		return true
+	}
+	for {
+		s.space()
+		if !elem() {
 			return false
 		}
 		s.space()
@@ -152,7 +160,7 @@ func (s *metaScanner) object(member func(key []byte) bool) bool {
 		switch s.b[s.i] {
 		case ',':
 			s.i++
-		case '}':
+		case close:
 			s.i++
 			return true
 		default:
@@ -172,31 +180,7 @@ func (s *metaScanner) value(depth int) bool {
 	case c == '{':
 		return s.object(func([]byte) bool { return s.value(depth + 1) })
 	case c == '[':
-		s.i++
-		s.space()
-		if s.i < len(s.b) && s.b[s.i] == ']' {
-			s.i++
-			return true
-		}
-		for {
-			s.space()
-			if !s.value(depth + 1) {
-				return false
-			}
-			s.space()
-			if s.i >= len(s.b) {
-				return false
-			}
-			switch s.b[s.i] {
-			case ',':
-				s.i++
-			case ']':
-				s.i++
-				return true
-			default:
-				return false
-			}
-		}
+		return s.list('[', ']', func() bool { return s.value(depth + 1) })
 	case c == 't':
 		return s.literal("true")
 	case c == 'f':
