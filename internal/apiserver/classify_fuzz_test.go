@@ -46,3 +46,19 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+// A path with an empty mesh segment names no one mesh: it is authorized
+// as across every mesh, never as a mesh of no name.
+func TestClassify_EmptyMeshIsEveryMesh(t *testing.T) {
+	for _, path := range []string{"/meshes//meshservices//_hostnames", "/meshes//dataplanes/dp/_xds", "/meshes//_dns", "/meshes//meshservices"} {
+		r := httptest.NewRequest("GET", path, nil)
+		a, _ := classify(r)
+		if a.Mesh != "" || !a.AllMeshes {
+			t.Errorf("GET %s: %+v, want every mesh", path, a)
+		}
+	}
+	r := httptest.NewRequest("GET", "/meshes/m1/meshservices/x/_hostnames", nil)
+	if a, _ := classify(r); a.Mesh != "m1" || a.AllMeshes {
+		t.Errorf("GET /meshes/m1/meshservices/x/_hostnames: %+v, want mesh m1 alone", a)
+	}
+}

@@ -172,13 +172,14 @@ func classify(r *http.Request) (auth.Action, string) {
 		a.Class = auth.History
 		return a, "/history"
 	case len(seg) == 3 && seg[0] == "meshes" && (seg[2] == "_dns" || seg[2] == "_servicetags"):
-		a.Mesh = seg[1]
+		inMesh(&a, seg[1])
 		if write {
 			a.Class = auth.Other
 		}
 		return a, "/meshes/{mesh}/" + seg[2]
 	case len(seg) == 5 && seg[0] == "meshes" && seg[2] == "dataplanes" && seg[4] == "_xds":
-		a.Kind, a.Mesh = resource.Dataplane, seg[1]
+		a.Kind = resource.Dataplane
+		inMesh(&a, seg[1])
 		if write {
 			a.Class = auth.Other
 		}
@@ -193,7 +194,8 @@ func classify(r *http.Request) (auth.Action, string) {
 		return a, "/zoneingresses/{name}/_xds"
 	case len(seg) == 5 && seg[4] == "_hostnames":
 		if req, ok := parsePath(seg[:4]); ok {
-			a.Kind, a.Mesh = req.d.Kind, req.mesh
+			a.Kind = req.d.Kind
+			inMesh(&a, req.mesh)
 			if write {
 				a.Class = auth.Other
 			}
@@ -214,6 +216,13 @@ func classify(r *http.Request) (auth.Action, string) {
 		a.Class = auth.Write
 	}
 	return a, req.route
+}
+
+// inMesh makes a the action of a path in mesh; an empty mesh segment
+// (/meshes//...) names no one mesh, so it is authorized as across every
+// mesh, as a mesh-scoped list at the top is.
+func inMesh(a *auth.Action, mesh string) {
+	a.Mesh, a.AllMeshes = mesh, mesh == ""
 }
 
 // verbOf names what a request does, for the audit log, before it is known
