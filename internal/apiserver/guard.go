@@ -207,11 +207,13 @@ func classify(r *http.Request) (auth.Action, string) {
 		a.Class = auth.Other
 		return a, "unknown"
 	}
-	a.Kind, a.Mesh = req.d.Kind, req.mesh
-	if req.d.Kind == resource.Mesh {
+	a.Kind = req.d.Kind
+	switch {
+	case req.d.Kind == resource.Mesh:
 		a.Mesh = req.name
+	case req.d.MeshScoped:
+		inMesh(&a, req.mesh)
 	}
-	a.AllMeshes = req.d.MeshScoped && req.mesh == ""
 	if write {
 		a.Class = auth.Write
 	}
@@ -220,7 +222,7 @@ func classify(r *http.Request) (auth.Action, string) {
 
 // inMesh makes a the action of a path in mesh; an empty mesh segment
 // (/meshes//...) names no one mesh, so it is authorized as across every
-// mesh, as a mesh-scoped list at the top is.
+// mesh, as a mesh-scoped list at the top (no mesh segment) is.
 func inMesh(a *auth.Action, mesh string) {
 	a.Mesh, a.AllMeshes = mesh, mesh == ""
 }
